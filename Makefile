@@ -1,0 +1,36 @@
+# xmfu: on a fresh machine, `make bench` then `make test` is all it takes.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+XMFU := $(VENV)/bin/xmfu
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.xmfu-installed
+
+.PHONY: install bench test lint clean
+
+install: $(STAMP)
+
+# --system-site-packages: a GPU image's own torch/jax/triton (CUDA, ROCm or TPU builds) are reused, never
+# replaced; only what is not importable at all gets installed.
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$(TORCH_VERSION)"
+	$(PY) -c "import jax" 2>/dev/null || $(PIP) install jax || echo "xmfu: jax not installed; its backend will report skipped"
+	$(PY) -c "import triton" 2>/dev/null || $(PIP) install triton || echo "xmfu: triton not installed; its backend will report skipped"
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+# The default suite on whatever device is present; without an accelerator, the smoke sizes.
+bench: install
+	$(XMFU) run $$($(PY) -m harness.platform)
+
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+lint: install
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,71 @@
+"""The interfaces a workload implements: a case (one shape), and what a backend prepares for it.
+
+The engine only sees these protocols; it never imports a workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Check:
+    """Outcome of comparing a backend's output with the fp64 reference."""
+
+    ok: bool
+    error: float  # the metric named by `metric`
+    tolerance: float
+    metric: str
+    checked: str  # what was compared, e.g. "all 4096x4096 elements" or "rows 0-15, ..."
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "error": self.error, "tolerance": self.tolerance, "metric": self.metric,
+                "checked": self.checked}
+
+
+class Case(Protocol):
+    """One point of a workload's sweep, with its own FLOP and byte formulas and its reference."""
+
+    workload: str
+    dtype: str
+    flop_convention: str
+
+    @property
+    def case_id(self) -> str: ...
+
+    def params(self) -> dict[str, Any]: ...
+
+    def flops(self) -> float: ...
+
+    def bytes_moved(self) -> float: ...
+
+    def check_rows(self) -> np.ndarray | None:
+        """Output rows to compare (None: all). Large cases compare edge and sampled rows."""
+        ...
+
+    def check(self, rows: np.ndarray) -> Check:
+        """Compare the selected output rows (float64) with the reference."""
+        ...
+
+
+@dataclass
+class Prepared:
+    """What a backend hands the engine: a zero-argument callable plus a way to read its result.
+
+    Everything done before returning this (allocation, compilation, autotuning) is not timed.
+    """
+
+    fn: Callable[[], Any]
+    result: Callable[[np.ndarray | None], np.ndarray]  # float64 host copy of the selected output rows
+    framework: str  # picks the timer: "torch", "jax" or "host"
+    timing_valid: bool = True
+    timing_note: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)  # precision, kernel config, compile time...
+
+
+class Unavailable(Exception):
+    """Raised by prepare() when a backend cannot run this case here; becomes a `skipped` row."""

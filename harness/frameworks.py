@@ -1,0 +1,60 @@
+"""Moving xmfu's seeded numpy inputs into each framework, and results back, in one place.
+
+Imports are lazy: a framework that is not installed only matters to the backends that use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.dtypes import DTYPES
+
+TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16",
+                "fp8": "float8_e4m3fn"}
+
+
+def torch_dtype(dtype: str) -> Any:
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[dtype])
+
+
+def to_torch(x: np.ndarray, dtype: str, device: str) -> Any:
+    """A float32 numpy array (already rounded to `dtype`) as a torch tensor of `dtype` on `device`."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device=device).to(torch_dtype(dtype))
+
+
+def torch_rows(t: Any, rows: np.ndarray | None) -> np.ndarray:
+    """float64 host copy of `t` (or of its `rows`); rows are selected on the device to move less."""
+    import torch
+
+    if rows is not None:
+        t = t[torch.as_tensor(rows, device=t.device)]
+    return t.to(torch.float64).cpu().numpy()
+
+
+def to_jax(x: np.ndarray, dtype: str, device: Any) -> Any:
+    import jax
+
+    return jax.device_put(np.asarray(x).astype(DTYPES[dtype].storage), device)
+
+
+def jax_rows(x: Any, rows: np.ndarray | None) -> np.ndarray:
+    host = np.asarray(x).astype(np.float64)
+    return host if rows is None else host[rows]
+
+
+def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:
+    """JAX must run on the device the run measures: a CPU-only jaxlib on a GPU host would time the host."""
+    import jax
+
+    backend = jax.default_backend()
+    wanted = {"cuda": ("gpu", "cuda"), "rocm": ("gpu", "rocm"), "tpu": ("tpu",), "cpu": ("cpu",)}[platform_kind]
+    if backend in wanted:
+        return True, ""
+    return False, (f"jax runs on '{backend}' but this run measures a {platform_kind} device; "
+                   f"install the jax build for {platform_kind} (e.g. jax[cuda12]) or run with device=cpu")

@@ -1,0 +1,96 @@
+"""One `xmfu run`: detect the platform, expand the cases, run the phases, finalise the bundle."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness import environment
+from harness.bundle import BundleWriter, utc_now
+from harness.comparability import comparability_key
+from harness.config import RunConfig
+from harness.context import RunContext
+from harness.interrupts import interrupts_as_keyboard_interrupt
+from harness.platform import detect
+from harness.registry import Registry
+from harness.runner import CaseRunner, Phase
+from harness.summary import progress_line, table
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MAMF_WORKLOAD = "matmul"
+
+
+@dataclass
+class Outcome:
+    bundle: Path
+    exit_code: int
+
+
+def plan_phases(cfg: RunConfig, registry: Registry) -> list[Phase]:
+    """The mamf sweep (when enabled) and then the main workload. Raises ConfigError on bad sizes."""
+    phases = []
+    if cfg.mamf.enabled:
+        from workloads.matmul.spec import mamf_workload  # composition-root knowledge of the mamf preset
+
+        matmul = registry.workload(MAMF_WORKLOAD)
+        sweep = mamf_workload(cfg.mamf.m, cfg.mamf.n, cfg.mamf.k)
+        phases.append(Phase("mamf", matmul, matmul.expand(sweep, cfg.dtype, cfg.seed), [cfg.mamf.backend]))
+    workload = registry.workload(cfg.workload_name)
+    phases.append(Phase("main", workload, workload.expand(cfg.workload, cfg.dtype, cfg.seed), cfg.backends))
+    return phases
+
+
+def new_run_id(cfg: RunConfig) -> str:
+    if cfg.run_id:
+        return cfg.run_id
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{cfg.workload_name}-{cfg.dtype}-{secrets.token_hex(3)}"
+
+
+def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
+    key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
+                             "protocol": cfg.timing.protocol(), "mamf": cfg.mamf.enabled})
+    return {"run_id": run_id, "created": utc_now(), "xmfu_version": harness.__version__,
+            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
+            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
+            "comparability_key": key, "achievable": None}
+
+
+def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
+            overrides: Sequence[str]) -> Outcome:
+    phases = plan_phases(cfg, registry)
+    plat = detect(cfg.device)
+    ctx = RunContext(cfg, plat)
+    run_id = new_run_id(cfg)
+    folder = Path(cfg.results_dir) / run_id
+    writer = BundleWriter(folder, _manifest(cfg, run_id, argv, overrides), config_yaml,
+                          environment.capture(plat, cfg.cpu_clock_ghz))
+    print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+    runner = CaseRunner(ctx, writer, run_id, lambda row: print(progress_line(row), file=sys.stderr, flush=True))
+    try:
+        with interrupts_as_keyboard_interrupt():
+            for phase in phases:
+                runner.run_phase(phase)
+    except KeyboardInterrupt:
+        writer.finalize("partial")
+        print(table(runner.rows))
+        print("xmfu: interrupted; finished cases are kept, bundle status partial", file=sys.stderr)
+        print(f"bundle: {folder}", flush=True)
+        return Outcome(folder, 130)
+    except BaseException:
+        writer.finalize("partial")
+        raise
+    writer.finalize("complete")
+    print(table(runner.rows))
+    if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
+        a = runner.achievable
+        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")
+    print(f"bundle: {folder}", flush=True)
+    any_ok = any(r["status"] == "ok" for r in runner.rows)
+    return Outcome(folder, 0 if any_ok else 1)

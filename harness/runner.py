@@ -1,0 +1,172 @@
+"""The engine: for each case, prepare every backend, check it, time the correct ones together, write rows.
+
+A failure in one (case, backend) becomes that row's status and reason; the sweep always goes on.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.bundle import BundleWriter, utc_now
+from harness.case import Case, Prepared, Unavailable
+from harness.comparability import comparability_fields, comparability_key
+from harness.context import RunContext
+from harness.interrupts import raise_if_interrupted
+from harness.metrics import throughput, utilization
+from harness.peaks import lookup
+from harness.registry import WorkloadDef
+from harness.sampler import sample_interleaved, stop_reason
+from harness.stats import summarize
+from harness.timing import Series, timer_for
+
+TOKEN_SAMPLES = 3  # samples taken where the timing cannot represent the hardware (interpreter)
+
+
+@dataclass
+class Phase:
+    """A list of cases run against some backends; `name` tags its rows (e.g. "mamf", "main")."""
+
+    name: str
+    workload: WorkloadDef
+    cases: Sequence[Case]
+    backends: Sequence[str]
+
+
+@dataclass
+class Attempt:
+    """One backend's progress through a case: prepared, checked, then timed (or stopped with a reason)."""
+
+    backend: str
+    status: str = "ok"
+    reason: str | None = None
+    prepared: Prepared | None = None
+    check: dict[str, Any] | None = None
+    series: Series | None = None
+
+
+def _failure_reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if "out of memory" in text.lower():
+        return f"out of memory: {text}"
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
+    attempt = Attempt(backend)
+    impl = workload.implementations[backend]
+    try:
+        ok, why = impl.available(case, ctx)
+        if not ok:
+            return Attempt(backend, "skipped", why)
+        attempt.prepared = impl.prepare(case, ctx)
+        attempt.prepared.fn()  # first call: compile / autotune / lazy init, never timed
+        rows = case.check_rows()
+        check = case.check(attempt.prepared.result(rows))
+        attempt.check = check.as_dict()
+        if not check.ok:
+            attempt.status = "incorrect"
+            attempt.reason = (f"{check.metric} {check.error:.3g} exceeds tolerance {check.tolerance:.3g} "
+                              f"({check.checked})")
+    except Unavailable as exc:
+        return Attempt(backend, "skipped", str(exc))
+    except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
+        traceback.print_exc(limit=3, file=sys.stderr)
+        return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
+    return attempt
+
+
+def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
+    cfg = ctx.config.timing
+    for a in attempts:
+        p = a.prepared
+        assert p is not None
+        a.series = Series(a.backend, p.fn, timer_for(p.framework, ctx.platform.kind),
+                          max_samples=None if p.timing_valid else TOKEN_SAMPLES)
+    # Token series (interpreter) are sampled on their own so they do not eat the real backends' budget.
+    valid = [a.series for a in attempts if a.series and a.series.max_samples is None]
+    token = [a.series for a in attempts if a.series and a.series.max_samples is not None]
+    timed_out = sample_interleaved(valid, cfg) if valid else False
+    if token:
+        sample_interleaved(token, cfg)
+    for a in attempts:
+        if a.series and a.series.error:
+            a.status, a.reason = "failed", a.series.error
+    return timed_out
+
+
+class CaseRunner:
+    """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
+
+    def __init__(self, ctx: RunContext, writer: BundleWriter, run_id: str,
+                 progress: Callable[[dict[str, Any]], None]) -> None:
+        self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
+        self.achievable: dict[str, Any] | None = None
+        if ctx.config.achievable_tflops:
+            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
+        self.rows: list[dict[str, Any]] = []
+
+    def run_phase(self, phase: Phase) -> None:
+        for case in phase.cases:
+            self.run_case(phase, case)
+            gc.collect()  # free this case's device buffers before the next allocates
+            raise_if_interrupted()
+        if phase.name == "mamf":
+            self._set_achievable(phase)
+
+    def run_case(self, phase: Phase, case: Case) -> None:
+        started = utc_now()
+        attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
+        ready = [a for a in attempts if a.status == "ok"]
+        timed_out = _time(ready, self.ctx) if ready else False
+        for a in attempts:
+            row, samples = self._row(phase, case, a, timed_out, started)
+            self.writer.append(row, samples)
+            self.rows.append(row)
+            self.progress(row)
+
+    def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
+             started: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        cfg, device = self.ctx.config, self.ctx.device
+        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
+                                      cfg.timing.protocol())
+        p = a.prepared
+        timing_valid = bool(p and p.timing_valid)
+        row: dict[str, Any] = {
+            "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
+            "backend": a.backend, "platform": self.ctx.platform.kind, "device": device.name,
+            "device_index": device.index, "dtype": case.dtype, "params": case.params(),
+            "status": a.status, "reason": a.reason, "flops": case.flops(),
+            "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
+            "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
+            "notes": p.notes if p else {}, "comparability_key": comparability_key(fields),
+            "started": started, "finished": utc_now(),
+        }
+        s = a.series
+        tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
+        if a.status == "ok" and s and s.samples:
+            summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
+            row["time_s"] = summary.as_dict()
+            row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out)}
+            tput = throughput(case.flops(), case.bytes_moved(), summary)
+        peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
+        row.update(tput)
+        row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
+                               self.achievable))
+        samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
+                   "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
+                   "samples": s.samples if s else [], "rounds": s.rounds if s else []}
+        return row, samples
+
+    def _set_achievable(self, phase: Phase) -> None:
+        best = max((r for r in self.rows if r["phase"] == phase.name and r["status"] == "ok"
+                    and r["timing_valid"] and r["tflops"]), key=lambda r: r["tflops"], default=None)
+        if best is None:
+            return
+        self.achievable = {"tflops": best["tflops"], "source": "mamf sweep in this run", "dtype": best["dtype"],
+                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"]}
+        self.writer.update(achievable=self.achievable)

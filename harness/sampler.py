@@ -1,0 +1,69 @@
+"""Interleaved sampling until the stop rule holds.
+
+Backends of one case take turns in rounds (A B C, B C A, ...), so clock or thermal drift during the case
+is shared by all of them instead of passing for a speedup of whichever ran first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from harness.config import TimingConfig
+from harness.stats import summarize
+from harness.timing import Series, warm_up
+
+
+def _done(series: Series, cfg: TimingConfig) -> bool:
+    n = len(series.samples)
+    cap = series.max_samples if series.max_samples is not None else cfg.max_samples
+    if n >= cap:
+        return True
+    if n < cfg.min_samples:
+        return False
+    return summarize(series.samples, cfg.bootstrap_resamples).rel_ci_half_width <= cfg.target_rel_ci
+
+
+def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
+    n = len(series.samples)
+    if series.max_samples is not None:
+        return f"token measurement: {n} samples (timing not representative)"
+    if n >= cfg.max_samples:
+        return f"max_samples={cfg.max_samples} reached"
+    if timed_out and not _done(series, cfg):
+        return f"time budget max_time_s={cfg.max_time_s:g} reached before the CI target"
+    return f"95% CI half-width <= {cfg.target_rel_ci:g} of the median"
+
+
+def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
+    """Warm every series up, then sample in rotating rounds. Returns True if the time budget ran out."""
+    start = time.perf_counter()
+    for s in series:
+        try:
+            warm_up(s, cfg)
+        except Exception as exc:  # same rule as in a round: this backend fails, the others go on
+            s.error = f"{type(exc).__name__} during warm-up: {exc}"
+    round_no = 0
+    while True:
+        active = [s for s in series if s.error is None and not _done(s, cfg)]
+        if not active:
+            return False
+        if round_no > 0 and time.perf_counter() - start > cfg.max_time_s and all(
+            len(s.samples) >= min(cfg.min_samples, s.max_samples or cfg.min_samples) for s in active
+        ):
+            return True
+        shift = round_no % len(active)
+        for s in active[shift:] + active[:shift]:
+            _take_round(s, cfg, round_no)
+        round_no += 1
+
+
+def _take_round(s: Series, cfg: TimingConfig, round_no: int) -> None:
+    """A few samples of one series; an exception ends that series only (the others go on)."""
+    cap = s.max_samples if s.max_samples is not None else cfg.max_samples
+    try:
+        for _ in range(min(cfg.round_samples, cap - len(s.samples))):
+            s.samples.append(s.timer.measure(s.fn, s.inner))
+            s.rounds.append(round_no)
+    except Exception as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
+        s.error = f"{type(exc).__name__} while timing: {exc}"

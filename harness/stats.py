@@ -1,0 +1,66 @@
+"""Summary statistics of timing samples: median, spread, and a bootstrap CI of the median.
+
+The median is the headline statistic (robust to the occasional preempted or throttled sample); the
+bootstrap interval says how well it is known, and drives the stop rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CI_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    min: float
+    max: float
+    p10: float
+    p90: float
+    ci95_low: float
+    ci95_high: float
+    cv: float  # coefficient of variation (stdev / mean)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+    @property
+    def rel_ci_half_width(self) -> float:
+        """Half the 95% CI width, relative to the median."""
+        return (self.ci95_high - self.ci95_low) / 2 / self.median if self.median > 0 else float("inf")
+
+
+def bootstrap_median_ci(samples: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% CI of the median (Efron & Tibshirani, An Introduction to the Bootstrap, ch. 13).
+
+    Seeded, so the same samples always give the same interval.
+    """
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size < 2:
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(resamples, x.size))
+    medians = np.median(x[idx], axis=1)
+    alpha = (1 - CI_LEVEL) / 2
+    low, high = np.quantile(medians, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def summarize(samples: Sequence[float], resamples: int = 1000) -> Summary:
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    low, high = bootstrap_median_ci(x, resamples)
+    mean = float(x.mean())
+    cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
+    p10, p90 = np.percentile(x, [10, 90])
+    return Summary(
+        n=int(x.size), median=float(np.median(x)), mean=mean, min=float(x.min()), max=float(x.max()),
+        p10=float(p10), p90=float(p90), ci95_low=low, ci95_high=high, cv=cv,
+    )

@@ -1,0 +1,56 @@
+"""The table printed at the end of a run (and the one-line progress per row)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def _params(row: dict[str, Any]) -> str:
+    p = row.get("params") or {}
+    if {"m", "n", "k"} <= set(p):
+        layout = ("T" if p.get("transpose_a") else "N") + ("T" if p.get("transpose_b") else "N")
+        return f"{p['m']}x{p['n']}x{p['k']} {layout}"
+    return ",".join(f"{k}={v}" for k, v in p.items())
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    t = row.get("time_s") or {}
+    median = t.get("median")
+    ci = (t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None
+    tflops = _num(row.get("tflops"), ".3f")
+    if row.get("tflops") is not None and not row.get("timing_valid"):
+        tflops += " (invalid)"
+    note = row.get("reason") or row.get("mfu_reason") or row.get("timing_note") or ""
+    return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), row["status"],
+            _num(median * 1e3 if median else None, ".4g"), _pct(ci), tflops, _num(row.get("peak_tflops"), ".4g"),
+            _pct(row.get("mfu")), _pct(row.get("mfu_vs_achievable")), note[:70]]
+
+
+HEADER = ["phase", "workload", "backend", "dtype", "shape", "status", "median ms", "±CI95", "TFLOP/s",
+          "peak", "MFU", "vs achievable", "note"]
+
+
+def table(rows: Iterable[dict[str, Any]]) -> str:
+    body = [_cells(r) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(HEADER)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def progress_line(row: dict[str, Any]) -> str:
+    head = f"{row['case_id']} {row['backend']}: {row['status']}"
+    if row["status"] != "ok":
+        return f"{head} ({row.get('reason')})"
+    valid = "" if row.get("timing_valid") else " [timing not valid]"
+    return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}{valid}"

@@ -1,0 +1,1 @@
+"""Triton kernels, portable across NVIDIA and AMD; on a CPU they run in Triton's interpreter."""

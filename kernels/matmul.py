@@ -1,0 +1,135 @@
+"""A tiled Triton GEMM, C = A @ B, fp32 accumulation, for NVIDIA and AMD GPUs (and the CPU interpreter).
+
+The structure follows Triton's matrix-multiplication tutorial: one program per C tile, tiles ordered in
+groups of GROUP_M rows so consecutive programs reuse B tiles from L2. Rows and columns beyond M and N
+wrap (`% M`) instead of being masked on every load; only the K tail is masked, and the store is masked.
+Autotune configs are chosen per vendor: AMD's compiler takes `waves_per_eu`, `matrix_instr_nonkdim` and
+`kpack`, which NVIDIA's does not.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _nvidia_configs() -> list[triton.Config]:
+    c = triton.Config
+    return [
+        c({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+        c({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+        c({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+        c({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+        c({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        c({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        c({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        c({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        c({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        c({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=2, num_stages=5),
+    ]
+
+
+def _amd_configs() -> list[triton.Config]:
+    c = triton.Config
+    return [
+        c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 4, "waves_per_eu": 2,
+           "matrix_instr_nonkdim": 16, "kpack": 2}, num_warps=8, num_stages=2),
+        c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 16, "GROUP_M": 4, "waves_per_eu": 2}, num_warps=8,
+          num_stages=2),
+        c({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 4, "waves_per_eu": 2,
+           "matrix_instr_nonkdim": 16, "kpack": 2}, num_warps=8, num_stages=2),
+        c({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 16, "GROUP_M": 1, "waves_per_eu": 2}, num_warps=4,
+          num_stages=2),
+        c({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 1, "waves_per_eu": 2,
+           "matrix_instr_nonkdim": 16}, num_warps=8, num_stages=2),
+        c({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "waves_per_eu": 3}, num_warps=4,
+          num_stages=2),
+        c({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "waves_per_eu": 8}, num_warps=4,
+          num_stages=2),
+    ]
+
+
+def _interpreter_configs() -> list[triton.Config]:
+    # One small tile: the interpreter runs each program in numpy, and autotuning it would time nothing real.
+    return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4,
+                          num_stages=1)]
+
+
+def autotune_configs() -> list[triton.Config]:
+    if interpreting():
+        return _interpreter_configs()
+    return _amd_configs() if getattr(torch.version, "hip", None) else _nvidia_configs()
+
+
+@triton.autotune(configs=autotune_configs(), key=["M", "N", "K"])
+@triton.jit
+def _matmul_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+):
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M  # (BLOCK_M,) wrapped: no row mask on loads
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # (BLOCK_N,)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 x bf16 products are exact in
+            # fp32, so widening first gives the same fp32-accumulated result.
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str | None = None) -> torch.Tensor:
+    """out = a @ b. `input_precision` ("ieee", "tf32" or None for the default) applies to fp32 inputs."""
+    M, K = a.shape
+    K2, N = b.shape
+    if K != K2 or out.shape != (M, N):
+        raise ValueError(f"shape mismatch: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)}")
+    upcast = interpreting() and a.dtype == torch.bfloat16
+
+    def grid(meta: dict) -> tuple[int]:
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    _matmul_kernel[grid](
+        a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        INPUT_PRECISION=input_precision, UPCAST=upcast,
+    )
+    return out
+
+
+def best_config() -> str | None:
+    """The autotuner's choice for the last shape it tuned (None before the first call)."""
+    cfg = getattr(_matmul_kernel, "best_config", None)
+    return str(cfg) if cfg is not None else None

@@ -1,0 +1,124 @@
+"""Matmul C = op(A) @ op(B): shapes, FLOP and byte formulas, seeded inputs and the fp64 reference."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.case import Check
+from harness.config import ConfigError, boolean, int_list
+from harness.dtypes import DTYPES, uniform_inputs
+
+FLOP_CONVENTION = "matmul-2mnk/1"
+FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows instead of every row
+# Error metric: max |C - C_ref| / max |C_ref|, with C_ref computed in fp64 from the same (rounded) inputs.
+# Bounds: output rounding (bf16 unit roundoff 2^-8, fp16 2^-11) plus accumulation-order error. The fp32
+# bound sits well below TF32's input rounding (~1e-4 on this metric), so a backend that silently uses TF32
+# for "fp32" is reported incorrect instead of fast.
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3, "fp8": 1.6e-2}
+CONFIG_KEYS = ("name", "sizes", "shapes", "transpose_a", "transpose_b")
+
+
+@dataclass(frozen=True)
+class MatmulCase:
+    m: int
+    n: int
+    k: int
+    dtype: str
+    transpose_a: bool = False  # A stored as (K, M) and used transposed
+    transpose_b: bool = False  # B stored as (N, K) and used transposed
+    seed: int = 0
+
+    workload: ClassVar[str] = "matmul"
+    flop_convention: ClassVar[str] = FLOP_CONVENTION
+
+    @property
+    def case_id(self) -> str:
+        layout = ("T" if self.transpose_a else "N") + ("T" if self.transpose_b else "N")
+        return f"matmul-{self.dtype}-{self.m}x{self.n}x{self.k}-{layout}"
+
+    def params(self) -> dict[str, Any]:
+        return {"m": self.m, "n": self.n, "k": self.k, "transpose_a": self.transpose_a,
+                "transpose_b": self.transpose_b}
+
+    def flops(self) -> float:
+        # One multiply-add = 2 FLOPs; M*N outputs each need K of them (epilogue not counted). Same count as
+        # torch.utils.flop_counter and XLA cost_analysis for dot.
+        return 2.0 * self.m * self.n * self.k
+
+    def input_bytes(self) -> float:
+        return float((self.m * self.k + self.k * self.n) * DTYPES[self.dtype].itemsize)
+
+    def bytes_moved(self) -> float:
+        # Compulsory traffic: read A and B once, write C once (the roofline model's minimum).
+        return self.input_bytes() + self.m * self.n * DTYPES[self.dtype].output_itemsize
+
+    def stored_inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """A and B as float32 arrays in their stored layout (transposed storage where asked)."""
+        return _stored_inputs(self)
+
+    def check_rows(self) -> np.ndarray | None:
+        if self.m * self.n * self.k <= FULL_CHECK_LIMIT:
+            return None
+        # Edge rows catch boundary-tile bugs; seeded random rows catch the rest.
+        rng = np.random.default_rng(self.seed + 1)
+        picked = np.concatenate([np.arange(16), np.arange(self.m - 16, self.m), rng.integers(0, self.m, 32)])
+        return np.unique(np.clip(picked, 0, self.m - 1))
+
+    def check(self, rows: np.ndarray) -> Check:
+        a, b = _operands64(self)
+        selected = self.check_rows()
+        ref = (a if selected is None else a[selected]) @ b
+        scale = float(np.max(np.abs(ref))) or 1.0
+        error = float(np.max(np.abs(rows - ref))) / scale if rows.shape == ref.shape else float("inf")
+        checked = (f"all {self.m}x{self.n} outputs" if selected is None
+                   else f"{len(selected)} rows (first 16, last 16, 32 random) of {self.m}")
+        return Check(error <= TOLERANCE[self.dtype], error, TOLERANCE[self.dtype], "max|C-Cref|/max|Cref|",
+                     checked)
+
+
+@lru_cache(maxsize=1)
+def _stored_inputs(case: MatmulCase) -> tuple[np.ndarray, np.ndarray]:
+    a_shape = (case.k, case.m) if case.transpose_a else (case.m, case.k)
+    b_shape = (case.n, case.k) if case.transpose_b else (case.k, case.n)
+    x = uniform_inputs(case.seed, {"a": a_shape, "b": b_shape}, case.dtype)
+    return x["a"], x["b"]
+
+
+@lru_cache(maxsize=1)
+def _operands64(case: MatmulCase) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _stored_inputs(case)
+    a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
+    return a.astype(np.float64), b.astype(np.float64)
+
+
+def _shapes(workload: Mapping[str, Any]) -> list[tuple[int, int, int]]:
+    shapes = [(s, s, s) for s in int_list("workload.sizes", workload.get("sizes") or [])]
+    for i, shape in enumerate(workload.get("shapes") or []):
+        dims = int_list(f"workload.shapes[{i}]", shape)
+        if len(dims) != 3:
+            raise ConfigError(f"workload.shapes[{i}]", f"{list(dims)} is not [M, N, K]", "three positive integers")
+        shapes.append((dims[0], dims[1], dims[2]))
+    if not shapes:
+        raise ConfigError("workload", "matmul needs sizes or shapes", "workload.sizes=[2048] or "
+                          "workload.shapes=[[4096,4096,1024]]")
+    return list(dict.fromkeys(shapes))
+
+
+def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[MatmulCase]:
+    """The cases of a matmul config: square `sizes` and explicit `shapes` [M, N, K]."""
+    for key in workload:
+        if key not in CONFIG_KEYS:
+            raise ConfigError(f"workload.{key}", "unknown matmul setting", ", ".join(CONFIG_KEYS))
+    ta = boolean("workload.transpose_a", workload.get("transpose_a", False))
+    tb = boolean("workload.transpose_b", workload.get("transpose_b", False))
+    return [MatmulCase(m, n, k, dtype, ta, tb, seed) for m, n, k in _shapes(workload)]
+
+
+def mamf_workload(m: Sequence[int], n: Sequence[int], k: Sequence[int]) -> dict[str, Any]:
+    """The matmul config for a maximum-achievable-FLOPS sweep over the product of m, n and k."""
+    return {"name": "matmul", "shapes": [[i, j, kk] for i in m for j in n for kk in k]}

@@ -1,0 +1,73 @@
+"""torch.matmul: cuBLAS(Lt) on NVIDIA, hipBLASLt/rocBLAS on AMD, oneDNN/MKL/OpenBLAS on a CPU."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from harness.case import Prepared
+from harness.context import RunContext
+from harness.frameworks import to_torch, torch_rows
+from harness.timing import rotate
+from workloads.matmul.spec import MatmulCase
+
+# torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores; pin it per dtype.
+FP32_PRECISION = {"fp32": "highest", "tf32": "high"}
+FP8_ARCHES = ("gfx942", "gfx950")
+
+
+def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False, "torch is not installed"
+    kind, device = ctx.platform.kind, ctx.device
+    if case.dtype == "tf32" and kind not in ("cuda", "rocm"):
+        return False, f"tf32 needs GPU tensor cores; a {kind} device has none"
+    if case.dtype == "fp8":
+        cc = tuple(int(x) for x in (device.compute_capability or "0.0").split("."))
+        arch_ok = kind == "rocm" and (device.arch or "").startswith(FP8_ARCHES)
+        if not ((kind == "cuda" and cc >= (8, 9)) or arch_ok):
+            return False, "fp8 matmul (torch._scaled_mm) needs NVIDIA compute capability 8.9+ or AMD gfx942/gfx950"
+    return True, ""
+
+
+def _operands(case: MatmulCase, ctx: RunContext) -> list[tuple]:
+    a_np, b_np = case.stored_inputs()
+    copies = ctx.input_copies(case.input_bytes())
+    a0, b0 = to_torch(a_np, case.dtype, ctx.torch_device), to_torch(b_np, case.dtype, ctx.torch_device)
+    pairs = [(a0, b0)] + [(a0.clone(), b0.clone()) for _ in range(copies - 1)]
+    # Transposed storage is used through a view, so the library sees the layout flag, not a copy.
+    return [(a.T if case.transpose_a else a, b.T if case.transpose_b else b) for a, b in pairs]
+
+
+def _fp8_call(a, b):
+    import torch
+
+    one = torch.ones((), device=a.device, dtype=torch.float32)
+    # _scaled_mm wants A row-major and B column-major; relayout once here (set-up is not timed).
+    a = a.contiguous()
+    b = b.t().contiguous().t()
+    return partial(torch._scaled_mm, a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
+    import torch
+
+    if case.dtype in FP32_PRECISION:
+        torch.set_float32_matmul_precision(FP32_PRECISION[case.dtype])
+    pairs = _operands(case, ctx)
+    if case.dtype == "fp8":
+        calls = [_fp8_call(a, b) for a, b in pairs]
+    else:
+        calls = [partial(torch.matmul, a, b) for a, b in pairs]
+    check_call = calls[0]
+
+    def result(rows: np.ndarray | None) -> np.ndarray:
+        return torch_rows(check_call(), rows)
+
+    notes = {"library": "torch._scaled_mm" if case.dtype == "fp8" else "torch.matmul",
+             "fp32_matmul_precision": torch.get_float32_matmul_precision(), "input_copies": len(calls),
+             "torch_threads": torch.get_num_threads() if ctx.platform.kind == "cpu" else None}
+    return Prepared(rotate(calls), result, "torch", notes=notes)

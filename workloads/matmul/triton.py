@@ -1,0 +1,80 @@
+"""xmfu's own Triton GEMM (kernels/matmul.py); on a CPU it runs in Triton's interpreter for correctness."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from harness.case import Prepared, Unavailable
+from harness.context import RunContext
+from harness.frameworks import to_torch, torch_dtype, torch_rows
+from harness.timing import rotate
+from workloads.matmul.spec import MatmulCase
+
+INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
+OUTPUT_DTYPE = {"fp8": "bf16"}
+INTERPRETER_NOTE = "Triton interpreter on a CPU: the result is checked, its time says nothing about hardware"
+
+
+def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
+    kind = ctx.platform.kind
+    if kind == "tpu":
+        return False, "Triton does not target TPUs"
+    for package in ("torch", "triton"):
+        if importlib.util.find_spec(package) is None:  # find, not import: see _use_interpreter
+            return False, f"{package} is not installed (pip install 'xmfu[triton]')"
+    if kind == "cpu" and not _use_interpreter():
+        return False, ("triton was imported before xmfu could switch on its interpreter; "
+                       "start the run with TRITON_INTERPRET=1 in the environment")
+    if case.dtype == "fp8":
+        return False, "fp8 is not implemented in xmfu's Triton GEMM yet"
+    if case.dtype == "tf32" and kind == "cpu":
+        return False, "tf32 needs GPU tensor cores; the Triton interpreter has none"
+    cc = tuple(int(x) for x in (ctx.device.compute_capability or "9.0").split("."))
+    if kind == "cuda" and case.dtype == "bf16" and cc < (8, 0):
+        return False, f"bf16 tl.dot needs compute capability 8.0+, this device is {ctx.device.compute_capability}"
+    return True, ""
+
+
+def _use_interpreter() -> bool:
+    """Switch Triton to its interpreter; only possible before triton is first imported.
+
+    Triton decorates its own library functions (tl.cdiv...) when it is imported, in the mode the environment
+    says then; a kernel interpreted later would call them compiled and fail.
+    """
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    if "triton" in sys.modules:
+        return False
+    os.environ["TRITON_INTERPRET"] = "1"
+    return True
+
+
+def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
+    import torch
+
+    on_cpu = ctx.platform.kind == "cpu"
+    if on_cpu and not _use_interpreter():
+        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    from kernels import matmul as kernel
+    a_np, b_np = case.stored_inputs()
+    device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)
+    out = torch.empty((case.m, case.n), device=device, dtype=torch_dtype(OUTPUT_DTYPE.get(case.dtype, case.dtype)))
+    calls = []
+    for _ in range(ctx.input_copies(case.input_bytes())):
+        a, b = to_torch(a_np, case.dtype, device), to_torch(b_np, case.dtype, device)
+        a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
+        calls.append(lambda a=a, b=b: kernel.matmul(a, b, out, precision))
+    notes = {"library": "kernels.matmul (Triton)", "input_precision": precision or "default",
+             "interpreter": on_cpu, "input_copies": len(calls)}
+
+    def result(rows: np.ndarray | None) -> np.ndarray:
+        calls[0]()
+        notes["autotune_config"] = kernel.best_config()
+        return torch_rows(out, rows)
+
+    return Prepared(rotate(calls), result, "host" if on_cpu else "torch", timing_valid=not on_cpu,
+                    timing_note=INTERPRETER_NOTE if on_cpu else "", notes=notes)
