@@ -26,9 +26,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
     t = row.get("time_s") or {}
     median = t.get("median")
     ci = (t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None
-    tflops = _num(row.get("tflops"), ".3f")
-    if row.get("tflops") is not None and not row.get("timing_valid"):
-        tflops += " (invalid)"
+    tflops = _num(row.get("tflops"), ".3f") if row.get("timing_valid") else "-"
     note = row.get("reason") or row.get("mfu_reason") or row.get("timing_note") or ""
     return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), row["status"],
             _num(median * 1e3 if median else None, ".4g"), _pct(ci), tflops, _num(row.get("peak_tflops"), ".4g"),

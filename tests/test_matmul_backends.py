@@ -65,3 +65,20 @@ def test_cold_cache_rotates_copies(cpu_ctx):
     case = MatmulCase(256, 256, 256, "fp32")
     _, prepared = _run(torch_backend, case, cold)
     assert prepared.notes["input_copies"] == cold.input_copies(case.input_bytes()) > 1
+
+
+def test_jax_refuses_to_time_the_host_for_a_gpu_run():
+    from harness.frameworks import jax_backend_matches
+
+    ok, why = jax_backend_matches("cuda")  # this machine's jaxlib is the CPU build
+    assert not ok and "jax[cuda12]" in why
+
+
+def test_triton_configs_are_vendor_specific():
+    from kernels import matmul as kernel
+
+    amd = [c.kwargs for c in kernel._amd_configs()]
+    nvidia = [c.kwargs for c in kernel._nvidia_configs()]
+    assert all("waves_per_eu" in k for k in amd) and any("matrix_instr_nonkdim" in k for k in amd)
+    assert not any("waves_per_eu" in k or "matrix_instr_nonkdim" in k for k in nvidia)
+    assert kernel.interpreting() and len(kernel.autotune_configs()) == 1  # one small tile in the interpreter

@@ -118,7 +118,3 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Matmu
     tb = boolean("workload.transpose_b", workload.get("transpose_b", False))
     return [MatmulCase(m, n, k, dtype, ta, tb, seed) for m, n, k in _shapes(workload)]
 
-
-def mamf_workload(m: Sequence[int], n: Sequence[int], k: Sequence[int]) -> dict[str, Any]:
-    """The matmul config for a maximum-achievable-FLOPS sweep over the product of m, n and k."""
-    return {"name": "matmul", "shapes": [[i, j, kk] for i in m for j in n for kk in k]}
