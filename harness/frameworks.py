@@ -5,6 +5,8 @@ Imports are lazy: a framework that is not installed only matters to the backends
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -58,3 +60,18 @@ def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:
         return True, ""
     return False, (f"jax runs on '{backend}' but this run measures a {platform_kind} device; "
                    f"install the jax build for {platform_kind} (e.g. jax[cuda12]) or run with device=cpu")
+
+
+def share_device_memory() -> None:
+    """Let JAX and torch share one GPU: JAX otherwise grabs 75% of its memory on first use.
+
+    Must run before jax is first imported; a value the user set is kept.
+    """
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def release_cached_memory() -> None:
+    """Hand torch's cached GPU blocks back between cases so the next backend or shape can have them."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

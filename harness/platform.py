@@ -6,6 +6,7 @@ CPU. The `describe_*` functions take plain objects so tests can feed them made-u
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform as _host
 from dataclasses import asdict, dataclass, field
@@ -93,6 +94,10 @@ def _torch_devices() -> tuple[str, list[DeviceInfo]] | None:
 
 
 def _tpu_devices() -> list[DeviceInfo] | None:
+    # jax[tpu] installs the `libtpu` package (or an image points TPU_LIBRARY_PATH at libtpu.so); without
+    # either there is no TPU to find, and asking jax would only log a libtpu warning and slow CPU runs down.
+    if importlib.util.find_spec("libtpu") is None and "TPU_LIBRARY_PATH" not in os.environ:
+        return None
     try:
         import jax
     except ImportError:

@@ -16,6 +16,7 @@ from harness.bundle import BundleWriter, utc_now
 from harness.case import Case, Prepared, Unavailable
 from harness.comparability import comparability_fields, comparability_key
 from harness.context import RunContext
+from harness.frameworks import release_cached_memory
 from harness.interrupts import raise_if_interrupted
 from harness.metrics import throughput, utilization
 from harness.peaks import lookup
@@ -114,6 +115,7 @@ class CaseRunner:
         for case in phase.cases:
             self.run_case(phase, case)
             gc.collect()  # free this case's device buffers before the next allocates
+            release_cached_memory()
             raise_if_interrupted()
         if phase.name == "mamf":
             self._set_achievable(phase)

@@ -8,12 +8,13 @@ import numpy as np
 
 from harness.case import Prepared
 from harness.context import RunContext
-from harness.frameworks import jax_backend_matches, jax_rows, to_jax
+from harness.frameworks import jax_backend_matches, jax_rows, share_device_memory, to_jax
 from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
+    share_device_memory()
     try:
         import jax  # noqa: F401
     except ImportError:
