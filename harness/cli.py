@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -128,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args[1:])
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
+    except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
