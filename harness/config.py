@@ -77,6 +77,8 @@ class RunConfig:
     peak_tflops: float | None = None
     achievable_tflops: float | None = None
     cpu_clock_ghz: float | None = None
+    baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)
+    equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
 
     @property
     def workload_name(self) -> str:
@@ -172,7 +174,7 @@ def parse_mamf(data: Mapping[str, Any], backends: Sequence[str]) -> MamfConfig:
 
 TOP_LEVEL = (
     "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
-    "peak_tflops", "achievable_tflops", "cpu_clock_ghz",
+    "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
 )
 
 
@@ -192,6 +194,9 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
     chosen = tuple(choice(f"backends[{i}]", b, known) for i, b in enumerate(backends))
     if len(set(chosen)) != len(chosen):
         raise ConfigError("backends", f"{list(chosen)} names a backend twice", f"distinct names from {known}")
+    baseline = data.get("baseline")
+    if baseline is not None:
+        choice("baseline", baseline, list(chosen))
     run_id = data.get("run_id")
     if run_id is not None and (not isinstance(run_id, str) or not run_id or "/" in run_id):
         raise ConfigError("run_id", f"{run_id!r} is not a usable folder name", "null or a name without '/'")
@@ -208,4 +213,6 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         peak_tflops=optional_positive_float("peak_tflops", data.get("peak_tflops")),
         achievable_tflops=optional_positive_float("achievable_tflops", data.get("achievable_tflops")),
         cpu_clock_ghz=optional_positive_float("cpu_clock_ghz", data.get("cpu_clock_ghz")),
+        baseline=baseline,
+        equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
     )

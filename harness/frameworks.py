@@ -75,3 +75,35 @@ def release_cached_memory() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+
+
+TRITON_INTERPRETER_NOTE = "Triton interpreter on a CPU: the result is checked, its time says nothing about hardware"
+
+
+def use_triton_interpreter() -> bool:
+    """Switch Triton to its interpreter (for a CPU run); only possible before triton is first imported.
+
+    Triton decorates its own library functions (tl.cdiv...) when it is imported, in the mode the environment
+    says then; a kernel interpreted later would call them compiled and fail.
+    """
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    if "triton" in sys.modules:
+        return False
+    os.environ["TRITON_INTERPRET"] = "1"
+    return True
+
+
+def triton_unavailable(platform_kind: str) -> str | None:
+    """Why Triton cannot run here, or None. Looks packages up without importing triton (see above)."""
+    import importlib.util
+
+    if platform_kind == "tpu":
+        return "Triton does not target TPUs"
+    for package in ("torch", "triton"):
+        if importlib.util.find_spec(package) is None:
+            return f"{package} is not installed (pip install 'xmfu[triton]')"
+    if platform_kind == "cpu" and not use_triton_interpreter():
+        return ("triton was imported before xmfu could switch on its interpreter; "
+                "start the run with TRITON_INTERPRET=1 in the environment")
+    return None

@@ -22,7 +22,7 @@ from harness.metrics import throughput, utilization
 from harness.peaks import lookup
 from harness.registry import WorkloadDef
 from harness.sampler import sample_interleaved, stop_reason
-from harness.stats import summarize
+from harness.stats import paired_speedup, summarize
 from harness.timing import Series, timer_for
 
 TOKEN_SAMPLES = 3  # samples taken where the timing cannot represent the hardware (interpreter)
@@ -125,11 +125,29 @@ class CaseRunner:
         attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
         ready = [a for a in attempts if a.status == "ok"]
         timed_out = _time(ready, self.ctx) if ready else False
+        speedups = self._speedups(attempts) if phase.name == "main" else {}
         for a in attempts:
             row, samples = self._row(phase, case, a, timed_out, started)
+            row["speedup"] = speedups.get(a.backend)
             self.writer.append(row, samples)
             self.rows.append(row)
             self.progress(row)
+
+    def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
+        """Each timed backend against the configured baseline, paired by interleaving round."""
+        cfg = self.ctx.config
+        base = next((a for a in attempts if a.backend == cfg.baseline), None)
+        if base is None or base.status != "ok" or not base.series or not base.prepared.timing_valid:
+            return {}
+        out: dict[str, dict[str, Any] | None] = {}
+        for a in attempts:
+            if a is base or a.status != "ok" or not a.series or not a.prepared.timing_valid:
+                continue
+            result = paired_speedup(base.backend, (base.series.samples, base.series.rounds),
+                                    (a.series.samples, a.series.rounds), cfg.equivalence_margin,
+                                    cfg.timing.bootstrap_resamples)
+            out[a.backend] = result.as_dict() if result else None
+        return out
 
     def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
              started: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -64,3 +64,59 @@ def summarize(samples: Sequence[float], resamples: int = 1000) -> Summary:
         n=int(x.size), median=float(np.median(x)), mean=mean, min=float(x.min()), max=float(x.max()),
         p10=float(p10), p90=float(p90), ci95_low=low, ci95_high=high, cv=cv,
     )
+
+
+VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Baseline time / candidate time: above 1 means the candidate is faster."""
+
+    baseline: str
+    value: float
+    ci95_low: float
+    ci95_high: float
+    rounds: int
+    verdict: str
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+
+def _by_round(samples: Sequence[float], rounds: Sequence[int]) -> dict[int, list[float]]:
+    grouped: dict[int, list[float]] = {}
+    for value, r in zip(samples, rounds, strict=True):
+        grouped.setdefault(r, []).append(value)
+    return grouped
+
+
+def paired_speedup(baseline: str, base: tuple[Sequence[float], Sequence[int]],
+                   cand: tuple[Sequence[float], Sequence[int]], margin: float = 0.02,
+                   resamples: int = 1000, seed: int = 0) -> Speedup | None:
+    """Speedup of a candidate over a baseline timed in the same interleaved rounds.
+
+    The bootstrap resamples whole rounds (a block bootstrap), so drift that hit both contenders in the same
+    round stays paired instead of widening or biasing the interval. Verdict: the 95% interval above 1+margin
+    is faster, below 1-margin slower, inside [1-margin, 1+margin] equivalent, otherwise inconclusive.
+    """
+    b, c = _by_round(*base), _by_round(*cand)
+    shared = sorted(set(b) & set(c))
+    if not shared:
+        return None
+    value = float(np.median(np.concatenate([b[r] for r in shared])) / np.median(np.concatenate([c[r] for r in shared])))
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(resamples):
+        pick = rng.choice(shared, size=len(shared))
+        ratios.append(np.median(np.concatenate([b[r] for r in pick])) / np.median(np.concatenate([c[r] for r in pick])))
+    low, high = (float(x) for x in np.quantile(ratios, [(1 - CI_LEVEL) / 2, 1 - (1 - CI_LEVEL) / 2]))
+    if low > 1 + margin:
+        verdict = "faster"
+    elif high < 1 - margin:
+        verdict = "slower"
+    elif low >= 1 - margin and high <= 1 + margin:
+        verdict = "equivalent"
+    else:
+        verdict = "inconclusive"
+    return Speedup(baseline, value, low, high, len(shared), verdict)

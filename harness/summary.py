@@ -28,13 +28,15 @@ def _cells(row: dict[str, Any]) -> list[str]:
     ci = (t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None
     tflops = _num(row.get("tflops"), ".3f") if row.get("timing_valid") else "-"
     note = row.get("reason") or row.get("mfu_reason") or row.get("timing_note") or ""
+    sp = row.get("speedup")
+    speedup = (f"{sp['value']:.2f}x [{sp['ci95_low']:.2f},{sp['ci95_high']:.2f}] {sp['verdict']}" if sp else "-")
     return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), row["status"],
             _num(median * 1e3 if median else None, ".4g"), _pct(ci), tflops, _num(row.get("peak_tflops"), ".4g"),
-            _pct(row.get("mfu")), _pct(row.get("mfu_vs_achievable")), note[:70]]
+            _pct(row.get("mfu")), _pct(row.get("mfu_vs_achievable")), speedup, note[:70]]
 
 
 HEADER = ["phase", "workload", "backend", "dtype", "shape", "status", "median ms", "±CI95", "TFLOP/s",
-          "peak", "MFU", "vs achievable", "note"]
+          "peak", "MFU", "vs achievable", "speedup vs baseline", "note"]
 
 
 def table(rows: Iterable[dict[str, Any]]) -> str:

@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-
 import numpy as np
 
 from harness.case import Prepared, Unavailable
 from harness.context import RunContext
-from harness.frameworks import to_torch, torch_dtype, torch_rows
+from harness.frameworks import (
+    TRITON_INTERPRETER_NOTE,
+    to_torch,
+    torch_dtype,
+    torch_rows,
+    triton_unavailable,
+    use_triton_interpreter,
+)
 from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
 OUTPUT_DTYPE = {"fp8": "bf16"}
-INTERPRETER_NOTE = "Triton interpreter on a CPU: the result is checked, its time says nothing about hardware"
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
     kind = ctx.platform.kind
-    if kind == "tpu":
-        return False, "Triton does not target TPUs"
-    for package in ("torch", "triton"):
-        if importlib.util.find_spec(package) is None:  # find, not import: see _use_interpreter
-            return False, f"{package} is not installed (pip install 'xmfu[triton]')"
-    if kind == "cpu" and not _use_interpreter():
-        return False, ("triton was imported before xmfu could switch on its interpreter; "
-                       "start the run with TRITON_INTERPRET=1 in the environment")
+    why = triton_unavailable(kind)
+    if why:
+        return False, why
     if case.dtype == "fp8":
         return False, "fp8 is not implemented in xmfu's Triton GEMM yet"
     if case.dtype == "tf32" and kind == "cpu":
@@ -39,25 +36,11 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def _use_interpreter() -> bool:
-    """Switch Triton to its interpreter; only possible before triton is first imported.
-
-    Triton decorates its own library functions (tl.cdiv...) when it is imported, in the mode the environment
-    says then; a kernel interpreted later would call them compiled and fail.
-    """
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return True
-    if "triton" in sys.modules:
-        return False
-    os.environ["TRITON_INTERPRET"] = "1"
-    return True
-
-
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import torch
 
     on_cpu = ctx.platform.kind == "cpu"
-    if on_cpu and not _use_interpreter():
+    if on_cpu and not use_triton_interpreter():
         raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
     from kernels import matmul as kernel
     a_np, b_np = case.stored_inputs()
@@ -77,4 +60,4 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
         return torch_rows(out, rows)
 
     return Prepared(rotate(calls), result, "host" if on_cpu else "torch", timing_valid=not on_cpu,
-                    timing_note=INTERPRETER_NOTE if on_cpu else "", notes=notes)
+                    timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "", notes=notes)

@@ -1,0 +1,240 @@
+"""FlashAttention (forward and backward) in Triton: tiled, online softmax, GQA, both causal alignments.
+
+Layout (B, H, S, D), contiguous. Forward: one program per (query block, batch x head) streams key/value
+blocks, keeping a running max and sum (FlashAttention-2, Dao 2023, Algorithm 1) in the log2 domain so the
+exponent is a single exp2. It stores the log-sum-exp per query row for the backward.
+Backward (Algorithm 2): dK/dV by key block, looping over the query heads of its GQA group so no atomics
+are needed; dQ by query block. Both recompute P from Q, K and the stored log-sum-exp.
+Causal masks keep key j for query i when j <= i + CAUSAL_OFFSET: 0 aligns the diagonal top-left (torch
+SDPA's is_causal), seq_kv - seq_q aligns it bottom-right (FlashAttention >= 2.1).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634  # softmax via exp2: e^x = 2^(x * log2 e)
+HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _configs(nvidia: list[tuple[int, int, int, int]], amd: list[tuple[int, int, int, int]]) -> list[triton.Config]:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages or waves_per_eu) per vendor; one small tile interpreted."""
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+    if getattr(torch.version, "hip", None):
+        return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "waves_per_eu": w, "matrix_instr_nonkdim": 16},
+                              num_warps=warps, num_stages=1) for m, n, warps, w in amd]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in nvidia]
+
+
+FWD_CONFIGS = _configs(nvidia=[(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 3)],
+                       amd=[(128, 64, 4, 2), (128, 128, 8, 2), (128, 32, 4, 2), (64, 64, 4, 3)])
+BWD_CONFIGS = _configs(nvidia=[(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), (64, 32, 4, 3)],
+                       amd=[(32, 64, 4, 1), (64, 64, 4, 1), (32, 128, 8, 1)])
+KEY = ["SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL"]
+
+
+@triton.autotune(configs=FWD_CONFIGS, key=KEY)
+@triton.jit
+def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
+              stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
+              HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+              HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = bh // HEADS, bh % HEADS
+    hk = h // GROUP  # GQA: the kv head this query head reads
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_off = b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+    q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)  # (BLOCK_M, D); Out shares its strides
+    if UPCAST:
+        q = q.to(tl.float32)
+    k_base = K + b * stride_kb + hk * stride_kh
+    v_base = V + b * stride_vb + hk * stride_vh
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max, log2 units
+    l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp2
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    hi = SEQ_KV
+    if IS_CAUSAL:  # no key beyond this block's last visible one
+        hi = tl.minimum(SEQ_KV, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=cols[None, :] < SEQ_KV, other=0.0)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=cols[:, None] < SEQ_KV, other=0.0)
+        if UPCAST:
+            k, v = k.to(tl.float32), v.to(tl.float32)
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
+        keep = cols[None, :] < SEQ_KV
+        if IS_CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
+        p = tl.exp2(s - m_use[:, None])
+        alpha = tl.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    tl.store(LSE + bh * SEQ_Q + offs_m, m_i + tl.log2(l_safe), mask=offs_m < SEQ_Q)
+    tl.store(Out + q_off, (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=offs_m[:, None] < SEQ_Q)
+
+
+@triton.autotune(configs=BWD_CONFIGS, key=KEY)
+@triton.jit
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
+                   stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                   HEADS, KV_HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+                   HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                   PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    start_n = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b, hk = bhk // KV_HEADS, bhk % KV_HEADS
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kv_off = b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :]  # V, dK, dV too
+    k = tl.load(K + kv_off, mask=offs_n[:, None] < SEQ_KV, other=0.0)  # (BLOCK_N, D)
+    v = tl.load(V + kv_off, mask=offs_n[:, None] < SEQ_KV, other=0.0)
+    if UPCAST:
+        k, v = k.to(tl.float32), v.to(tl.float32)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    lo = 0
+    if IS_CAUSAL:  # queries before this one cannot see any key of the block
+        lo = tl.maximum(0, start_n * BLOCK_N - CAUSAL_OFFSET) // BLOCK_M * BLOCK_M
+    for g in range(0, GROUP):
+        bh = b * HEADS + hk * GROUP + g
+        for start_m in range(lo, SEQ_Q, BLOCK_M):
+            offs_m = start_m + offs_m0
+            q_off = b * stride_qb + (hk * GROUP + g) * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+            q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)  # (BLOCK_M, D); dO shares strides
+            do = tl.load(DO + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
+            if UPCAST:
+                q, do = q.to(tl.float32), do.to(tl.float32)
+            lse = tl.load(LSE + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
+            delta = tl.load(DELTA + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
+            s_t = tl.dot(k, tl.trans(q), input_precision=PRECISION) * qk_scale  # (BLOCK_N, BLOCK_M)
+            keep = (offs_m[None, :] < SEQ_Q) & (offs_n[:, None] < SEQ_KV)
+            if IS_CAUSAL:
+                keep = keep & (offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFFSET)
+            p_t = tl.where(keep, tl.exp2(s_t - lse[None, :]), 0.0)
+            dv += tl.dot(p_t.to(do.dtype), do, input_precision=PRECISION)
+            dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
+            ds_t = p_t * (dp_t - delta[None, :])
+            dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
+    tl.store(DK + kv_off, (dk * sm_scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < SEQ_KV)
+    tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < SEQ_KV)
+
+
+@triton.autotune(configs=BWD_CONFIGS, key=KEY)
+@triton.jit
+def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
+                 stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
+                 HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+                 HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                 PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = bh // HEADS, bh % HEADS
+    hk = h // GROUP
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_off = b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]  # dO, dQ too
+    q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
+    do = tl.load(DO + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
+    if UPCAST:
+        q, do = q.to(tl.float32), do.to(tl.float32)
+    lse = tl.load(LSE + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
+    delta = tl.load(DELTA + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    kv_base = b * stride_kb + hk * stride_kh
+    hi = SEQ_KV
+    if IS_CAUSAL:
+        hi = tl.minimum(SEQ_KV, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_off = kv_base + cols[:, None] * stride_kn + offs_d[None, :]
+        k = tl.load(K + kv_off, mask=cols[:, None] < SEQ_KV, other=0.0)  # (BLOCK_N, D)
+        v = tl.load(V + kv_off, mask=cols[:, None] < SEQ_KV, other=0.0)
+        if UPCAST:
+            k, v = k.to(tl.float32), v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
+        keep = (cols[None, :] < SEQ_KV) & (offs_m[:, None] < SEQ_Q)
+        if IS_CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
+        p = tl.where(keep, tl.exp2(s - lse[:, None]), 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
+    tl.store(DQ + q_off, (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < SEQ_Q)
+
+
+def _meta(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict:
+    # The interpreter mis-computes tl.dot on bf16 operands; widening to fp32 first is exact for products.
+    precision = "ieee" if q.dtype == torch.float32 else None
+    return {"HEAD_DIM": q.shape[-1], "IS_CAUSAL": causal, "UPCAST": interpreting() and q.dtype == torch.bfloat16,
+            "PRECISION": precision}
+
+
+class _FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        batch, heads, seq_q, _ = q.shape
+        kv_heads, seq_kv = k.shape[1], k.shape[2]
+        o = torch.empty_like(q)
+        lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
+
+        def grid(meta: dict) -> tuple[int, int]:
+            return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
+
+        _attn_fwd[grid](q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+                        k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), heads,
+                        heads // kv_heads, seq_q, seq_kv, causal_offset, **_meta(q, k, causal))
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        do = do.contiguous()
+        batch, heads, seq_q, _ = q.shape
+        kv_heads, seq_kv = k.shape[1], k.shape[2]
+        delta = (o.float() * do.float()).sum(-1)  # (B, H, Sq): rowsum(dO ∘ O)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        meta = _meta(q, k, ctx.causal)
+        common = (ctx.scale * LOG2E, ctx.scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
+                  k.stride(2))
+        _attn_bwd_dkdv[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), batch * kv_heads)](
+            q, k, v, do, lse, delta, dk, dv, *common, heads, kv_heads, heads // kv_heads, seq_q, seq_kv,
+            ctx.causal_offset, **meta)
+        _attn_bwd_dq[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), batch * heads)](
+            q, k, v, do, lse, delta, dq, *common, heads, heads // kv_heads, seq_q, seq_kv, ctx.causal_offset,
+            **meta)
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                    causal_offset: int = 0, scale: float | None = None) -> torch.Tensor:
+    """softmax(scale · q kᵀ, causal mask j <= i + causal_offset) v, differentiable. q (B, H, Sq, D),
+    k and v (B, H_kv, Skv, D) with H a multiple of H_kv."""
+    if q.shape[-1] not in HEAD_DIMS or k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"head dim {q.shape[-1]} is not supported; allowed: {HEAD_DIMS}")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"{q.shape[1]} query heads is not a multiple of {k.shape[1]} kv heads")
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    return _FlashAttention.apply(q, k, v, causal, causal_offset, scale)

@@ -1,0 +1,1 @@
+"""Attention: softmax(QKᵀ)V with GQA, named causal alignment, forward and backward."""

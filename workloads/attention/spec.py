@@ -1,0 +1,182 @@
+"""Attention O = softmax(scale · Q Kᵀ + mask) V: shapes, causal alignment, FLOPs, bytes and the reference.
+
+Layout is torch's (B, H, S, D) everywhere in xmfu; a backend with another layout (JAX: B, S, H, D)
+converts explicitly. GQA: query head h reads key/value head h // (heads / kv_heads).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.case import Check
+from harness.config import ConfigError, boolean, choice, int_list, positive_float, positive_int
+from harness.dtypes import DTYPES, uniform_inputs
+from workloads.attention import reference
+
+ALIGNMENTS = ("top_left", "bottom_right")  # torch SDPA is_causal / FlashAttention >= 2.1
+MODES = ("fwd", "bwd", "fwd_bwd")
+CONVENTIONS = ("fa2", "exact")
+GRADS = ("dq", "dk", "dv")
+# max |X - Xref| / max |Xref| per output; gradients accumulate over a whole sequence, so they get more room.
+TOLERANCE = {"fp32": (2e-4, 1e-3), "tf32": (5e-3, 2e-2), "bf16": (2e-2, 5e-2), "fp16": (5e-3, 2e-2)}
+FULL_CHECK_LIMIT = 2**26  # B*H*Sq*Skv above this: compare two kv-head groups instead of every head
+CONFIG_KEYS = ("name", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "alignment",
+               "scale", "mode", "flop_convention")
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    batch: int
+    heads: int  # query heads
+    kv_heads: int
+    seq_q: int
+    seq_kv: int
+    head_dim: int
+    causal: bool
+    alignment: str  # which diagonal a causal mask keeps when seq_q != seq_kv
+    scale: float
+    dtype: str
+    mode: str  # fwd | bwd | fwd_bwd
+    flop_convention: str = "fa2"
+    seed: int = 0
+
+    workload: ClassVar[str] = "attention"
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def causal_offset(self) -> int:
+        """Query i may see keys j <= i + offset (0 for top-left; seq_kv - seq_q for bottom-right)."""
+        return self.seq_kv - self.seq_q if self.alignment == "bottom_right" else 0
+
+    @property
+    def case_id(self) -> str:
+        mask = f"causal-{self.alignment}" if self.causal else "full"
+        return (f"attention-{self.dtype}-{self.mode}-b{self.batch}-h{self.heads}kv{self.kv_heads}-"
+                f"q{self.seq_q}-k{self.seq_kv}-d{self.head_dim}-{mask}")
+
+    def params(self) -> dict[str, Any]:
+        return {"batch": self.batch, "heads": self.heads, "kv_heads": self.kv_heads, "seq_q": self.seq_q,
+                "seq_kv": self.seq_kv, "head_dim": self.head_dim, "causal": self.causal,
+                "alignment": self.alignment if self.causal else None, "scale": self.scale, "mode": self.mode}
+
+    def visible_scores(self) -> int:
+        """Score entries (i, j) the mask keeps, per (batch, head)."""
+        if not self.causal:
+            return self.seq_q * self.seq_kv
+        i = np.arange(self.seq_q)
+        return int(np.clip(i + self.causal_offset + 1, 0, self.seq_kv).sum())
+
+    def flops(self) -> float:
+        # Forward = two matmuls (Q Kᵀ, P V), 2 FLOPs per multiply-add: 4·B·H·D per score entry; softmax not
+        # counted. Backward = 2.5x forward (four matmuls, plus recomputing Q Kᵀ). FlashAttention-2 paper §4
+        # and its benchmark script; Triton tutorial 06. `fa2` counts a causal mask as exactly half the
+        # entries, `exact` counts the entries the mask keeps.
+        per_entry = 4.0 * self.batch * self.heads * self.head_dim
+        if self.flop_convention == "fa2":
+            entries = self.seq_q * self.seq_kv * (0.5 if self.causal else 1.0)
+        else:
+            entries = float(self.visible_scores())
+        return per_entry * entries * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[self.mode]
+
+    def bytes_moved(self) -> float:
+        # Compulsory traffic. Forward reads Q, K, V and writes O. Backward reads Q, K, V, O, dO and writes
+        # dQ, dK, dV. K and V are kv_heads wide (GQA). Score matrices never leave the chip in a fused kernel.
+        item = DTYPES[self.dtype].itemsize
+        q = self.batch * self.heads * self.seq_q * self.head_dim * item
+        kv = self.batch * self.kv_heads * self.seq_kv * self.head_dim * item
+        fwd = 2 * q + 2 * kv
+        bwd = 4 * q + 4 * kv
+        return float({"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd + bwd}[self.mode])
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """q, k, v and the upstream gradient do, float32 arrays rounded to the dtype, (B, H, S, D)."""
+        return _inputs(self)
+
+    def check_rows(self) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+        """None: every head. Large cases: the first and last (batch, kv head) groups, as index arrays
+        (batch, head) for q-shaped outputs and (batch, kv_head) for dk/dv."""
+        if self.batch * self.heads * self.seq_q * self.seq_kv <= FULL_CHECK_LIMIT:
+            return None
+        groups = [(0, 0), (self.batch - 1, self.kv_heads - 1)]
+        qb = np.array([b for b, g in groups for _ in range(self.group)])
+        qh = np.array([g * self.group + r for _, g in groups for r in range(self.group)])
+        kb, kh = np.array([b for b, _ in groups]), np.array([g for _, g in groups])
+        return {"out": (qb, qh), "dq": (qb, qh), "dk": (kb, kh), "dv": (kb, kh)}
+
+    def check(self, result: dict[str, np.ndarray]) -> Check:
+        ref = reference.attention(self, self.inputs(), self.check_rows())
+        names = ["out"] if self.mode == "fwd" else ["out", *GRADS]
+        tol_out, tol_grad = TOLERANCE[self.dtype]
+        errors = {}
+        for name in names:
+            got, want = result[name], ref[name]
+            scale = float(np.max(np.abs(want))) or 1.0
+            errors[name] = float(np.max(np.abs(got - want))) / scale if got.shape == want.shape else math.inf
+        worst = max(names, key=lambda n: errors[n] / (tol_out if n == "out" else tol_grad))
+        tol = tol_out if worst == "out" else tol_grad
+        sel = self.check_rows()
+        checked = ("every head" if sel is None else f"{len(sel['out'][0])} query heads in 2 kv-head groups") + \
+            f"; errors {', '.join(f'{n}={e:.2g}' for n, e in errors.items())}"
+        return Check(errors[worst] <= tol, errors[worst], tol, f"max|X-Xref|/max|Xref| ({worst})", checked)
+
+
+@lru_cache(maxsize=1)
+def _inputs(case: AttentionCase) -> dict[str, np.ndarray]:
+    q_shape = (case.batch, case.heads, case.seq_q, case.head_dim)
+    kv_shape = (case.batch, case.kv_heads, case.seq_kv, case.head_dim)
+    return uniform_inputs(case.seed, {"q": q_shape, "k": kv_shape, "v": kv_shape, "do": q_shape}, case.dtype)
+
+
+def _as_list(field: str, value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _sweep(workload: Mapping[str, Any]) -> dict[str, list[Any]]:
+    seq_q = int_list("workload.seq_q", _as_list("seq_q", workload.get("seq_q", [1024])))
+    seq_kv = workload.get("seq_kv")
+    return {
+        "seq_q": list(seq_q),
+        "seq_kv": [None] if seq_kv is None else list(int_list("workload.seq_kv", _as_list("seq_kv", seq_kv))),
+        "head_dim": list(int_list("workload.head_dim", _as_list("head_dim", workload.get("head_dim", [128])))),
+        "causal": [boolean("workload.causal", c) for c in _as_list("causal", workload.get("causal", [False]))],
+        "mode": [choice("workload.mode", m, MODES) for m in _as_list("mode", workload.get("mode", ["fwd"]))],
+    }
+
+
+def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[AttentionCase]:
+    """Cases: the product of seq_q x seq_kv x head_dim x causal x mode, at one batch and head count."""
+    for key in workload:
+        if key not in CONFIG_KEYS:
+            raise ConfigError(f"workload.{key}", "unknown attention setting", ", ".join(CONFIG_KEYS))
+    if dtype not in TOLERANCE:
+        raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
+    batch = positive_int("workload.batch", workload.get("batch", 1))
+    heads = positive_int("workload.heads", workload.get("heads", 8))
+    kv_heads = positive_int("workload.kv_heads", workload.get("kv_heads") or heads)
+    if heads % kv_heads:
+        raise ConfigError("workload.kv_heads", f"{kv_heads} does not divide heads={heads}",
+                          "a divisor of heads (GQA groups must be equal)")
+    alignment = choice("workload.alignment", workload.get("alignment", "top_left"), ALIGNMENTS)
+    convention = choice("workload.flop_convention", workload.get("flop_convention", "fa2"), CONVENTIONS)
+    raw_scale = workload.get("scale")
+    cases = []
+    sweep = _sweep(workload)
+    for sq, skv, d, causal, mode in product(*sweep.values()):
+        skv = sq if skv is None else skv
+        if causal and alignment == "bottom_right" and sq > skv:
+            raise ConfigError("workload.seq_q", f"bottom_right causal with seq_q={sq} > seq_kv={skv} leaves "
+                              "query rows with no visible key", "seq_q <= seq_kv, or alignment=top_left")
+        scale = positive_float("workload.scale", raw_scale) if raw_scale is not None else 1 / math.sqrt(d)
+        cases.append(AttentionCase(batch, heads, kv_heads, sq, skv, d, causal, alignment, scale, dtype, mode,
+                                   convention, seed))
+    return cases
