@@ -187,6 +187,8 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
     name = choice("workload", workload["name"], sorted(backends_by_workload))
     known = list(backends_by_workload[name])
     backends = data.get("backends")
+    if backends is None:  # null: every backend the workload has (the unavailable ones report skipped)
+        backends = known
     if isinstance(backends, str):
         backends = [backends]
     if not isinstance(backends, Sequence) or not backends:

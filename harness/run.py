@@ -16,6 +16,7 @@ from harness.bundle import BundleWriter, utc_now
 from harness.comparability import comparability_key
 from harness.config import RunConfig
 from harness.context import RunContext
+from harness.frameworks import use_triton_interpreter
 from harness.interrupts import interrupts_as_keyboard_interrupt
 from harness.platform import detect
 from harness.registry import Registry
@@ -65,6 +66,8 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
             overrides: Sequence[str]) -> Outcome:
     phases = plan_phases(cfg, registry)
     plat = detect(cfg.device)
+    if plat.kind == "cpu":
+        use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
     ctx = RunContext(cfg, plat)
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id

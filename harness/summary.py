@@ -7,11 +7,10 @@ from typing import Any
 
 
 def _params(row: dict[str, Any]) -> str:
-    p = row.get("params") or {}
-    if {"m", "n", "k"} <= set(p):
-        layout = ("T" if p.get("transpose_a") else "N") + ("T" if p.get("transpose_b") else "N")
-        return f"{p['m']}x{p['n']}x{p['k']} {layout}"
-    return ",".join(f"{k}={v}" for k, v in p.items())
+    """The case id without its workload and dtype prefix (they have their own columns)."""
+    prefix = f"{row['workload']}-{row['dtype']}-"
+    case_id = row.get("case_id", "")
+    return case_id.removeprefix(prefix)
 
 
 def _pct(x: float | None) -> str:
@@ -52,5 +51,6 @@ def progress_line(row: dict[str, Any]) -> str:
     head = f"{row['case_id']} {row['backend']}: {row['status']}"
     if row["status"] != "ok":
         return f"{head} ({row.get('reason')})"
-    valid = "" if row.get("timing_valid") else " [timing not valid]"
-    return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}{valid}"
+    if not row.get("timing_valid"):
+        return f"{head} (correct; timing not valid here)"
+    return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}"

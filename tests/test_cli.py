@@ -142,3 +142,21 @@ def test_no_case_could_run_exits_1(tmp_path):
     bundle = read_bundle(_bundle_path(proc.stdout))
     assert bundle.cases[0]["status"] == "skipped" and "tf32" in bundle.cases[0]["reason"]
     assert bundle.manifest["status"] == "complete"
+
+
+def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
+    proc = xmfu("run", "workload=attention", "experiment=smoke", "baseline=torch_sdpa", "workload.mode=[fwd_bwd]",
+                "workload.causal=[true]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    bundle = read_bundle(_bundle_path(proc.stdout))
+    rows = {r["backend"]: r for r in bundle.cases}
+    assert {b for b, r in rows.items() if r["status"] == "ok"} == {
+        "torch_sdpa", "torch_sdpa_flash", "torch_sdpa_math", "torch_eager", "triton", "jax"}
+    assert {b for b, r in rows.items() if r["status"] == "skipped"} == {
+        "torch_sdpa_efficient", "torch_sdpa_cudnn", "jax_cudnn"}
+    assert all(r["reason"] for r in rows.values() if r["status"] == "skipped")
+    assert rows["jax"]["speedup"]["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
+    assert rows["torch_sdpa"]["speedup"] is None and rows["triton"]["speedup"] is None  # baseline; invalid timing
+    assert rows["triton"]["timing_valid"] is False and rows["triton"]["correctness"]["ok"]
+    assert rows["torch_sdpa"]["notes"]["sdpa_backend_used"] == "flash"
+    assert rows["jax"]["flop_convention"] == "fa2" and rows["jax"]["params"]["alignment"] == "top_left"

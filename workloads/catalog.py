@@ -6,6 +6,11 @@ Adding a backend is adding its module and one line here.
 from __future__ import annotations
 
 from harness.registry import Implementation, Registry, WorkloadDef
+from workloads.attention import jax as attention_jax
+from workloads.attention import spec as attention_spec
+from workloads.attention import torch_eager as attention_eager
+from workloads.attention import torch_sdpa as attention_sdpa
+from workloads.attention import triton as attention_triton
 from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
@@ -22,5 +27,21 @@ def build_registry() -> Registry:
         "torch": _impl("torch", matmul_torch),
         "triton": _impl("triton", matmul_triton),
         "jax": _impl("jax", matmul_jax),
+    }))
+    registry.add(WorkloadDef("attention", attention_spec.expand, {
+        "torch_sdpa": Implementation("torch_sdpa", attention_sdpa.available, attention_sdpa.make_prepare("auto")),
+        "torch_sdpa_flash": Implementation("torch_sdpa_flash", attention_sdpa.available,
+                                           attention_sdpa.make_prepare("flash")),
+        "torch_sdpa_efficient": Implementation("torch_sdpa_efficient", attention_sdpa.available,
+                                               attention_sdpa.make_prepare("efficient")),
+        "torch_sdpa_cudnn": Implementation("torch_sdpa_cudnn", attention_sdpa.available,
+                                           attention_sdpa.make_prepare("cudnn")),
+        "torch_sdpa_math": Implementation("torch_sdpa_math", attention_sdpa.available,
+                                          attention_sdpa.make_prepare("math")),
+        "torch_eager": _impl("torch_eager", attention_eager),
+        "triton": _impl("triton", attention_triton),
+        "jax": Implementation("jax", attention_jax.make_available("xla"), attention_jax.make_prepare("xla")),
+        "jax_cudnn": Implementation("jax_cudnn", attention_jax.make_available("cudnn"),
+                                    attention_jax.make_prepare("cudnn")),
     }))
     return registry
