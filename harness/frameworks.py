@@ -50,6 +50,28 @@ def jax_rows(x: Any, rows: np.ndarray | None) -> np.ndarray:
     return host if rows is None else host[rows]
 
 
+def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
+    """Why a torch backend cannot run `dtype` here, or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    if dtype == "tf32" and platform_kind not in ("cuda", "rocm"):
+        return f"tf32 needs GPU tensor cores; a {platform_kind} device has none"
+    return None
+
+
+def jax_unavailable(platform_kind: str) -> str | None:
+    """Why a JAX backend cannot run here, or None. Sets up GPU memory sharing before jax is imported."""
+    import importlib.util
+
+    share_device_memory()
+    if importlib.util.find_spec("jax") is None:
+        return "jax is not installed (pip install 'xmfu[jax]')"
+    ok, why = jax_backend_matches(platform_kind)
+    return None if ok else why
+
+
 def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:
     """JAX must run on the device the run measures: a CPU-only jaxlib on a GPU host would time the host."""
     import jax
@@ -60,6 +82,19 @@ def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:
         return True, ""
     return False, (f"jax runs on '{backend}' but this run measures a {platform_kind} device; "
                    f"install the jax build for {platform_kind} (e.g. jax[cuda12]) or run with device=cpu")
+
+
+def xla_cost_flops(compiled: Any) -> float | None:
+    """XLA's own FLOP estimate of a compiled program, kept beside the analytic count as a cross-check.
+
+    Best effort: some backends return nothing, and XLA counts elementwise work the conventions leave out.
+    """
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # not implemented on every backend
+        return None
+    cost = cost[0] if isinstance(cost, list) and cost else cost
+    return float(cost["flops"]) if isinstance(cost, dict) and "flops" in cost else None
 
 
 def share_device_memory() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.case import Prepared, Unavailable
 from harness.context import RunContext
-from harness.frameworks import jax_backend_matches, share_device_memory, to_jax
+from harness.frameworks import jax_unavailable, to_jax, xla_cost_flops
 from workloads.attention.reference import causal_mask
 from workloads.attention.spec import GRADS, AttentionCase
 
@@ -31,13 +31,8 @@ def from_jax_layout(x: np.ndarray) -> np.ndarray:
 
 def make_available(implementation: str) -> Callable[[AttentionCase, RunContext], tuple[bool, str]]:
     def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
-        share_device_memory()
-        try:
-            import jax  # noqa: F401
-        except ImportError:
-            return False, "jax is not installed (pip install 'xmfu[jax]')"
-        ok, why = jax_backend_matches(ctx.platform.kind)
-        if not ok:
+        why = jax_unavailable(ctx.platform.kind)
+        if why:
             return False, why
         if implementation == "cudnn" and ctx.platform.kind != "cuda":
             return False, f"implementation='cudnn' needs an NVIDIA GPU; this is a {ctx.platform.kind} device"
@@ -87,18 +82,8 @@ def _program(case: AttentionCase, attend: Callable, x: dict[str, Any]) -> tuple[
         compiled = full.lower(q, k, v, do).compile()
         timed = lambda: compiled(q, k, v, do)  # noqa: E731
         results = timed
-    notes = {"compile_s": time.perf_counter() - start, "xla_cost_flops": _cost_flops(compiled)}
+    notes = {"compile_s": time.perf_counter() - start, "xla_cost_flops": xla_cost_flops(compiled)}
     return timed, results, notes
-
-
-def _cost_flops(compiled: Any) -> float | None:
-    """XLA's own FLOP estimate, recorded beside the analytic count (best effort: it may be absent)."""
-    try:
-        cost = compiled.cost_analysis()
-    except Exception:  # some backends do not implement it
-        return None
-    cost = cost[0] if isinstance(cost, list) and cost else cost
-    return float(cost["flops"]) if isinstance(cost, dict) and "flops" in cost else None
 
 
 def make_prepare(implementation: str) -> Callable[[AttentionCase, RunContext], Prepared]:

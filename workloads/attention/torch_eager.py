@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from harness.case import Prepared
 from harness.context import RunContext
+from harness.frameworks import torch_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False, "torch is not installed"
-    if case.dtype == "tf32" and ctx.platform.kind not in ("cuda", "rocm"):
-        return False, f"tf32 needs GPU tensor cores; a {ctx.platform.kind} device has none"
-    return True, ""
+    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    return (False, why) if why else (True, "")
 
 
 def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:

@@ -1,7 +1,9 @@
 """torch.nn.functional.scaled_dot_product_attention, with its sub-backend chosen or recorded.
 
 `auto` lets torch choose and records the kernel it ran (from the profiler's op names); `flash`, `efficient`,
-`cudnn` and `math` force one, and one the platform lacks is skipped with torch's reason.
+`cudnn` and `math` force one, and one the platform lacks is skipped with torch's reason. Forcing costs a
+`sdpa_kernel` context switch per call, a few microseconds of host time: hidden behind a GPU's queue, but
+visible against tiny synchronous CPU calls (compare `auto` with the forced kernel it chose).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Callable
 
 from harness.case import Prepared, Unavailable
 from harness.context import RunContext
+from harness.frameworks import torch_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 
@@ -22,13 +25,8 @@ OP_NAMES = {  # aten op -> sub-backend, to record what `auto` picked
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False, "torch is not installed"
-    if case.dtype == "tf32" and ctx.platform.kind not in ("cuda", "rocm"):
-        return False, f"tf32 needs GPU tensor cores; a {ctx.platform.kind} device has none"
-    return True, ""
+    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    return (False, why) if why else (True, "")
 
 
 def _attend(case: AttentionCase, sub: str) -> Callable:

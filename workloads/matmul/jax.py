@@ -8,19 +8,14 @@ import numpy as np
 
 from harness.case import Prepared
 from harness.context import RunContext
-from harness.frameworks import jax_backend_matches, jax_rows, share_device_memory, to_jax
+from harness.frameworks import jax_rows, jax_unavailable, to_jax, xla_cost_flops
 from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
-    share_device_memory()
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        return False, "jax is not installed (pip install 'xmfu[jax]')"
-    ok, why = jax_backend_matches(ctx.platform.kind)
-    if not ok:
+    why = jax_unavailable(ctx.platform.kind)
+    if why:
         return False, why
     if case.dtype == "tf32" and ctx.platform.kind not in ("cuda", "rocm"):
         return False, f"tf32 needs GPU tensor cores; a {ctx.platform.kind} device has none"
@@ -71,5 +66,6 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
         return jax_rows(compiled(a0, b0), rows)
 
     notes = {"library": "jnp.dot (XLA)", "precision": precision, "compile_s": compile_s,
+             "xla_cost_flops": xla_cost_flops(compiled),
              "jax_device": str(device), "jax_device_kind": device.device_kind, "input_copies": len(calls)}
     return Prepared(rotate(calls), result, "jax", notes=notes)

@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.case import Prepared
 from harness.context import RunContext
-from harness.frameworks import to_torch, torch_rows
+from harness.frameworks import to_torch, torch_rows, torch_unavailable
 from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
 
@@ -18,13 +18,10 @@ FP8_ARCHES = ("gfx942", "gfx950")
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False, "torch is not installed"
     kind, device = ctx.platform.kind, ctx.device
-    if case.dtype == "tf32" and kind not in ("cuda", "rocm"):
-        return False, f"tf32 needs GPU tensor cores; a {kind} device has none"
+    why = torch_unavailable(case.dtype, kind)
+    if why:
+        return False, why
     if case.dtype == "fp8":
         cc = tuple(int(x) for x in (device.compute_capability or "0.0").split("."))
         arch_ok = kind == "rocm" and (device.arch or "").startswith(FP8_ARCHES)
