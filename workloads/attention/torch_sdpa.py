@@ -57,8 +57,10 @@ def _kernel_used(attend: Callable, case: AttentionCase, device: str) -> str:
 
     from harness.frameworks import to_torch
 
-    x = {n: to_torch(a, case.dtype, device) for n, a in case.inputs().items()}
-    with profile(activities=[ProfilerActivity.CPU]) as prof, torch.no_grad():
+    # Inputs that need gradients in backward modes: torch may pick another kernel when it must save for them.
+    grad = case.mode != "fwd"
+    x = {n: to_torch(a, case.dtype, device).requires_grad_(grad) for n, a in case.inputs().items()}
+    with profile(activities=[ProfilerActivity.CPU]) as prof, torch.set_grad_enabled(grad):
         attend(x["q"], x["k"], x["v"])
     names = {e.key.removeprefix("aten::") for e in prof.key_averages()}
     return next((OP_NAMES[n] for n in OP_NAMES if n in names), "unknown")
