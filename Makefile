@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$(TORCH_VERSION)"
 	$(PY) -c "import jax" 2>/dev/null || $(PIP) install jax || echo "xmfu: jax not installed; its backend will report skipped"
+	$(PY) -c "import optax" 2>/dev/null || $(PIP) install optax || echo "xmfu: optax not installed; the transformer jax backend will report skipped"
 	$(PY) -c "import triton" 2>/dev/null || $(PIP) install triton || echo "xmfu: triton not installed; its backend will report skipped"
 	$(PIP) install -e ".[dev]"
 	touch $@

@@ -64,6 +64,7 @@ class Prepared:
     timing_valid: bool = True
     timing_note: str = ""
     notes: dict[str, Any] = field(default_factory=dict)  # precision, kernel config, compile time...
+    peak_memory: Callable[[], int | None] | None = None  # device bytes at peak, read after timing
 
 
 class Unavailable(Exception):

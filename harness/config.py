@@ -175,6 +175,7 @@ def parse_mamf(data: Mapping[str, Any], backends: Sequence[str]) -> MamfConfig:
 TOP_LEVEL = (
     "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
     "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
+    "model",  # the model preset group; the transformer workload reads it through ${model}
 )
 
 

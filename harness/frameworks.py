@@ -66,6 +66,8 @@ def jax_unavailable(platform_kind: str) -> str | None:
     import importlib.util
 
     share_device_memory()
+    if platform_kind == "cpu":  # a CPU run needs no accelerator plugin probing (and its warnings)
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if importlib.util.find_spec("jax") is None:
         return "jax is not installed (pip install 'xmfu[jax]')"
     ok, why = jax_backend_matches(platform_kind)

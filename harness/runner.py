@@ -100,6 +100,23 @@ def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
     return timed_out
 
 
+def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool) -> dict[str, Any]:
+    """Figures only some workloads have: work units per second, hardware FLOPs (HFU), peak device memory."""
+    out: dict[str, Any] = {}
+    median = time_s["median"] if time_s else None
+    units = getattr(case, "work_units", None)
+    if units and median:
+        out["throughput"] = {f"{name}_per_s": count / median for name, count in units().items()}
+    hardware = getattr(case, "hardware_flops", None)
+    hw = hardware() if hardware else None
+    if hw is not None:
+        out["hardware_flops"] = hw
+        out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
+    if a.prepared and a.prepared.peak_memory and a.status == "ok":
+        out["peak_memory_bytes"] = a.prepared.peak_memory()
+    return out
+
+
 class CaseRunner:
     """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
 
@@ -175,6 +192,7 @@ class CaseRunner:
             tput = throughput(case.flops(), case.bytes_moved(), summary)
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
+        row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid))
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
         samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",

@@ -160,3 +160,19 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
     assert rows["triton"]["timing_valid"] is False and rows["triton"]["correctness"]["ok"]
     assert rows["torch_sdpa"]["notes"]["sdpa_backend_used"] == "flash"
     assert rows["jax"]["flop_convention"] == "fa2" and rows["jax"]["params"]["alignment"] == "top_left"
+
+
+def test_transformer_tiny_runs_every_backend(tmp_path):
+    proc = xmfu("run", "workload=transformer", "experiment=smoke", *TINY, f"results_dir={tmp_path}", cwd=tmp_path,
+                timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    folder = _bundle_path(proc.stdout)
+    assert validate_bundle(folder) == []
+    rows = {r["backend"]: r for r in read_bundle(folder).cases}
+    assert set(rows) == {"torch", "torch_compile", "torch_triton", "jax"}
+    assert all(r["status"] == "ok" for r in rows.values()), {b: r["reason"] for b, r in rows.items()}
+    assert rows["torch_triton"]["timing_valid"] is False and rows["torch_triton"]["correctness"]["ok"]
+    for name in ("torch", "torch_compile", "jax"):
+        assert rows[name]["mfu"] > 0 and rows[name]["throughput"]["tokens_per_s"] > 0
+        assert rows[name]["params"]["params"] == 131_392 and rows[name]["flop_convention"] == "palm"
+    assert rows["torch_compile"]["notes"]["compile_s"] > 0 and rows["jax"]["notes"]["compile_s"] > 0

@@ -15,6 +15,11 @@ from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
 from workloads.matmul import triton as matmul_triton
+from workloads.transformer import jax as transformer_jax
+from workloads.transformer import spec as transformer_spec
+from workloads.transformer import torch as transformer_torch
+from workloads.transformer import torch_compile as transformer_compile
+from workloads.transformer import torch_triton as transformer_triton
 
 
 def _impl(backend: str, module) -> Implementation:
@@ -43,5 +48,11 @@ def build_registry() -> Registry:
         "jax": Implementation("jax", attention_jax.make_available("xla"), attention_jax.make_prepare("xla")),
         "jax_cudnn": Implementation("jax_cudnn", attention_jax.make_available("cudnn"),
                                     attention_jax.make_prepare("cudnn")),
+    }))
+    registry.add(WorkloadDef("transformer", transformer_spec.expand, {
+        "torch": _impl("torch", transformer_torch),
+        "torch_compile": _impl("torch_compile", transformer_compile),
+        "torch_triton": _impl("torch_triton", transformer_triton),
+        "jax": _impl("jax", transformer_jax),
     }))
     return registry

@@ -1,0 +1,70 @@
+"""The transformer step in JAX: jit-compiled forward, backward and optax AdamW, buffers donated."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+from harness.case import Prepared
+from harness.context import RunContext
+from harness.frameworks import jax_unavailable
+from workloads.transformer.spec import TrainCase
+
+ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the torch backends
+
+
+def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
+    why = jax_unavailable(ctx.platform.kind)
+    if why:
+        return False, why
+    import importlib.util
+
+    if importlib.util.find_spec("optax") is None:
+        return False, "optax is not installed (pip install 'xmfu[jax]')"
+    return True, ""
+
+
+def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from workloads.transformer.jax_model import global_norm, loss_fn
+
+    device = jax.devices()[ctx.device.index if ctx.platform.kind != "cpu" else 0]
+    dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32
+    # fp32 means fp32: JAX's default matmul precision on GPUs is TF32 (and bf16 passes on TPUs).
+    precision = "highest" if case.dtype == "fp32" else "default"
+    params = {n: jax.device_put(w, device) for n, w in case.weights().items()}
+    tokens, targets = (jax.device_put(a, device) for a in case.batch_tokens())
+    lossf = partial(loss_fn, case.model, dtype=dtype, checkpointing=case.activation_checkpointing)
+    sel = case.check_rows()
+    with jax.default_matmul_precision(precision):
+        loss, grads = jax.jit(jax.value_and_grad(lossf))(params, tokens[: sel["batch"], : sel["tokens"]],
+                                                         targets[: sel["batch"], : sel["tokens"]])
+    check = {"loss": float(loss), "grad_norm": float(global_norm(grads))}
+    tx = optax.adamw(case.lr, **ADAMW)
+
+    def train_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(lossf)(params, x, y)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    state = {"params": params, "opt": tx.init(params)}
+    start = time.perf_counter()
+    with jax.default_matmul_precision(precision):
+        compiled = jax.jit(train_step, donate_argnums=(0, 1)).lower(state["params"], state["opt"], tokens,
+                                                                    targets).compile()
+    compile_s = time.perf_counter() - start
+
+    def step():
+        state["params"], state["opt"], loss = compiled(state["params"], state["opt"], tokens, targets)
+        return loss
+
+    def peak_memory() -> int | None:
+        stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+        return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
+
+    notes = {"library": "jax.jit + optax.adamw", "compile_s": compile_s, "matmul_precision": precision,
+             "optimizer": f"optax.adamw {ADAMW}", "jax_device_kind": device.device_kind}
+    return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory)

@@ -1,0 +1,77 @@
+"""The same Llama-style decoder as torch_model.py, in plain JAX, on the same named weights.
+
+Weights stay in torch's (out, in) layout, so a linear layer is x @ Wᵀ and both frameworks load one array
+set. Mixed precision: fp32 parameters, matmuls in `compute_dtype`, norms, softmax and loss in fp32.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from workloads.transformer.spec import ModelSpec
+
+Params = dict[str, jax.Array]
+
+
+def _linear(x: jax.Array, w: jax.Array, dtype: Any) -> jax.Array:
+    return jnp.einsum("...i,oi->...o", x.astype(dtype), w.astype(dtype))
+
+
+def _rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
+    xf = x.astype(jnp.float32)
+    return (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)).astype(x.dtype) * w.astype(x.dtype)
+
+
+def rope_tables(spec: ModelSpec) -> tuple[jax.Array, jax.Array]:
+    inv = 1.0 / spec.rope_theta ** (jnp.arange(0, spec.head_dim, 2, dtype=jnp.float32) / spec.head_dim)
+    angles = jnp.outer(jnp.arange(spec.seq_len, dtype=jnp.float32), inv)  # (S, Dh/2)
+    return jnp.cos(angles), jnp.sin(angles)
+
+
+def _rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """x (B, S, H, Dh): the same rotate-half layout as the torch model."""
+    seq = x.shape[1]
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    c, s = cos[None, :seq, None, :], sin[None, :seq, None, :]
+    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).astype(x.dtype)
+
+
+def _attention(spec: ModelSpec, p: Params, prefix: str, x: jax.Array, rope: tuple, dtype: Any) -> jax.Array:
+    b, s, _ = x.shape
+    h, hkv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
+    q = _linear(x, p[prefix + "wq.weight"], dtype).reshape(b, s, h, dh)  # (B, S, H, Dh): JAX's layout
+    k = _linear(x, p[prefix + "wk.weight"], dtype).reshape(b, s, hkv, dh)
+    v = _linear(x, p[prefix + "wv.weight"], dtype).reshape(b, s, hkv, dh)
+    o = jax.nn.dot_product_attention(_rope(q, *rope), _rope(k, *rope), v, is_causal=True)
+    return _linear(o.reshape(b, s, h * dh), p[prefix + "wo.weight"], dtype)
+
+
+def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any) -> jax.Array:
+    pre = f"layers.{i}."
+    x = x + _attention(spec, p, pre + "attention.", _rms_norm(x, p[pre + "attention_norm.weight"], spec.norm_eps),
+                       rope, dtype)
+    hn = _rms_norm(x, p[pre + "ffn_norm.weight"], spec.norm_eps)
+    gate = jax.nn.silu(_linear(hn, p[pre + "feed_forward.w1.weight"], dtype))
+    up = _linear(hn, p[pre + "feed_forward.w3.weight"], dtype)
+    return x + _linear(gate * up, p[pre + "feed_forward.w2.weight"], dtype)
+
+
+def loss_fn(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
+            checkpointing: bool = False) -> jax.Array:
+    """Mean next-token cross-entropy, as Transformer.forward in torch_model.py."""
+    rope = rope_tables(spec)
+    x = params["tok_embeddings.weight"][tokens]  # (B, S, D), fp32 residual stream as under torch autocast
+    for i in range(spec.n_layers):
+        block = partial(_block, spec, i=i, rope=rope, dtype=dtype)
+        x = (jax.checkpoint(block) if checkpointing else block)(params, x=x)
+    logits = _linear(_rms_norm(x, params["norm.weight"], spec.norm_eps), params["output.weight"], dtype)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # (B, S, V)
+    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1))
+
+
+def global_norm(grads: Params) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads.values()))

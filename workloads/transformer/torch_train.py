@@ -1,0 +1,71 @@
+"""One training step of the torch model (forward, backward, AdamW), shared by the torch backends.
+
+Mixed precision (`bf16`): fp32 master weights and optimizer state, matmuls under torch.autocast in bf16.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.case import Prepared
+from harness.context import RunContext
+from workloads.transformer.spec import TrainCase
+from workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
+
+ADAMW = {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the JAX backend
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def prepare_train(case: TrainCase, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
+                  notes: dict[str, Any], timing_valid: bool = True, timing_note: str = "") -> Prepared:
+    import torch
+
+    device = ctx.torch_device
+    torch.set_float32_matmul_precision("highest")  # fp32 means fp32; bf16 work runs under autocast
+    model = Transformer(case.model, attend, case.activation_checkpointing)
+    load_weights(model, case.weights())
+    model.to(device)
+    runner = torch.compile(model) if compile_model else model
+    tokens, targets = (torch.from_numpy(a).to(device) for a in case.batch_tokens())
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
+
+    def loss_of(x, y):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=case.dtype == "bf16"):
+            return runner(x, y)
+
+    sel = case.check_rows()  # correctness values first, on the initial weights
+    loss = loss_of(tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
+    loss.backward()
+    check = {"loss": float(loss.detach()), "grad_norm": float(grad_norm(model))}
+    model.zero_grad(set_to_none=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=case.lr, **ADAMW)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(tokens, targets)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if device_type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    step()  # the first step compiles (torch.compile) and allocates optimizer state: not timed
+    _sync(device)
+    first_step_s = time.perf_counter() - start
+
+    def peak_memory() -> int | None:
+        return torch.cuda.max_memory_allocated(device) if device_type == "cuda" else None
+
+    notes = {**notes, "first_step_s": first_step_s, "compile_s": first_step_s if compile_model else None,
+             "mixed_precision": "bf16 autocast, fp32 master weights" if case.dtype == "bf16" else "fp32",
+             "optimizer": f"torch.optim.AdamW {ADAMW}"}
+    return Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
+                    notes=notes, peak_memory=peak_memory)

@@ -1,0 +1,33 @@
+"""The transformer step with attention through xmfu's Triton FlashAttention kernel (interpreted on a CPU)."""
+
+from __future__ import annotations
+
+from harness.case import Prepared, Unavailable
+from harness.context import RunContext
+from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable, use_triton_interpreter
+from workloads.attention.triton import HEAD_DIMS
+from workloads.transformer.spec import TrainCase
+from workloads.transformer.torch_train import prepare_train
+
+
+def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
+    why = triton_unavailable(ctx.platform.kind)
+    if why:
+        return False, why
+    if case.model.head_dim not in HEAD_DIMS:
+        return False, f"head dim {case.model.head_dim} is not supported by the Triton kernel; allowed: {HEAD_DIMS}"
+    return True, ""
+
+
+def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
+    on_cpu = ctx.platform.kind == "cpu"
+    if on_cpu and not use_triton_interpreter():
+        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    from kernels.flash_attention import flash_attention
+
+    def attend(q, k, v):
+        return flash_attention(q, k, v, causal=True)
+
+    return prepare_train(case, ctx, attend=attend, notes={"library": "torch eager, Triton FlashAttention",
+                                                          "interpreter": on_cpu},
+                         timing_valid=not on_cpu, timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
