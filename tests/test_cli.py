@@ -172,6 +172,7 @@ def test_transformer_tiny_runs_every_backend(tmp_path):
     assert set(rows) == {"torch", "torch_compile", "torch_triton", "jax"}
     assert all(r["status"] == "ok" for r in rows.values()), {b: r["reason"] for b, r in rows.items()}
     assert rows["torch_triton"]["timing_valid"] is False and rows["torch_triton"]["correctness"]["ok"]
+    assert rows["torch_triton"]["notes"]["triton_linears"] == 2 * 7 + 1  # every block linear + the output
     for name in ("torch", "torch_compile", "jax"):
         assert rows[name]["mfu"] > 0 and rows[name]["throughput"]["tokens_per_s"] > 0
         assert rows[name]["params"]["params"] == 131_392 and rows[name]["flop_convention"] == "palm"

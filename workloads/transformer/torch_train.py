@@ -6,6 +6,7 @@ Mixed precision (`bf16`): fp32 master weights and optimizer state, matmuls under
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.case import Prepared
@@ -24,13 +25,17 @@ def _sync(device: str) -> None:
 
 
 def prepare_train(case: TrainCase, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
-                  notes: dict[str, Any], timing_valid: bool = True, timing_note: str = "") -> Prepared:
+                  customize: Callable[[Transformer], dict[str, Any]] | None = None, notes: dict[str, Any],
+                  timing_valid: bool = True, timing_note: str = "") -> Prepared:
+    """`customize` may swap modules of the loaded model (e.g. Triton linears) and returns notes about it."""
     import torch
 
     device = ctx.torch_device
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32; bf16 work runs under autocast
     model = Transformer(case.model, attend, case.activation_checkpointing)
     load_weights(model, case.weights())
+    if customize:
+        notes = {**notes, **customize(model)}
     model.to(device)
     runner = torch.compile(model) if compile_model else model
     tokens, targets = (torch.from_numpy(a).to(device) for a in case.batch_tokens())

@@ -1,4 +1,5 @@
-"""The transformer step with attention through xmfu's Triton FlashAttention kernel (interpreted on a CPU)."""
+"""The transformer step on xmfu's Triton kernels: FlashAttention for attention, the Triton GEMM for every
+linear layer (forward and backward). On a CPU both run in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
     if on_cpu and not use_triton_interpreter():
         raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
     from kernels.flash_attention import flash_attention
+    from workloads.transformer.triton_linear import use_triton_linears
 
     def attend(q, k, v):
         return flash_attention(q, k, v, causal=True)
 
-    return prepare_train(case, ctx, attend=attend, notes={"library": "torch eager, Triton FlashAttention",
-                                                          "interpreter": on_cpu},
+    def customize(model) -> dict:
+        return {"triton_linears": use_triton_linears(model)}
+
+    notes = {"library": "torch eager, Triton FlashAttention + Triton GEMM linears", "interpreter": on_cpu}
+    return prepare_train(case, ctx, attend=attend, customize=customize, notes=notes,
                          timing_valid=not on_cpu, timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
