@@ -6,6 +6,7 @@ A failure in one (case, backend) becomes that row's status and reason; the sweep
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -100,7 +101,8 @@ def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
     return timed_out
 
 
-def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool) -> dict[str, Any]:
+def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
+            platform_kind: str) -> dict[str, Any]:
     """Figures only some workloads have: work units per second, hardware FLOPs (HFU), peak device memory."""
     out: dict[str, Any] = {}
     median = time_s["median"] if time_s else None
@@ -114,6 +116,11 @@ def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, tim
         out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
     if a.prepared and a.prepared.peak_memory and a.status == "ok":
         out["peak_memory_bytes"] = a.prepared.peak_memory()
+        out["peak_memory_source"] = "device allocator peak"
+        if out["peak_memory_bytes"] is None and platform_kind == "cpu":
+            # A CPU's "device memory" is the process: its high-water mark (Linux reports KiB), all backends so far.
+            out["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            out["peak_memory_source"] = "process max RSS so far (CPU)"
     return out
 
 
@@ -192,7 +199,7 @@ class CaseRunner:
             tput = throughput(case.flops(), case.bytes_moved(), summary)
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
-        row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid))
+        row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
         samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
