@@ -126,7 +126,8 @@ def choice(field: str, value: Any, allowed: Sequence[str]) -> str:
     return str(value)
 
 
-def _check_keys(field: str, data: Mapping[str, Any], allowed: Sequence[str]) -> None:
+def check_keys(field: str, data: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    """Reject a setting that is not in `allowed`, naming it as `field.key`."""
     for key in data:
         if key not in allowed:
             raise ConfigError(f"{field}.{key}" if field else key, "unknown setting", ", ".join(allowed))
@@ -137,7 +138,7 @@ NON_NEGATIVE = ("warmup_s",)  # zero means "no timed warm-up" (warmup_min_iters 
 
 def parse_timing(data: Mapping[str, Any]) -> TimingConfig:
     names = [f.name for f in fields(TimingConfig)]
-    _check_keys("timing", data, names)
+    check_keys("timing", data, names)
     values: dict[str, Any] = {}
     for f in fields(TimingConfig):
         if f.name not in data:
@@ -161,7 +162,7 @@ def parse_timing(data: Mapping[str, Any]) -> TimingConfig:
 
 def parse_mamf(data: Mapping[str, Any], backends: Sequence[str]) -> MamfConfig:
     """`backends` are the matmul workload's: the sweep is always a matmul."""
-    _check_keys("mamf", data, [f.name for f in fields(MamfConfig)])
+    check_keys("mamf", data, [f.name for f in fields(MamfConfig)])
     enabled = boolean("mamf.enabled", data.get("enabled", False))
     backend = str(data.get("backend", "torch"))
     if enabled:
@@ -181,7 +182,7 @@ TOP_LEVEL = (
 
 def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str, Sequence[str]]) -> RunConfig:
     """Validate a composed config (plain mapping) against the schema and the registered backends."""
-    _check_keys("", data, TOP_LEVEL)
+    check_keys("", data, TOP_LEVEL)
     workload = data.get("workload")
     if not isinstance(workload, Mapping) or "name" not in workload:
         raise ConfigError("workload", "missing or has no name", ", ".join(sorted(backends_by_workload)))

@@ -144,3 +144,13 @@ def triton_unavailable(platform_kind: str) -> str | None:
         return ("triton was imported before xmfu could switch on its interpreter; "
                 "start the run with TRITON_INTERPRET=1 in the environment")
     return None
+
+
+def triton_on_this_platform(platform_kind: str) -> bool:
+    """True when Triton must run interpreted (a CPU run); raises Unavailable if that is no longer possible."""
+    from harness.case import Unavailable
+
+    on_cpu = platform_kind == "cpu"
+    if on_cpu and not use_triton_interpreter():
+        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    return on_cpu

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.case import Check
-from harness.config import ConfigError, boolean, choice, int_list, positive_float, positive_int
+from harness.config import ConfigError, boolean, check_keys, choice, int_list, positive_float, positive_int
 from harness.dtypes import DTYPES, uniform_inputs
 from workloads.attention import reference
 
@@ -155,9 +155,7 @@ def _sweep(workload: Mapping[str, Any]) -> dict[str, list[Any]]:
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[AttentionCase]:
     """Cases: the product of seq_q x seq_kv x head_dim x causal x mode, at one batch and head count."""
-    for key in workload:
-        if key not in CONFIG_KEYS:
-            raise ConfigError(f"workload.{key}", "unknown attention setting", ", ".join(CONFIG_KEYS))
+    check_keys("workload", workload, CONFIG_KEYS)
     if dtype not in TOLERANCE:
         raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
     batch = positive_int("workload.batch", workload.get("batch", 1))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.case import Prepared, Unavailable
+from harness.case import Prepared
 from harness.context import RunContext
-from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable, use_triton_interpreter
+from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_on_this_platform, triton_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 
@@ -23,9 +23,7 @@ def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
-    on_cpu = ctx.platform.kind == "cpu"
-    if on_cpu and not use_triton_interpreter():
-        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    on_cpu = triton_on_this_platform(ctx.platform.kind)
     from kernels.flash_attention import flash_attention
 
     def attend(q, k, v):

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.case import Check
-from harness.config import ConfigError, boolean, int_list
+from harness.config import ConfigError, boolean, check_keys, int_list
 from harness.dtypes import DTYPES, uniform_inputs
 
 FLOP_CONVENTION = "matmul-2mnk/1"
@@ -111,9 +111,7 @@ def _shapes(workload: Mapping[str, Any]) -> list[tuple[int, int, int]]:
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[MatmulCase]:
     """The cases of a matmul config: square `sizes` and explicit `shapes` [M, N, K]."""
-    for key in workload:
-        if key not in CONFIG_KEYS:
-            raise ConfigError(f"workload.{key}", "unknown matmul setting", ", ".join(CONFIG_KEYS))
+    check_keys("workload", workload, CONFIG_KEYS)
     ta = boolean("workload.transpose_a", workload.get("transpose_a", False))
     tb = boolean("workload.transpose_b", workload.get("transpose_b", False))
     return [MatmulCase(m, n, k, dtype, ta, tb, seed) for m, n, k in _shapes(workload)]

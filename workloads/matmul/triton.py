@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.case import Prepared, Unavailable
+from harness.case import Prepared
 from harness.context import RunContext
 from harness.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
     torch_dtype,
     torch_rows,
+    triton_on_this_platform,
     triton_unavailable,
-    use_triton_interpreter,
 )
 from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
@@ -39,9 +39,7 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import torch
 
-    on_cpu = ctx.platform.kind == "cpu"
-    if on_cpu and not use_triton_interpreter():
-        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    on_cpu = triton_on_this_platform(ctx.platform.kind)
     from kernels import matmul as kernel
     a_np, b_np = case.stored_inputs()
     device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.case import Check
-from harness.config import ConfigError, boolean, choice, positive_float, positive_int
+from harness.config import ConfigError, boolean, check_keys, choice, positive_float, positive_int
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
@@ -70,9 +70,7 @@ class ModelSpec:
 
 
 def model_from_config(data: Mapping[str, Any]) -> ModelSpec:
-    for key in data:
-        if key not in MODEL_KEYS:
-            raise ConfigError(f"model.{key}", "unknown model setting", ", ".join(MODEL_KEYS))
+    check_keys("model", data, MODEL_KEYS)
     ints = {k: positive_int(f"model.{k}", data.get(k)) for k in MODEL_KEYS[1:9]}
     if ints["d_model"] % ints["n_heads"] or ints["n_heads"] % ints["n_kv_heads"]:
         raise ConfigError("model", "d_model must be a multiple of n_heads, and n_heads of n_kv_heads",
@@ -180,9 +178,7 @@ def synthetic_batch(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[TrainCase]:
     """One case per batch size in `batch` (a sweep finds the largest that fits), for the chosen model."""
-    for key in workload:
-        if key not in CONFIG_KEYS:
-            raise ConfigError(f"workload.{key}", "unknown transformer setting", ", ".join(CONFIG_KEYS))
+    check_keys("workload", workload, CONFIG_KEYS)
     if dtype not in DTYPES:
         raise ConfigError("dtype", f"{dtype} is not a training dtype here", ", ".join(DTYPES))
     raw = workload.get("model")

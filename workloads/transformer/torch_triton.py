@@ -3,9 +3,9 @@ linear layer (forward and backward). On a CPU both run in Triton's interpreter."
 
 from __future__ import annotations
 
-from harness.case import Prepared, Unavailable
+from harness.case import Prepared
 from harness.context import RunContext
-from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable, use_triton_interpreter
+from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_on_this_platform, triton_unavailable
 from workloads.attention.triton import HEAD_DIMS
 from workloads.transformer.spec import TrainCase
 from workloads.transformer.torch_train import prepare_train
@@ -21,9 +21,7 @@ def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
-    on_cpu = ctx.platform.kind == "cpu"
-    if on_cpu and not use_triton_interpreter():
-        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+    on_cpu = triton_on_this_platform(ctx.platform.kind)
     from kernels.flash_attention import flash_attention
     from workloads.transformer.triton_linear import use_triton_linears
 
