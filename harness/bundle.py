@@ -89,6 +89,23 @@ class BundleWriter:
         _atomic_write(self.folder / SUMS, sums)
 
 
+class NullWriter:
+    """What ranks other than 0 of a multi-process run write: nothing (rank 0 gathers their samples)."""
+
+    def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
+        self.folder = folder
+        self.manifest = {"schema": SCHEMA, **manifest, "status": "partial"}
+
+    def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        pass
+
+    def update(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+
+    def finalize(self, status: str) -> None:
+        self.manifest["status"] = status
+
+
 @dataclass
 class Bundle:
     folder: Path

@@ -51,6 +51,18 @@ class Case(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FixedPlan:
+    """Deterministic sampling: every rank of a multi-process run must issue exactly the same calls, so no
+    time- or CI-based stop rule may apply. `inner` back-to-back calls per sample; `before_sample` (e.g. a
+    barrier) runs outside the timed region."""
+
+    warmup: int
+    samples: int
+    inner: int
+    before_sample: Callable[[], Any] | None = None
+
+
 @dataclass
 class Prepared:
     """What a backend hands the engine: a zero-argument callable plus a way to read its result.
@@ -65,6 +77,14 @@ class Prepared:
     timing_note: str = ""
     notes: dict[str, Any] = field(default_factory=dict)  # precision, kernel config, compile time...
     peak_memory: Callable[[], int | None] | None = None  # device bytes at peak, read after timing
+    fixed: FixedPlan | None = None  # set: sampled by this plan instead of the adaptive stop rule
+    gather: Callable[[list[float]], list[list[float]]] | None = None  # every rank's samples (multi-process)
+    rank_combine: str = "mean"  # per sample index across ranks: "mean" (nccl-tests' default) or "max"
+
+
+class RunAborted(Exception):
+    """Raised by a backend when the run cannot go on (a dead rank, a broken process group): the case fails,
+    the bundle is finalised as `partial`, and the run ends instead of hanging on the next collective."""
 
 
 class Unavailable(Exception):

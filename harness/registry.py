@@ -32,6 +32,7 @@ class WorkloadDef:
     name: str
     expand: Callable[[Mapping[str, Any], str, int], Sequence[Case]]
     implementations: Mapping[str, Implementation] = field(default_factory=dict)
+    summarize: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None  # run-level figures from rows
 
 
 class Registry:

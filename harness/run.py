@@ -12,10 +12,12 @@ from typing import Any
 
 import harness
 from harness import environment
-from harness.bundle import BundleWriter, utc_now
+from harness.bundle import BundleWriter, NullWriter, utc_now
+from harness.case import RunAborted
 from harness.comparability import comparability_key
 from harness.config import RunConfig
 from harness.context import RunContext
+from harness.distributed import ProcessInfo, process_info
 from harness.frameworks import use_triton_interpreter
 from harness.interrupts import interrupts_as_keyboard_interrupt
 from harness.platform import detect
@@ -62,6 +64,31 @@ def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Seque
             "comparability_key": key, "achievable": None}
 
 
+def _summaries(phases: list[Phase], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-workload run summaries (e.g. peak bus bandwidth), for workloads that define one."""
+    out = {}
+    for phase in phases:
+        if phase.workload.summarize and phase.name == "main":
+            out[phase.workload.name] = phase.workload.summarize([r for r in rows if r["phase"] == "main"])
+    return out
+
+
+def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo) -> None:
+    summary = _summaries(phases, runner.rows) if status == "complete" else {}
+    if summary:
+        writer.update(summary=summary)
+    writer.finalize(status)
+    if not proc.writes_bundle:
+        return
+    print(table(runner.rows))
+    for name, items in summary.items():
+        print(f"{name} summary: " + "; ".join(f"{k}: {v}" for k, v in items.items()))
+    if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
+        a = runner.achievable
+        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")
+    print(f"bundle: {writer.folder}", flush=True)
+
+
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
     phases = plan_phases(cfg, registry)
@@ -69,30 +96,30 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
     ctx = RunContext(cfg, plat)
+    proc = process_info()
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id
-    writer = BundleWriter(folder, _manifest(cfg, run_id, argv, overrides), config_yaml,
-                          environment.capture(plat, cfg.cpu_clock_ghz))
-    print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
-    runner = CaseRunner(ctx, writer, run_id, lambda row: print(progress_line(row), file=sys.stderr, flush=True))
+    manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict()}
+    if proc.writes_bundle:
+        writer: Any = BundleWriter(folder, manifest, config_yaml, environment.capture(plat, cfg.cpu_clock_ghz))
+        print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+    else:
+        writer = NullWriter(folder, manifest)
+    say = (lambda row: print(progress_line(row), file=sys.stderr, flush=True)) if proc.writes_bundle else (
+        lambda row: None)
+    runner = CaseRunner(ctx, writer, run_id, say)
     try:
         with interrupts_as_keyboard_interrupt():
             for phase in phases:
                 runner.run_phase(phase)
-    except KeyboardInterrupt:
-        writer.finalize("partial")
-        print(table(runner.rows))
-        print("xmfu: interrupted; finished cases are kept, bundle status partial", file=sys.stderr)
-        print(f"bundle: {folder}", flush=True)
-        return Outcome(folder, 130)
+    except (KeyboardInterrupt, RunAborted) as exc:
+        _finish(writer, runner, phases, "partial", proc)
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
+        print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
+        return Outcome(folder, 130 if isinstance(exc, KeyboardInterrupt) else 1)
     except BaseException:
         writer.finalize("partial")
         raise
-    writer.finalize("complete")
-    print(table(runner.rows))
-    if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
-        a = runner.achievable
-        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")
-    print(f"bundle: {folder}", flush=True)
+    _finish(writer, runner, phases, "complete", proc)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)

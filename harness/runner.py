@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from harness.bundle import BundleWriter, utc_now
-from harness.case import Case, Prepared, Unavailable
+from harness.case import Case, Prepared, RunAborted, Unavailable
 from harness.comparability import comparability_fields, comparability_key
 from harness.context import RunContext
 from harness.frameworks import release_cached_memory
@@ -22,7 +24,7 @@ from harness.interrupts import raise_if_interrupted
 from harness.metrics import throughput, utilization
 from harness.peaks import lookup
 from harness.registry import WorkloadDef
-from harness.sampler import sample_interleaved, stop_reason
+from harness.sampler import sample_fixed, sample_interleaved, stop_reason
 from harness.stats import paired_speedup, summarize
 from harness.timing import Series, timer_for
 
@@ -49,6 +51,7 @@ class Attempt:
     prepared: Prepared | None = None
     check: dict[str, Any] | None = None
     series: Series | None = None
+    rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -76,6 +79,8 @@ def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backe
                               f"({check.checked})")
     except Unavailable as exc:
         return Attempt(backend, "skipped", str(exc))
+    except RunAborted:
+        raise
     except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
         traceback.print_exc(limit=3, file=sys.stderr)
         return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
@@ -89,16 +94,48 @@ def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
         assert p is not None
         a.series = Series(a.backend, p.fn, timer_for(p.framework, ctx.platform.kind),
                           max_samples=None if p.timing_valid else TOKEN_SAMPLES)
-    # Token series (interpreter) are sampled on their own so they do not eat the real backends' budget.
-    valid = [a.series for a in attempts if a.series and a.series.max_samples is None]
+        a.series.fixed = p.fixed
+    # Token series (interpreter) are sampled on their own so they do not eat the real backends' budget;
+    # fixed plans (multi-process collectives) run as planned, the same on every rank.
+    adaptive = [a.series for a in attempts if a.series and a.series.max_samples is None and not a.series.fixed]
     token = [a.series for a in attempts if a.series and a.series.max_samples is not None]
-    timed_out = sample_interleaved(valid, cfg) if valid else False
+    timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
     if token:
         sample_interleaved(token, cfg)
+    for a in attempts:
+        if a.series and a.series.fixed:
+            try:
+                sample_fixed(a.series)
+            except RunAborted:
+                raise
+            except Exception as exc:
+                a.series.error = f"{type(exc).__name__} while timing: {exc}"
     for a in attempts:
         if a.series and a.series.error:
             a.status, a.reason = "failed", a.series.error
     return timed_out
+
+
+def _gather_ranks(attempts: list[Attempt]) -> None:
+    """Collect every rank's samples (a collective call: all ranks reach it for the same case) and combine
+    them per sample index, so the row's statistics describe the whole group, not one rank."""
+    for a in attempts:
+        p, s = a.prepared, a.series
+        if not (p and p.gather and s):
+            continue
+        per_rank = p.gather(s.samples if s.error is None else [])
+        a.rank_samples = per_rank
+        if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
+            combine = max if p.rank_combine == "max" else (lambda xs: sum(xs) / len(xs))
+            s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
+
+
+def _rank_fields(a: Attempt) -> dict[str, Any]:
+    if not a.rank_samples or not all(a.rank_samples):
+        return {}
+    medians = [float(np.median(r)) for r in a.rank_samples]
+    return {"ranks": len(medians), "rank_combine": a.prepared.rank_combine, "per_rank_median_s": medians,
+            "rank_skew": max(medians) / float(np.median(medians))}
 
 
 def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
@@ -106,6 +143,9 @@ def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, tim
     """Figures only some workloads have: work units per second, hardware FLOPs (HFU), peak device memory."""
     out: dict[str, Any] = {}
     median = time_s["median"] if time_s else None
+    bandwidth = getattr(case, "bandwidth", None)
+    if bandwidth and median and a.prepared:
+        out.update(bandwidth(median, a.prepared.notes.get("ranks")))
     units = getattr(case, "work_units", None)
     if units and median:
         out["throughput"] = {f"{name}_per_s": count / median for name, count in units().items()}
@@ -146,9 +186,18 @@ class CaseRunner:
 
     def run_case(self, phase: Phase, case: Case) -> None:
         started = utc_now()
-        attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
-        ready = [a for a in attempts if a.status == "ok"]
-        timed_out = _time(ready, self.ctx) if ready else False
+        try:
+            attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
+            ready = [a for a in attempts if a.status == "ok"]
+            timed_out = _time(ready, self.ctx) if ready else False
+            _gather_ranks(ready)
+        except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
+            for b in phase.backends:
+                row, samples = self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started)
+                self.writer.append(row, samples)
+                self.rows.append(row)
+                self.progress(row)
+            raise
         speedups = self._speedups(attempts) if phase.name == "main" else {}
         for a in attempts:
             row, samples = self._row(phase, case, a, timed_out, started)
@@ -196,13 +245,18 @@ class CaseRunner:
             summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
             row["time_s"] = summary.as_dict()
             row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out)}
-            tput = throughput(case.flops(), case.bytes_moved(), summary)
+            if case.flops() > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
+                tput = throughput(case.flops(), case.bytes_moved(), summary)
+        row.update(_rank_fields(a))
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
         row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
+        if case.flops() == 0:
+            row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
         samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
+                   "rank_samples": a.rank_samples,
                    "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
                    "samples": s.samples if s else [], "rounds": s.rounds if s else []}
         return row, samples

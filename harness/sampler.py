@@ -24,8 +24,23 @@ def _done(series: Series, cfg: TimingConfig) -> bool:
     return summarize(series.samples, cfg.bootstrap_resamples).rel_ci_half_width <= cfg.target_rel_ci
 
 
+def sample_fixed(series: Series) -> None:
+    """Exactly `plan.warmup` calls, then `plan.samples` samples of `plan.inner` calls: the same on every rank."""
+    plan = series.fixed
+    for _ in range(plan.warmup):
+        series.warmup_s.append(series.timer.measure(series.fn, 1))
+    series.inner = plan.inner
+    for i in range(plan.samples):
+        if plan.before_sample:
+            plan.before_sample()
+        series.samples.append(series.timer.measure(series.fn, plan.inner))
+        series.rounds.append(i)
+
+
 def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
     n = len(series.samples)
+    if series.fixed is not None:
+        return f"fixed plan: {series.fixed.warmup} warm-up calls, {n} samples of {series.inner} calls"
     if series.max_samples is not None:
         return f"token measurement: {n} samples (timing not representative)"
     if n >= cfg.max_samples:

@@ -13,6 +13,13 @@ def _params(row: dict[str, Any]) -> str:
     return case_id.removeprefix(prefix)
 
 
+def _bandwidth(row: dict[str, Any]) -> str:
+    if row.get("algbw_gbps") is None:
+        return ""
+    bus = row.get("busbw_gbps")
+    return f"algbw {row['algbw_gbps']:.3g} GB/s, busbw " + (f"{bus:.3g} GB/s" if bus is not None else "n/a (1 rank)")
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -26,7 +33,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
     median = t.get("median")
     ci = (t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None
     tflops = _num(row.get("tflops"), ".3f") if row.get("timing_valid") else "-"
-    note = row.get("reason") or row.get("mfu_reason") or row.get("timing_note") or ""
+    note = row.get("reason") or _bandwidth(row) or row.get("mfu_reason") or row.get("timing_note") or ""
     sp = row.get("speedup")
     speedup = (f"{sp['value']:.2f}x [{sp['ci95_low']:.2f},{sp['ci95_high']:.2f}] {sp['verdict']}" if sp else "-")
     return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), row["status"],
@@ -53,4 +60,6 @@ def progress_line(row: dict[str, Any]) -> str:
         return f"{head} ({row.get('reason')})"
     if not row.get("timing_valid"):
         return f"{head} (correct; timing not valid here)"
+    if row.get("tflops") is None:
+        return f"{head} {_bandwidth(row) or 'no throughput figure'}"
     return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}"

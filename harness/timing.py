@@ -124,6 +124,7 @@ class Series:
     rounds: list[int] = field(default_factory=list)
     max_samples: int | None = None  # a token measurement (interpreter) caps this low
     error: str | None = None  # set when this series failed while being measured
+    fixed: Any = None  # a harness.case.FixedPlan: deterministic sampling
 
 
 def warm_up(series: Series, cfg: TimingConfig) -> None:

@@ -11,6 +11,10 @@ from workloads.attention import spec as attention_spec
 from workloads.attention import torch_eager as attention_eager
 from workloads.attention import torch_sdpa as attention_sdpa
 from workloads.attention import triton as attention_triton
+from workloads.collectives import jax as collectives_jax
+from workloads.collectives import spec as collectives_spec
+from workloads.collectives import summary as collectives_summary
+from workloads.collectives import torch_dist as collectives_torch
 from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
@@ -55,4 +59,8 @@ def build_registry() -> Registry:
         "torch_triton": _impl("torch_triton", transformer_triton),
         "jax": _impl("jax", transformer_jax),
     }))
+    registry.add(WorkloadDef("collectives", collectives_spec.expand, {
+        "torch_dist": _impl("torch_dist", collectives_torch),
+        "jax": _impl("jax", collectives_jax),
+    }, summarize=collectives_summary.summarize))
     return registry

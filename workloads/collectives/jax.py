@@ -1,0 +1,99 @@
+"""JAX collectives: shard_map over a 1-D mesh of every device, with psum / all_gather / psum_scatter /
+all_to_all. The compiled HLO must still contain the collective: XLA may merge, rewrite or drop them.
+
+On a CPU, `XLA_FLAGS=--xla_force_host_platform_device_count=N` gives N devices.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from harness.case import FixedPlan, Prepared, Unavailable
+from harness.context import RunContext
+from harness.dtypes import DTYPES
+from harness.frameworks import jax_unavailable
+from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
+
+HLO_NAMES = {  # what the compiled module may call each collective
+    "all_reduce": ("all-reduce",), "all_gather": ("all-gather",), "all_to_all": ("all-to-all",),
+    "reduce_scatter": ("reduce-scatter", "all-reduce"),  # some backends lower it to all-reduce + slice
+}
+
+
+def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
+    why = jax_unavailable(ctx.platform.kind)
+    if why:
+        return False, why
+    if case.op == "broadcast":
+        return False, "JAX has no broadcast collective (a masked psum would be a different operation)"
+    if case.in_place and case.op in ("all_gather", "reduce_scatter"):
+        return False, "in place (a donated input) needs the output shape to equal the input's"
+    return True, ""
+
+
+def _collective(op: str):
+    from jax import lax
+
+    return {"all_reduce": lambda x: lax.psum(x, "x"),
+            "all_gather": lambda x: lax.all_gather(x, "x", tiled=True),
+            "reduce_scatter": lambda x: lax.psum_scatter(x, "x", tiled=True),
+            "all_to_all": lambda x: lax.all_to_all(x, "x", 0, 0, tiled=True)}[op]
+
+
+def _compile(case: CollectiveCase, devices: list, x: Any) -> tuple[Any, str, float]:
+    import jax
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(devices), ("x",))
+    mapped = jax.shard_map(_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    start = time.perf_counter()
+    compiled = jax.jit(mapped, donate_argnums=(0,) if case.in_place else ()).lower(x).compile()
+    compile_s = time.perf_counter() - start
+    hlo = compiled.as_text()
+    found = next((name for name in HLO_NAMES[case.op] if name in hlo), None)
+    if found is None:
+        raise RuntimeError(f"the compiled HLO has no {HLO_NAMES[case.op][0]}: XLA removed the collective")
+    return compiled, found, compile_s
+
+
+def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devices = jax.devices()
+    n = len(devices)
+    if n == 1 and case.op != "all_reduce":
+        raise Unavailable("one device: set XLA_FLAGS=--xla_force_host_platform_device_count=N on a CPU")
+    lay = case.layout(n)
+    storage = DTYPES[case.dtype].storage
+    host = np.concatenate([rank_input(case.op, r, lay) for r in range(n)]).astype(storage)  # device r: slice r
+    from jax.sharding import Mesh
+
+    sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+    state = {"x": jax.device_put(host, sharding)}
+    compiled, found, compile_s = _compile(case, devices, state["x"])
+
+    def call() -> Any:
+        out = compiled(state["x"])
+        if case.in_place:  # the input was donated: the output (same shape) feeds the next call
+            state["x"] = out
+        return out
+
+    def result(select: Any) -> dict[str, int]:
+        out = np.asarray(compiled(jax.device_put(host, sharding))).astype(np.float64).reshape(n, -1)
+        if case.in_place:
+            state["x"] = jax.device_put(host, sharding)
+        wrong = sum(int(np.sum(out[r] != expected_output(case.op, r, n, lay))) for r in range(n))
+        if case.inject_corruption:
+            wrong += 1
+        return {"wrong": wrong, "elements": int(out.size), "ranks": n}
+
+    plan = FixedPlan(case.warmup, case.samples, 1 if case.mode == "latency" else case.iters)
+    notes = {"library": "jax.shard_map + lax collectives", "ranks": n, "hlo_op": found, "compile_s": compile_s,
+             "bytes": lay.bytes, "in_place": case.in_place, "devices": [str(d) for d in devices]}
+    return Prepared(call, result, "jax", notes=notes, fixed=plan)

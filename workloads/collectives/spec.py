@@ -1,0 +1,186 @@
+"""Collectives: sizes, bus-bandwidth factors and exact-result data exactly as nccl-tests define them.
+
+nccl-tests doc/PERFORMANCE.md: algbw = S / t; busbw = algbw · F(n) for n ranks, with S and F per operation:
+all_reduce S = buffer, F = 2(n-1)/n; reduce_scatter S = whole input (n x per-rank output), F = (n-1)/n;
+all_gather S = whole output, F = (n-1)/n; all_to_all S = per-rank buffer, F = (n-1)/n; broadcast S = buffer,
+F = 1. GB/s = 1e9 B/s. With one rank nothing crosses a link, so busbw is not applicable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.case import Check
+from harness.config import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from harness.dtypes import DTYPES
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+MODES = ("throughput", "latency")  # n back-to-back ops per sample | one op per sample, barrier outside
+COLLECTIVE_DTYPES = ("fp32", "bf16", "fp16")
+CONFIG_KEYS = ("name", "ops", "sizes", "sweep", "in_place", "mode", "iters", "warmup", "samples", "timeout_s",
+               "inject_corruption")
+SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}  # nccl-tests' -b/-e suffixes
+
+
+def bus_factor(op: str, ranks: int) -> float | None:
+    """F(n) of nccl-tests; None for one rank (no bus)."""
+    if ranks < 2:
+        return None
+    n = ranks
+    return {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n,
+            "all_to_all": (n - 1) / n, "broadcast": 1.0}[op]
+
+
+def parse_bytes(field: str, value: Any) -> int:
+    """8, '8', '64K', '1M', '2G' (powers of 1024, as nccl-tests) -> bytes."""
+    match = re.fullmatch(r"\s*(\d+)\s*([BKMG]?)\s*", str(value).upper())
+    if not match or int(match.group(1)) <= 0:
+        raise ConfigError(field, f"{value!r} is not a size", "a positive byte count, optionally with K, M or G")
+    return int(match.group(1)) * SIZE_UNITS[match.group(2)]
+
+
+def size_sweep(value: Any) -> list[int]:
+    """A list of sizes, or {start, end, factor} like nccl-tests' -b/-e/-f."""
+    if isinstance(value, Mapping):
+        start, end = parse_bytes("workload.sweep.start", value.get("start")), parse_bytes("workload.sweep.end",
+                                                                                          value.get("end"))
+        factor = positive_float("workload.sweep.factor", value.get("factor", 2))
+        if factor <= 1 or end < start:
+            raise ConfigError("workload.sweep", f"start={start} end={end} factor={factor} is not a sweep",
+                              "start <= end and factor > 1")
+        sizes, s = [], float(start)
+        while s <= end:
+            sizes.append(int(s))
+            s *= factor
+        return sizes
+    if isinstance(value, (list, tuple)) and value:
+        return [parse_bytes(f"workload.sizes[{i}]", v) for i, v in enumerate(value)]
+    raise ConfigError("workload.sizes", f"{value!r} is not a size sweep", "a list, or {start, end, factor}")
+
+
+def pattern(rank: int | np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Rank r's value at element i: small integers in [-2, 1], so any sum over up to 128 ranks is exact even
+    in bf16 (8 significant bits). Different per rank and per position, so a misplaced chunk is caught."""
+    return (((index * 7 + np.asarray(rank) * 3) % 4) - 2).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Element counts for one rank, given the operation, S and n (S rounded down to what divides evenly)."""
+
+    input_count: int
+    output_count: int
+    bytes: int  # S actually moved, as nccl-tests reports it
+
+
+def layout(op: str, size_bytes: int, itemsize: int, ranks: int) -> Layout:
+    elements = max(size_bytes // itemsize, 1)
+    if op in ("all_reduce", "broadcast"):
+        return Layout(elements, elements, elements * itemsize)
+    per_rank = max(elements // ranks, 1)
+    if op == "all_gather":  # S = whole output = n x per-rank input
+        return Layout(per_rank, per_rank * ranks, per_rank * ranks * itemsize)
+    if op == "reduce_scatter":  # S = whole input = n x per-rank output
+        return Layout(per_rank * ranks, per_rank, per_rank * ranks * itemsize)
+    return Layout(per_rank * ranks, per_rank * ranks, per_rank * ranks * itemsize)  # all_to_all: per-rank buffer
+
+
+def rank_input(op: str, rank: int, lay: Layout) -> np.ndarray:
+    return pattern(rank, np.arange(lay.input_count))
+
+
+def expected_output(op: str, rank: int, ranks: int, lay: Layout) -> np.ndarray:
+    """What rank `rank` must hold after the operation (broadcast root: rank 0)."""
+    i = np.arange(lay.output_count)
+    all_ranks = np.arange(ranks)[:, None]
+    if op == "all_reduce":
+        return pattern(all_ranks, i[None, :]).sum(axis=0)
+    if op == "broadcast":
+        return pattern(0, i)
+    if op == "all_gather":  # chunk q is rank q's input
+        c = lay.input_count
+        return pattern(i // c, i % c)
+    if op == "reduce_scatter":  # element i of this rank's slice of everyone's input, summed
+        return pattern(all_ranks, (rank * lay.output_count + i)[None, :]).sum(axis=0)
+    c = lay.output_count // ranks  # all_to_all: chunk q came from rank q, which sent its chunk `rank`
+    return pattern(i // c, rank * c + i % c)
+
+
+@dataclass(frozen=True)
+class CollectiveCase:
+    op: str
+    size_bytes: int
+    dtype: str
+    in_place: bool
+    mode: str
+    iters: int = 20
+    warmup: int = 5
+    samples: int = 10
+    timeout_s: float = 120.0
+    inject_corruption: bool = False  # self-test of the data check: one wrong element on the last rank
+    seed: int = 0
+
+    workload: ClassVar[str] = "collectives"
+    flop_convention: ClassVar[str] = "nccl-tests-busbw/1"
+
+    @property
+    def case_id(self) -> str:
+        place = "inplace" if self.in_place else "outofplace"
+        return f"{self.op}-{self.dtype}-{self.size_bytes}B-{place}-{self.mode}"
+
+    def params(self) -> dict[str, Any]:
+        return {"op": self.op, "size_bytes": self.size_bytes, "in_place": self.in_place, "mode": self.mode,
+                "iters": self.iters if self.mode == "throughput" else 1, "samples": self.samples}
+
+    def flops(self) -> float:
+        return 0.0
+
+    def bytes_moved(self) -> float:
+        return float(self.size_bytes)
+
+    def layout(self, ranks: int) -> Layout:
+        return layout(self.op, self.size_bytes, DTYPES[self.dtype].itemsize, ranks)
+
+    def bandwidth(self, seconds: float, ranks: int | None) -> dict[str, Any]:
+        """algbw and busbw (GB/s) for one operation taking `seconds` on `ranks` ranks."""
+        if not ranks:
+            return {}
+        size = self.layout(ranks).bytes
+        algbw = size / seconds / 1e9
+        factor = bus_factor(self.op, ranks)
+        return {"size_bytes_actual": size, "algbw_gbps": algbw, "bus_factor": factor,
+                "busbw_gbps": algbw * factor if factor is not None else None,
+                "busbw_note": None if factor is not None else "one rank: no bus, busbw not applicable"}
+
+    def check_rows(self) -> None:
+        return None
+
+    def check(self, result: dict[str, int]) -> Check:
+        wrong = int(result["wrong"])
+        return Check(wrong == 0, float(wrong), 0.0, "#wrong elements (all ranks)",
+                     f"{result['elements']} elements on {result['ranks']} ranks, exact comparison")
+
+
+def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[CollectiveCase]:
+    check_keys("workload", workload, CONFIG_KEYS)
+    if dtype not in COLLECTIVE_DTYPES:
+        raise ConfigError("dtype", f"{dtype} is not a collectives dtype", ", ".join(COLLECTIVE_DTYPES))
+    ops = workload.get("ops", ["all_reduce"])
+    ops = [choice(f"workload.ops[{i}]", o, OPS) for i, o in enumerate(ops if isinstance(ops, list) else [ops])]
+    modes = workload.get("mode", ["throughput"])
+    modes = [choice("workload.mode", m, MODES) for m in (modes if isinstance(modes, list) else [modes])]
+    places = workload.get("in_place", [False, True])
+    places = [boolean("workload.in_place", p) for p in (places if isinstance(places, list) else [places])]
+    common = {"iters": positive_int("workload.iters", workload.get("iters", 20)),
+              "warmup": positive_int("workload.warmup", workload.get("warmup", 5)),
+              "samples": positive_int("workload.samples", workload.get("samples", 10)),
+              "timeout_s": positive_float("workload.timeout_s", workload.get("timeout_s", 120)),
+              "inject_corruption": boolean("workload.inject_corruption", workload.get("inject_corruption", False))}
+    sizes = size_sweep(workload.get("sizes") or workload.get("sweep") or {"start": "8", "end": "64M", "factor": 2})
+    return [CollectiveCase(op, size, dtype, place, mode, seed=seed, **common)
+            for op in ops for mode in modes for place in places for size in sizes]

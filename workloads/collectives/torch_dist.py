@@ -1,0 +1,148 @@
+"""torch.distributed collectives: `nccl` on CUDA (RCCL under the same name on ROCm), `gloo` on a CPU.
+
+Processes come from the launcher (torchrun, or Slurm via Hydra's submitit launcher); without one, a single
+rank runs on its own store. The process group's timeout bounds every collective: a rank that never joins or
+dies raises instead of hanging, and the run ends with a `partial` bundle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+from typing import Any
+
+import numpy as np
+
+from harness.case import FixedPlan, Prepared, RunAborted, Unavailable
+from harness.context import RunContext
+from harness.frameworks import to_torch, torch_unavailable
+from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
+
+NOT_IN_TORCH = {  # (op, in_place) that torch.distributed cannot express
+    ("all_reduce", False): "torch.distributed.all_reduce works in place only",
+    ("broadcast", False): "torch.distributed.broadcast works in place only",
+    ("all_to_all", True): "all_to_all has no in-place form (neither in torch nor in NCCL)",
+}
+
+
+def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
+    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    if why:
+        return False, why
+    if (case.op, case.in_place) in NOT_IN_TORCH:
+        return False, NOT_IN_TORCH[(case.op, case.in_place)]
+    if ctx.platform.kind == "tpu":
+        return False, "torch.distributed has no TPU backend here (use the jax backend)"
+    return True, ""
+
+
+def _slurm_env() -> None:
+    """Under Slurm without torchrun, derive MASTER_ADDR/PORT, RANK, WORLD_SIZE from the job (submitit)."""
+    if "SLURM_JOB_ID" in os.environ and "MASTER_ADDR" not in os.environ:
+        from submitit.helpers import TorchDistributedEnvironment
+
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
+def process_group(kind: str, local_rank: int, timeout_s: float) -> Any:
+    """The default process group, created once per process."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return dist
+    backend = "nccl" if kind in ("cuda", "rocm") else "gloo"
+    timeout = datetime.timedelta(seconds=timeout_s)
+    try:
+        if kind in ("cuda", "rocm"):
+            torch.cuda.set_device(local_rank)
+        _slurm_env()
+        if "WORLD_SIZE" in os.environ:
+            dist.init_process_group(backend, timeout=timeout)  # env:// from the launcher
+        else:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
+    except Exception as exc:  # a rank that never joined, an unreachable master: the run cannot go on
+        raise RunAborted(f"process group ({backend}) not formed within {timeout_s:g} s: {exc}") from None
+    atexit.register(dist.destroy_process_group)
+    return dist
+
+
+def _buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any, Any, Any]:
+    """(input, output, layout) for this rank; in-place ops alias input into output as NCCL defines it."""
+    import torch
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    lay = case.layout(n)
+    device = ctx.torch_device
+    inp = to_torch(rank_input(case.op, rank, lay), case.dtype, device)
+    if case.op in ("all_reduce", "broadcast"):
+        return inp, inp, lay
+    out = torch.empty(lay.output_count, dtype=inp.dtype, device=device)
+    if case.in_place and case.op == "all_gather":  # sendbuff = recvbuff + rank * count
+        inp = out[rank * lay.input_count:(rank + 1) * lay.input_count].copy_(inp)
+    elif case.in_place and case.op == "reduce_scatter":  # recvbuff = sendbuff + rank * recvcount
+        out = inp[rank * lay.output_count:(rank + 1) * lay.output_count]
+    return inp, out, lay
+
+
+def _call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
+    op = case.op
+    if op == "all_reduce":
+        return lambda: dist.all_reduce(inp)
+    if op == "broadcast":
+        return lambda: dist.broadcast(inp, src=0)
+    # torch 2.13 renamed the tensor forms (*_single); older releases only have *_into_tensor / *_tensor.
+    if op == "all_gather":
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(out, inp)
+    if op == "reduce_scatter":
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(out, inp)
+    return lambda: dist.all_to_all_single(out, inp)
+
+
+def _guarded(call: Any) -> Any:
+    def run() -> Any:
+        try:
+            return call()
+        except Exception as exc:  # timeouts and dead peers break the group for every later case
+            raise RunAborted(f"collective failed: {str(exc).splitlines()[0][:300]}") from None
+    return run
+
+
+def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
+    import torch
+
+    dist = process_group(ctx.platform.kind, ctx.device.index, case.timeout_s)
+    rank, n = dist.get_rank(), dist.get_world_size()
+    inp, out, lay = _buffers(case, ctx, dist)
+    fresh = to_torch(rank_input(case.op, rank, lay), case.dtype, ctx.torch_device)
+    call = _guarded(_call(case, dist, inp, out))
+
+    def result(select: Any) -> dict[str, int]:
+        inp.copy_(fresh)  # in-place calls before this one changed the data
+        call()
+        got = out.detach().to(torch.float64).cpu().numpy()
+        if case.inject_corruption and rank == n - 1:
+            got[-1] += 1
+        wrong = torch.tensor([int(np.sum(got != expected_output(case.op, rank, n, lay)))])
+        dist.all_reduce(wrong)  # every rank decides the same status, or the next collective would hang
+        return {"wrong": int(wrong), "elements": lay.output_count * n, "ranks": n}
+
+    def gather(samples: list[float]) -> list[list[float]]:
+        everyone: list[Any] = [None] * n
+        dist.all_gather_object(everyone, samples)
+        return everyone
+
+    latency = case.mode == "latency"
+    plan = FixedPlan(case.warmup, case.samples, 1 if latency else case.iters,
+                     before_sample=_guarded(dist.barrier) if latency else None)
+    version = torch.cuda.nccl.version() if ctx.platform.kind in ("cuda", "rocm") else None
+    notes = {"library": f"torch.distributed ({dist.get_backend()})", "ranks": n, "rank": rank,
+             "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else version,
+             "bytes": lay.bytes, "in_place": case.in_place}
+    if case.op == "broadcast" and n == 1:
+        raise Unavailable("broadcast with one rank moves nothing")
+    return Prepared(call, result, "torch", notes=notes, fixed=plan, gather=gather,
+                    rank_combine="max" if latency else "mean")
