@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.distributed import process_info
 from harness.peaks import PEAKS_FILE, load_table, lookup
 from harness.platform import Platform
 
@@ -20,7 +21,7 @@ PACKAGES = ("xmfu", "torch", "jax", "jaxlib", "triton", "pytorch-triton-rocm", "
             "hydra-core", "omegaconf", "nvidia-ml-py", "amdsmi", "jax-cuda12-plugin", "jax-cuda13-plugin",
             "libtpu")
 ENV_PATTERN = re.compile(
-    r"^(NCCL_|RCCL_|HSA_|HIP_|ROCM_|TORCH_|PYTORCH_|CUDA_|CUBLAS|XLA_|JAX_|TPU_|TRITON_|OMP_|MKL_|KMP_|"
+    r"^(NCCL_|RCCL_|HSA_|HIP_|ROCM_|UCX_|FI_|TORCH_|PYTORCH_|CUDA_|CUBLAS|XLA_|JAX_|TPU_|TRITON_|OMP_|MKL_|KMP_|"
     r"OPENBLAS_|LOCAL_RANK$|RANK$|WORLD_SIZE$|MASTER_ADDR$|MASTER_PORT$|SLURM_JOB_ID$|SLURM_NODELIST$)"
 )
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -80,6 +81,40 @@ def git_sha(root: Path) -> str | None:
     return (out.stdout.strip() + ("-dirty" if dirty else "")) or None
 
 
+def nccl_config_files(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Contents of the NCCL/RCCL config files that exist: they change algorithms as much as NCCL_* does."""
+    env = os.environ if environ is None else environ
+    paths = ["/etc/nccl.conf", str(Path.home() / ".nccl.conf")]
+    if env.get("NCCL_CONF_FILE"):
+        paths.append(env["NCCL_CONF_FILE"])
+    out = {}
+    for path in paths:
+        try:
+            out[path] = Path(path).read_text()[:10000]
+        except OSError:
+            continue
+    return out
+
+
+def topology() -> str | None:
+    """`nvidia-smi topo -m` or `rocm-smi --showtopo`, whichever exists."""
+    for cmd in (["nvidia-smi", "topo", "-m"], ["rocm-smi", "--showtopo"]):
+        if shutil.which(cmd[0]):
+            try:
+                return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+    return None
+
+
+def _nccl_version() -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return None
+    version = torch.cuda.nccl.version()
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
 def peaks_used(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, Any]:
     """The peak table entries that apply to this run's device, and the table's own checksum."""
     device = plat.device
@@ -97,5 +132,8 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, Any
         "platform": {"kind": plat.kind, "reason": plat.reason},
         "devices": [d.as_dict() for d in plat.devices],
         "env": relevant_env(),
+        "nccl": {"version": _nccl_version(), "config_files": nccl_config_files()},
+        "topology": topology(),
+        "process": process_info().as_dict(),
         "peaks": peaks_used(plat, cpu_clock_ghz),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 from collections.abc import Sequence
@@ -64,6 +65,15 @@ def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Seque
             "comparability_key": key, "achievable": None}
 
 
+def _rounded(value: Any) -> Any:
+    """4 significant digits for printing (the bundle keeps full precision)."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
 def _summaries(phases: list[Phase], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-workload run summaries (e.g. peak bus bandwidth), for workloads that define one."""
     out = {}
@@ -82,7 +92,8 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
         return
     print(table(runner.rows))
     for name, items in summary.items():
-        print(f"{name} summary: " + "; ".join(f"{k}: {v}" for k, v in items.items()))
+        for key, value in items.items():
+            print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
     if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
         a = runner.achievable
         print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")

@@ -27,6 +27,13 @@ def alpha_beta(sizes: list[float], seconds: list[float], factor: float) -> dict[
     return {"alpha_us": alpha * 1e6, "beta_gbps": beta / 1e9, "half_bandwidth_bytes": max(alpha, 0) * beta / factor}
 
 
+def _link_gbps(entry_id: str | None) -> float | None:
+    from harness.peaks import load_table
+
+    entry = next((e for e in load_table()["devices"] if e["id"] == entry_id), None)
+    return entry.get("link_gbps") if entry else None
+
+
 def _series(rows: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -57,9 +64,10 @@ def _one(rows: list[dict[str, Any]]) -> dict[str, Any]:
     skews = [r["rank_skew"] for r in rows if r.get("rank_skew")]
     if skews:
         out["max_rank_skew"] = max(skews)
-    link = rows[0].get("link_gbps")
-    if link and bus:
-        out["peak_busbw_of_link"] = out["peak_busbw_gbps"] / link
+    link = _link_gbps(rows[0].get("peak_entry"))
+    if bus:
+        out["link_gbps"] = link
+        out["peak_busbw_of_link"] = out["peak_busbw_gbps"] / link if link else "link bandwidth not in the peak table"
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
+import socket
 from typing import Any
 
 import numpy as np
@@ -139,9 +140,11 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
     plan = FixedPlan(case.warmup, case.samples, 1 if latency else case.iters,
                      before_sample=_guarded(dist.barrier) if latency else None)
     version = torch.cuda.nccl.version() if ctx.platform.kind in ("cuda", "rocm") else None
+    ranks: list[Any] = [None] * n  # rank -> (host, local rank, device): who sat where in this run
+    dist.all_gather_object(ranks, (socket.gethostname(), ctx.device.index, ctx.torch_device))
     notes = {"library": f"torch.distributed ({dist.get_backend()})", "ranks": n, "rank": rank,
              "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else version,
-             "bytes": lay.bytes, "in_place": case.in_place}
+             "bytes": lay.bytes, "in_place": case.in_place, "rank_map": ranks}
     if case.op == "broadcast" and n == 1:
         raise Unavailable("broadcast with one rank moves nothing")
     return Prepared(call, result, "torch", notes=notes, fixed=plan, gather=gather,
