@@ -255,6 +255,8 @@ class CaseRunner:
                                self.achievable))
         if case.flops() == 0:
             row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
+        if a.check and a.check["metric"].startswith("#wrong"):
+            row["wrong"] = int(a.check["error"])  # nccl-tests' #wrong column
         samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
                    "rank_samples": a.rank_samples,
                    "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],

@@ -23,6 +23,7 @@ class Summary:
     max: float
     p10: float
     p90: float
+    p99: float
     ci95_low: float
     ci95_high: float
     cv: float  # coefficient of variation (stdev / mean)
@@ -59,10 +60,10 @@ def summarize(samples: Sequence[float], resamples: int = 1000) -> Summary:
     low, high = bootstrap_median_ci(x, resamples)
     mean = float(x.mean())
     cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
-    p10, p90 = np.percentile(x, [10, 90])
+    p10, p90, p99 = np.percentile(x, [10, 90, 99])
     return Summary(
         n=int(x.size), median=float(np.median(x)), mean=mean, min=float(x.min()), max=float(x.max()),
-        p10=float(p10), p90=float(p90), ci95_low=low, ci95_high=high, cv=cv,
+        p10=float(p10), p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv,
     )
 
 

@@ -49,7 +49,7 @@ def test_gloo_every_operation_in_and_out_of_place(n, tmp_path):
             assert row["status"] == "skipped" and row["reason"]
             continue
         assert row["status"] == "ok", (key, row["reason"])
-        assert row["correctness"]["ok"] and row["correctness"]["error"] == 0
+        assert row["correctness"]["ok"] and row["wrong"] == 0
         assert row["ranks"] == n and len(samples["rank_samples"]) == n
         assert row["busbw_gbps"] > 0 and row["algbw_gbps"] > 0
         assert len(row["notes"]["rank_map"]) == n

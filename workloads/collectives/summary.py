@@ -24,7 +24,10 @@ def alpha_beta(sizes: list[float], seconds: list[float], factor: float) -> dict[
     if slope <= 0:
         return None
     beta = 1 / slope
-    return {"alpha_us": alpha * 1e6, "beta_gbps": beta / 1e9, "half_bandwidth_bytes": max(alpha, 0) * beta / factor}
+    fit = {"alpha_us": alpha * 1e6, "beta_gbps": beta / 1e9, "half_bandwidth_bytes": max(alpha, 0) * beta / factor}
+    if alpha < 0:  # time is not affine in size over this sweep (cache effects, protocol switches)
+        fit["note"] = "alpha < 0: t is not affine in S over this sweep; the fit describes it poorly"
+    return fit
 
 
 def _link_gbps(entry_id: str | None) -> float | None:
@@ -47,7 +50,8 @@ def _one(rows: list[dict[str, Any]]) -> dict[str, Any]:
     rows = sorted(rows, key=lambda r: r["size_bytes_actual"])
     out: dict[str, Any] = {"ranks": rows[0].get("ranks") or rows[0]["notes"].get("ranks")}
     if rows[0]["params"]["mode"] == "latency":
-        out["latency_us_at_smallest"] = {k: rows[0]["time_s"][k] * 1e6 for k in ("min", "median", "p90", "max")}
+        out["latency_us_at_smallest"] = {k: rows[0]["time_s"][k] * 1e6 for k in ("min", "median", "p90", "p99",
+                                                                                  "max")}
     bus = [r for r in rows if r.get("busbw_gbps") is not None]
     if bus:
         best = max(bus, key=lambda r: r["busbw_gbps"])
