@@ -70,8 +70,28 @@ def jax_unavailable(platform_kind: str) -> str | None:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if importlib.util.find_spec("jax") is None:
         return "jax is not installed (pip install 'xmfu[jax]')"
+    initialize_jax_distributed(platform_kind)
     ok, why = jax_backend_matches(platform_kind)
     return None if ok else why
+
+
+def initialize_jax_distributed(platform_kind: str) -> None:
+    """Join the processes of a multi-process run (torchrun's or Slurm's environment) with
+    jax.distributed, before JAX first touches a device. The coordinator listens on MASTER_PORT + 1, beside
+    torch's store. No-op for one process or when already done."""
+    from harness.distributed import process_info
+
+    proc = process_info()
+    if proc.world_size < 2 or os.environ.get("XMFU_JAX_DISTRIBUTED") == "1":
+        return
+    import jax
+
+    if platform_kind == "cpu":  # CPU devices of different processes talk through gloo
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    address = f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{int(os.environ.get('MASTER_PORT', '29500')) + 1}"
+    jax.distributed.initialize(coordinator_address=address, num_processes=proc.world_size,
+                               process_id=proc.rank)
+    os.environ["XMFU_JAX_DISTRIBUTED"] = "1"
 
 
 def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:

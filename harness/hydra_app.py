@@ -16,6 +16,21 @@ from harness.registry import Registry
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 MULTIRUN_FLAGS = ("-m", "--multirun")
+VALUE_FLAGS = ("-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",
+               "--config-dir", "--experimental-rerun")  # Hydra flags whose next word is theirs, not an override
+
+
+def split_args(args: Sequence[str]) -> list[str]:
+    """The overrides among `xmfu run`'s arguments (Hydra's own flags and their values left out)."""
+    overrides, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in VALUE_FLAGS:
+            skip = True
+        elif not a.startswith("-"):
+            overrides.append(a)
+    return overrides
 
 
 class UsageError(Exception):
@@ -108,7 +123,7 @@ def validate_job(job: Sequence[str], registry: Registry) -> RunConfig:
 def run_command(args: Sequence[str], registry: Registry) -> int:
     """Validate every job, then hand the command line to Hydra, which calls `_job` once per job."""
     multirun = any(a in MULTIRUN_FLAGS for a in args)
-    overrides = [a for a in args if not a.startswith("-")]
+    overrides = split_args(args)
     try:
         for job in split_jobs(overrides, multirun):
             validate_job(job, registry)
@@ -140,6 +155,10 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     sys.argv = ["xmfu run", *args]
     try:
         hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_job)()
+    except ValueError as exc:  # Hydra's own flag conflicts (e.g. --cfg with -m), raised before any job
+        if codes:
+            raise
+        raise UsageError(str(exc)) from None
     finally:
         sys.argv = saved
     return max(codes, default=0)

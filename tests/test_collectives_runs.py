@@ -94,3 +94,25 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
     failed = [r for r in bundle.cases if r["status"] == "failed"]
     assert failed and "not formed within 3 s" in failed[0]["reason"]
+
+
+def test_jax_multi_process_under_torchrun(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+           "harness.cli", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",
+           "workload.in_place=[false]", *SMALL, f"results_dir={tmp_path}"]
+    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=2")  # 2 processes x 2 devices
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bundle = read_bundle(_bundle(proc.stdout))
+    assert bundle.cases and all(r["status"] == "ok" and r["wrong"] == 0 for r in bundle.cases)
+    assert all(r["notes"]["processes"] == 2 and r["notes"]["ranks"] == 4 for r in bundle.cases)
+    assert all(len(s["rank_samples"]) == 2 for s in bundle.samples)  # one list per process
+
+
+def test_slurm_launcher_config_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "hydra/launcher=slurm", "workload=allreduce",
+                           "backends=[torch_dist]", "--cfg", "hydra"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "SlurmLauncher" in proc.stdout and "tasks_per_node: 8" in proc.stdout

@@ -60,22 +60,43 @@ def _compile(case: CollectiveCase, devices: list, x: Any) -> tuple[Any, str, flo
     return compiled, found, compile_s
 
 
+def _check(case: CollectiveCase, out: Any, n: int, lay: Any) -> int:
+    """Wrong elements in this process's shards (device r holds output slice r), summed over processes."""
+    import jax
+
+    per_device = lay.output_count
+    wrong = 0
+    for shard in out.addressable_shards:
+        r = (shard.index[0].start or 0) // per_device
+        got = np.asarray(shard.data).astype(np.float64)
+        wrong += int(np.sum(got != expected_output(case.op, r, n, lay)))
+    if case.inject_corruption and jax.process_index() == jax.process_count() - 1:
+        wrong += 1
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        wrong = int(np.sum(multihost_utils.process_allgather(np.array([wrong]))))
+    return wrong
+
+
 def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
     import jax
-    from jax.sharding import NamedSharding
+    from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devices = jax.devices()
+    devices = jax.devices()  # every process's devices, after jax.distributed in a multi-process run
     n = len(devices)
     if n == 1 and case.op != "all_reduce":
         raise Unavailable("one device: set XLA_FLAGS=--xla_force_host_platform_device_count=N on a CPU")
     lay = case.layout(n)
     storage = DTYPES[case.dtype].storage
     host = np.concatenate([rank_input(case.op, r, lay) for r in range(n)]).astype(storage)  # device r: slice r
-    from jax.sharding import Mesh
-
     sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
-    state = {"x": jax.device_put(host, sharding)}
+
+    def fresh() -> Any:
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    state = {"x": fresh()}
     compiled, found, compile_s = _compile(case, devices, state["x"])
 
     def call() -> Any:
@@ -85,15 +106,21 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
         return out
 
     def result(select: Any) -> dict[str, int]:
-        out = np.asarray(compiled(jax.device_put(host, sharding))).astype(np.float64).reshape(n, -1)
+        wrong = _check(case, compiled(fresh()), n, lay)
         if case.in_place:
-            state["x"] = jax.device_put(host, sharding)
-        wrong = sum(int(np.sum(out[r] != expected_output(case.op, r, n, lay))) for r in range(n))
-        if case.inject_corruption:
-            wrong += 1
-        return {"wrong": wrong, "elements": int(out.size), "ranks": n}
+            state["x"] = fresh()
+        return {"wrong": wrong, "elements": lay.output_count * n, "ranks": n}
+
+    gather = None
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        def gather(samples: list[float]) -> list[list[float]]:
+            return multihost_utils.process_allgather(np.asarray(samples, dtype=np.float64)).tolist()
 
     plan = FixedPlan(case.warmup, case.samples, 1 if case.mode == "latency" else case.iters)
-    notes = {"library": "jax.shard_map + lax collectives", "ranks": n, "hlo_op": found, "compile_s": compile_s,
-             "bytes": lay.bytes, "in_place": case.in_place, "devices": [str(d) for d in devices]}
-    return Prepared(call, result, "jax", notes=notes, fixed=plan)
+    notes = {"library": "jax.shard_map + lax collectives", "ranks": n, "processes": jax.process_count(),
+             "hlo_op": found, "compile_s": compile_s, "bytes": lay.bytes, "in_place": case.in_place,
+             "devices": [str(d) for d in devices]}
+    return Prepared(call, result, "jax", notes=notes, fixed=plan, gather=gather,
+                    rank_combine="max" if case.mode == "latency" else "mean")
