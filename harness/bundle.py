@@ -19,7 +19,7 @@ from harness.interrupts import shielded
 
 SCHEMA = "xmfu.bundle/1"
 MANIFEST, CONFIG, ENVIRONMENT = "manifest.json", "config.yaml", "environment.json"
-CASES, SAMPLES, SUMS = "cases.jsonl", "samples.jsonl", "SHA256SUMS"
+CASES, SAMPLES, SUMS, TELEMETRY = "cases.jsonl", "samples.jsonl", "SHA256SUMS", "telemetry.jsonl"
 REQUIRED_FILES = (MANIFEST, CONFIG, ENVIRONMENT, CASES, SAMPLES)
 STATUSES = ("complete", "partial", "failed")
 ROW_STATUSES = ("ok", "skipped", "incorrect", "failed")
@@ -58,7 +58,7 @@ class BundleWriter:
                          "counts": dict.fromkeys(ROW_STATUSES, 0)}
         (folder / CONFIG).write_text(config_yaml)
         (folder / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
-        for name in (CASES, SAMPLES):
+        for name in (CASES, SAMPLES, TELEMETRY):
             (folder / name).touch()
         self._sync()
 
@@ -74,6 +74,17 @@ class BundleWriter:
             self.manifest["counts"][row["status"]] += 1
             self._sync()
 
+    def append_telemetry(self, case_id: str, readings: list[dict[str, Any]]) -> None:
+        """The time series of one case (perf_counter times; rows hold the per-backend summaries)."""
+        if not readings:
+            return
+        text = "".join(json.dumps({"case_id": case_id, **r}, sort_keys=True, allow_nan=False) + "\n"
+                       for r in readings)
+        with shielded():
+            with (self.folder / TELEMETRY).open("a") as f:
+                f.write(text)
+            self._sync()
+
     def update(self, **fields: Any) -> None:
         self.manifest.update(fields)
         self._sync()
@@ -85,7 +96,8 @@ class BundleWriter:
 
     def _sync(self) -> None:
         _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
-        sums = "".join(f"{_sha256(self.folder / n)}  {n}\n" for n in REQUIRED_FILES)
+        names = [*REQUIRED_FILES, *([TELEMETRY] if (self.folder / TELEMETRY).exists() else [])]
+        sums = "".join(f"{_sha256(self.folder / n)}  {n}\n" for n in names)
         _atomic_write(self.folder / SUMS, sums)
 
 
@@ -97,6 +109,9 @@ class NullWriter:
         self.manifest = {"schema": SCHEMA, **manifest, "status": "partial"}
 
     def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        pass
+
+    def append_telemetry(self, case_id: str, readings: list[dict[str, Any]]) -> None:
         pass
 
     def update(self, **fields: Any) -> None:
@@ -134,7 +149,10 @@ def _check_sums(folder: Path) -> list[str]:
     for name in REQUIRED_FILES:
         if name not in listed:
             problems.append(f"{SUMS} does not list {name}")
-        elif (folder / name).exists() and _sha256(folder / name) != listed[name]:
+    for name in listed:
+        if not (folder / name).exists():
+            problems.append(f"{name} is listed in {SUMS} but missing")
+        elif _sha256(folder / name) != listed[name]:
             problems.append(f"{name}: checksum mismatch (file changed or truncated after the run wrote it)")
     return problems
 

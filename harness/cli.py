@@ -83,11 +83,12 @@ def cmd_env(args: Sequence[str]) -> int:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     ns = parser.parse_args(args)
     plat = detect(ns.device)
-    peaks = peaks_used(plat)
-    if ns.json:
-        print(json.dumps({"platform": plat.kind, "reason": plat.reason,
-                          "devices": [d.as_dict() for d in plat.devices], "peaks": peaks}, indent=2))
+    if ns.json:  # everything a bundle's environment.json records
+        from harness.environment import capture
+
+        print(json.dumps(capture(plat), indent=2, sort_keys=True, default=str))
         return 0
+    peaks = peaks_used(plat)
     print(f"platform: {plat.kind} ({plat.reason})")
     for d in plat.devices:
         extra = d.compute_capability or d.arch or ""

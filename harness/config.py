@@ -46,10 +46,22 @@ class TimingConfig:
     max_time_s: float = 10.0  # per case, all backends together
     cold_cache: bool = False  # rotate input copies larger than the last-level cache
     bootstrap_resamples: int = 1000
+    sustain_s: float = 0.0  # > 0: sample for exactly this long (no CI stop) and report the steady state
+    window_s: float = 10.0  # steady-state analysis window
+    steady_tolerance: float = 0.02  # windows within this of the final one count as steady
 
     def protocol(self) -> dict[str, Any]:
         """The settings that change what a number means (not only how precise it is)."""
-        return {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": self.cold_cache}
+        return {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": self.cold_cache,
+                "sustained": self.sustain_s > 0}
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """Power/clock/temperature sampling around every timed window."""
+
+    enabled: bool = True
+    rate_hz: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ class RunConfig:
     achievable_tflops: float | None = None
     cpu_clock_ghz: float | None = None
     baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)
+    telemetry: TelemetryConfig = TelemetryConfig()
     equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
 
     @property
@@ -133,7 +146,7 @@ def check_keys(field: str, data: Mapping[str, Any], allowed: Sequence[str]) -> N
             raise ConfigError(f"{field}.{key}" if field else key, "unknown setting", ", ".join(allowed))
 
 
-NON_NEGATIVE = ("warmup_s",)  # zero means "no timed warm-up" (warmup_min_iters still applies)
+NON_NEGATIVE = ("warmup_s", "sustain_s")  # zero means "no timed warm-up" (warmup_min_iters still applies)
 
 
 def parse_timing(data: Mapping[str, Any]) -> TimingConfig:
@@ -173,10 +186,17 @@ def parse_mamf(data: Mapping[str, Any], backends: Sequence[str]) -> MamfConfig:
     return MamfConfig(enabled=enabled, backend=backend, **dims)
 
 
+def parse_telemetry(data: Mapping[str, Any]) -> TelemetryConfig:
+    check_keys("telemetry", data, [f.name for f in fields(TelemetryConfig)])
+    return TelemetryConfig(enabled=boolean("telemetry.enabled", data.get("enabled", True)),
+                           rate_hz=positive_float("telemetry.rate_hz", data.get("rate_hz", 20.0)))
+
+
 TOP_LEVEL = (
     "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
     "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
+    "telemetry",
 )
 
 
@@ -218,5 +238,6 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         achievable_tflops=optional_positive_float("achievable_tflops", data.get("achievable_tflops")),
         cpu_clock_ghz=optional_positive_float("cpu_clock_ghz", data.get("cpu_clock_ghz")),
         baseline=baseline,
+        telemetry=parse_telemetry(data.get("telemetry") or {}),
         equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
     )

@@ -122,10 +122,35 @@ def peaks_used(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, 
             "by_dtype": {d: lookup(device, d, cpu_clock_ghz=cpu_clock_ghz).as_row() for d in PEAK_DTYPES}}
 
 
+CONTAINER_VARS = ("CONTAINER_IMAGE", "IMAGE_NAME", "NVIDIA_PYTORCH_VERSION", "PYTORCH_VERSION", "CUDA_VERSION",
+                  "ROCM_VERSION", "SINGULARITY_NAME", "APPTAINER_NAME", "SINGULARITY_CONTAINER", "ENROOT_ROOTFS",
+                  "HOSTNAME")
+
+
+def container(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the usual variables say about the image this runs in (nothing is guessed beyond them)."""
+    env = os.environ if environ is None else environ
+    found = {k: env[k] for k in CONTAINER_VARS if k in env}
+    found["dockerenv"] = Path("/.dockerenv").exists()
+    return found
+
+
+def telemetry_static(plat: Platform) -> dict[str, Any]:
+    from harness.telemetry import open_sampler
+
+    sampler = open_sampler(plat)
+    try:
+        return {"sampler": sampler.name, **sampler.static()}
+    except Exception as exc:  # a static query that fails is recorded, not fatal
+        return {"sampler": sampler.name, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def capture(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, Any]:
     return {
-        "host": {"hostname": socket.gethostname(), "os": host.platform(), "machine": host.machine(),
-                 "python": sys.version.split()[0], "executable": sys.executable},
+        "host": {"hostname": socket.gethostname(), "os": host.platform(), "kernel": host.release(),
+                 "machine": host.machine(), "python": sys.version.split()[0], "executable": sys.executable},
+        "container": container(),
+        "telemetry": telemetry_static(plat),
         "packages": package_versions(),
         "torch": _torch_stack(),
         "driver": _driver_version(),

@@ -28,6 +28,7 @@ class Peak:
     source: str | None  # where the number came from; None when there is no number
     entry: str | None  # peak-table id, "cpu-estimate" or "override"
     note: str  # why tflops is None, or how the number was derived / scaled
+    clock_mhz: float | None = None  # the clock the peak assumes (for clock-adjusted MFU)
 
     def as_row(self) -> dict[str, Any]:
         return {"peak_tflops": self.tflops, "peak_source": self.source, "peak_entry": self.entry,
@@ -115,7 +116,7 @@ def cpu_peak(device: DeviceInfo, dtype: str, clock_ghz: float | None = None) -> 
     tflops = cores * clock * 1e9 * rule["value"] / 1e12
     note = (f"{cores} cores x {clock:.3f} GHz ({clock_source}) x {rule['value']} FLOPs/cycle ({rule['note']})"
             + (f"; no native {dtype}: {used} rate" if used != dtype else ""))
-    return Peak(tflops, rules["source"], "cpu-estimate", note)
+    return Peak(tflops, rules["source"], "cpu-estimate", note, clock * 1e3)
 
 
 def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
@@ -136,4 +137,5 @@ def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
         return Peak(None, None, entry["id"], note)
     confidence = " (low confidence)" if entry.get("confidence") == "low" else ""
     tflops = value * factor
-    return Peak(tflops if math.isfinite(tflops) else None, entry["source"] + confidence, entry["id"], note)
+    return Peak(tflops if math.isfinite(tflops) else None, entry["source"] + confidence, entry["id"], note,
+                entry.get("boost_clock_mhz"))

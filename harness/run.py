@@ -25,6 +25,7 @@ from harness.platform import detect
 from harness.registry import Registry
 from harness.runner import CaseRunner, Phase
 from harness.summary import progress_line, table
+from harness.telemetry import open_sampler
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
@@ -118,7 +119,8 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
         writer = NullWriter(folder, manifest)
     say = (lambda row: print(progress_line(row), file=sys.stderr, flush=True)) if proc.writes_bundle else (
         lambda row: None)
-    runner = CaseRunner(ctx, writer, run_id, say)
+    sampler = open_sampler(plat) if cfg.telemetry.enabled else None
+    runner = CaseRunner(ctx, writer, run_id, say, sampler)
     try:
         with interrupts_as_keyboard_interrupt():
             for phase in phases:

@@ -26,6 +26,10 @@ from harness.peaks import lookup
 from harness.registry import WorkloadDef
 from harness.sampler import sample_fixed, sample_interleaved, stop_reason
 from harness.stats import paired_speedup, summarize
+from harness.steady import steady_state
+from harness.telemetry import Reading, Sampler
+from harness.telemetry.aggregate import efficiency, summarize_window, window
+from harness.telemetry.recorder import Recorder
 from harness.timing import Series, timer_for
 
 TOKEN_SAMPLES = 3  # samples taken where the timing cannot represent the hardware (interpreter)
@@ -168,8 +172,10 @@ class CaseRunner:
     """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
 
     def __init__(self, ctx: RunContext, writer: BundleWriter, run_id: str,
-                 progress: Callable[[dict[str, Any]], None]) -> None:
+                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None) -> None:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
+        self.sampler = sampler
+        self.readings: list[Reading] = []
         self.achievable: dict[str, Any] | None = None
         if ctx.config.achievable_tflops:
             self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
@@ -189,7 +195,11 @@ class CaseRunner:
         try:
             attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
             ready = [a for a in attempts if a.status == "ok"]
-            timed_out = _time(ready, self.ctx) if ready else False
+            recorder = self._recorder() if ready else None
+            try:
+                timed_out = _time(ready, self.ctx) if ready else False
+            finally:
+                self.readings = recorder.stop() if recorder else []
             _gather_ranks(ready)
         except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
             for b in phase.backends:
@@ -199,12 +209,41 @@ class CaseRunner:
                 self.progress(row)
             raise
         speedups = self._speedups(attempts) if phase.name == "main" else {}
+        self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
         for a in attempts:
             row, samples = self._row(phase, case, a, timed_out, started)
             row["speedup"] = speedups.get(a.backend)
             self.writer.append(row, samples)
             self.rows.append(row)
             self.progress(row)
+
+    def _recorder(self) -> Recorder | None:
+        cfg = self.ctx.config.telemetry
+        if not (cfg.enabled and self.sampler and self.sampler.available):
+            return None
+        recorder = Recorder(self.sampler, cfg.rate_hz)
+        recorder.start()
+        return recorder
+
+    def _telemetry(self, a: Attempt, row: dict[str, Any], peak_clock: float | None) -> dict[str, Any] | None:
+        """This backend's share of the case's readings, summarised, with its efficiency figures."""
+        if not self.sampler:
+            return None
+        if not self.sampler.available:
+            return {"unavailable": self.sampler.reason}
+        if not (a.series and a.series.intervals):
+            return None
+        if self.sampler.background:
+            mine = window(self.readings, a.series.intervals, 1.0 / self.ctx.config.telemetry.rate_hz)
+        else:  # read at the ends of the case only: the window is shared by the case's backends
+            mine = self.readings
+        summary = summarize_window(mine, self.sampler.energy_wrap_j)
+        summary["window"] = "this backend's samples" if self.sampler.background else "whole case (all backends)"
+        median = row["time_s"]["median"] if row.get("time_s") else None
+        summary.update(efficiency(summary, row.get("tflops"), median, row.get("mfu"), peak_clock))
+        if self.sampler.reason:
+            summary["unreadable"] = self.sampler.reason
+        return summary
 
     def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
         """Each timed backend against the configured baseline, paired by interleaving round."""
@@ -251,6 +290,11 @@ class CaseRunner:
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
         row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
+        row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
+        if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
+            row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
+                                               self.readings, self.sampler.energy_wrap_j if self.sampler else None,
+                                               case.flops())
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
         if case.flops() == 0:

@@ -19,6 +19,8 @@ def _done(series: Series, cfg: TimingConfig) -> bool:
     cap = series.max_samples if series.max_samples is not None else cfg.max_samples
     if n >= cap:
         return True
+    if cfg.sustain_s > 0 and series.max_samples is None:
+        return False  # a sustained run ends on time only (checked by the caller)
     if n < cfg.min_samples:
         return False
     return summarize(series.samples, cfg.bootstrap_resamples).rel_ci_half_width <= cfg.target_rel_ci
@@ -33,8 +35,7 @@ def sample_fixed(series: Series) -> None:
     for i in range(plan.samples):
         if plan.before_sample:
             plan.before_sample()
-        series.samples.append(series.timer.measure(series.fn, plan.inner))
-        series.rounds.append(i)
+        series.take(i)
 
 
 def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
@@ -43,6 +44,8 @@ def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
         return f"fixed plan: {series.fixed.warmup} warm-up calls, {n} samples of {series.inner} calls"
     if series.max_samples is not None:
         return f"token measurement: {n} samples (timing not representative)"
+    if cfg.sustain_s > 0:
+        return f"sustained for {cfg.sustain_s:g} s ({n} samples)"
     if n >= cfg.max_samples:
         return f"max_samples={cfg.max_samples} reached"
     if timed_out and not _done(series, cfg):
@@ -59,11 +62,14 @@ def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
         except Exception as exc:  # same rule as in a round: this backend fails, the others go on
             s.error = f"{type(exc).__name__} during warm-up: {exc}"
     round_no = 0
+    sustain_start = time.perf_counter()
     while True:
+        if cfg.sustain_s > 0 and time.perf_counter() - sustain_start >= cfg.sustain_s:
+            return False
         active = [s for s in series if s.error is None and not _done(s, cfg)]
         if not active:
             return False
-        if round_no > 0 and time.perf_counter() - start > cfg.max_time_s and all(
+        if cfg.sustain_s <= 0 and round_no > 0 and time.perf_counter() - start > cfg.max_time_s and all(
             len(s.samples) >= min(cfg.min_samples, s.max_samples or cfg.min_samples) for s in active
         ):
             return True
@@ -78,7 +84,6 @@ def _take_round(s: Series, cfg: TimingConfig, round_no: int) -> None:
     cap = s.max_samples if s.max_samples is not None else cfg.max_samples
     try:
         for _ in range(min(cfg.round_samples, cap - len(s.samples))):
-            s.samples.append(s.timer.measure(s.fn, s.inner))
-            s.rounds.append(round_no)
+            s.take(round_no)
     except Exception as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
         s.error = f"{type(exc).__name__} while timing: {exc}"

@@ -125,6 +125,14 @@ class Series:
     max_samples: int | None = None  # a token measurement (interpreter) caps this low
     error: str | None = None  # set when this series failed while being measured
     fixed: Any = None  # a harness.case.FixedPlan: deterministic sampling
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # perf_counter span of each sample
+
+    def take(self, round_no: int) -> None:
+        """One sample, remembering when it ran (telemetry is matched to these spans)."""
+        start = time.perf_counter()
+        self.samples.append(self.timer.measure(self.fn, self.inner))
+        self.intervals.append((start, time.perf_counter()))
+        self.rounds.append(round_no)
 
 
 def warm_up(series: Series, cfg: TimingConfig) -> None:

@@ -47,6 +47,8 @@ def test_run_all_three_backends_writes_a_valid_bundle(tmp_path):
     assert torch_row["peak_source"] and torch_row["time_s"]["n"] >= 5
     env = json.loads((folder / "environment.json").read_text())
     assert env["packages"]["torch"] and env["peaks"]["by_dtype"]["bf16"]["peak_tflops"] > 0
+    assert (folder / "telemetry.jsonl").stat().st_size > 0  # CPU sampler: a reading at each end of every case
+    assert torch_row["telemetry"]["readings"] >= 2 and torch_row["telemetry"]["mean_sm_clock_mhz"] > 0
     samples = [s for s in bundle.samples if s["backend"] == "torch"]
     assert len(samples[0]["samples"]) == torch_row["time_s"]["n"]
     assert "TFLOP/s" in proc.stdout  # the summary table
@@ -177,3 +179,21 @@ def test_transformer_tiny_runs_every_backend(tmp_path):
         assert rows[name]["mfu"] > 0 and rows[name]["throughput"]["tokens_per_s"] > 0
         assert rows[name]["params"]["params"] == 131_392 and rows[name]["flop_convention"] == "palm"
     assert rows["torch_compile"]["notes"]["compile_s"] > 0 and rows["jax"]["notes"]["compile_s"] > 0
+
+
+def test_sustained_run_reports_steady_state(tmp_path):
+    proc = xmfu("run", "backends=[torch]", "workload.sizes=[64]", "timing=sustained", "timing.sustain_s=2",
+                "timing.window_s=0.5", "timing.warmup_s=0", f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    row = read_bundle(_bundle_path(proc.stdout)).cases[0]
+    steady = row["steady_state"]
+    assert len(steady["windows"]) >= 3 and steady["first_window"]["tflops"] > 0
+    assert 0 <= steady["reached_after_s"] <= 2 and "sustained for 2 s" in row["timer"]["stop"]
+
+
+def test_env_json_prints_the_whole_environment(tmp_path):
+    proc = xmfu("env", "--json", cwd=tmp_path)
+    assert proc.returncode == 0
+    env = json.loads(proc.stdout)
+    assert env["host"]["kernel"] and "container" in env and env["telemetry"]["sampler"] == "cpu"
+    assert env["devices"][0]["cpu"]["flags"] and env["packages"]["numpy"]
