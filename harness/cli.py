@@ -21,6 +21,9 @@ commands:
                             xmfu run -m dtype=fp32,bf16        (one bundle per combination)
                             xmfu run experiment=smoke          (tiny sizes, seconds on a CPU)
                             xmfu run experiment=mamf           (maximum achievable matmul FLOPS)
+  compare A B [...]         matching cases side by side: speedup vs the baseline with a 95% CI and a
+                            verdict; refuses incomparable rows; diffs the environments; --format
+                            table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
   peaks [--json]            print the datasheet peak table
   env [--json]              print the detected platform, devices and the peaks that apply
@@ -52,6 +55,53 @@ def cmd_validate(args: Sequence[str]) -> int:
             print(f"{folder}: valid")
         worst = max(worst, 1 if problems else 0)
     return worst
+
+
+def cmd_compare(args: Sequence[str]) -> int:
+    from harness.bundle import ENVIRONMENT, read_bundle, validate_bundle
+    from harness.compare import compare, render
+    from harness.cost import break_even, cost_figures, parse_prices
+
+    parser = _Parser(prog="xmfu compare")
+    parser.add_argument("bundles", nargs="+")
+    parser.add_argument("--baseline", help="run id or position (0-based) of the baseline bundle; default the first")
+    parser.add_argument("--format", default="table", choices=("table", "csv", "json", "markdown"))
+    parser.add_argument("--allow-incomparable", action="store_true",
+                        help="compare rows whose comparability keys differ (they are marked)")
+    parser.add_argument("--margin", type=float, default=0.02, help="speedups within 1 +- this are equivalent")
+    parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
+    ns = parser.parse_args(args)
+    if len(ns.bundles) < 2:
+        return _usage_error("compare: give at least two bundles")
+    for folder in ns.bundles:
+        problems = validate_bundle(folder)
+        if problems:
+            return _usage_error(f"compare: {folder} is not a valid bundle: {problems[0]}")
+    bundles = [read_bundle(b) for b in ns.bundles]
+    ids = [b.manifest["run_id"] for b in bundles]
+    base = 0 if ns.baseline is None else (ids.index(ns.baseline) if ns.baseline in ids else None)
+    if base is None and ns.baseline.isdigit() and int(ns.baseline) < len(ids):
+        base = int(ns.baseline)
+    if base is None:
+        return _usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({', '.join(ids)}) "
+                            f"nor a position 0-{len(ids) - 1}")
+    try:
+        prices = parse_prices(ns.price)
+    except ValueError as exc:
+        return _usage_error(f"compare: {exc}")
+    envs = [json.loads((b.folder / ENVIRONMENT).read_text()) for b in bundles]
+    result = compare(bundles, envs, base, ns.allow_incomparable, ns.margin)
+    devices = {(r["run_id"], r["case_id"], r["backend"]): r for b in bundles for r in b.cases}
+    for row in result.rows:
+        cand, ref = devices[(row["run"], row["case_id"], row["backend"])], devices[
+            (row["baseline_run"], row["case_id"], row["backend"])]
+        p_cand, p_ref = prices.get(cand["device"]), prices.get(ref["device"])
+        if prices:
+            row["cost"] = cost_figures(cand, p_cand)
+            row["baseline_cost"] = cost_figures(ref, p_ref)
+            row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
+    print(render(result, ns.format))
+    return 1 if result.refused and not result.rows else 0
 
 
 def cmd_peaks(args: Sequence[str]) -> int:
@@ -112,7 +162,7 @@ def cmd_run(args: Sequence[str]) -> int:
         return _usage_error(f"run: {exc}")
 
 
-COMMANDS = {"run": cmd_run, "validate": cmd_validate, "peaks": cmd_peaks, "env": cmd_env}
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "validate": cmd_validate, "peaks": cmd_peaks, "env": cmd_env}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

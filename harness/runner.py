@@ -275,7 +275,7 @@ class CaseRunner:
             "status": a.status, "reason": a.reason, "flops": case.flops(),
             "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
             "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
-            "notes": p.notes if p else {}, "comparability_key": comparability_key(fields),
+            "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
             "started": started, "finished": utc_now(),
         }
         s = a.series

@@ -112,12 +112,27 @@ def paired_speedup(baseline: str, base: tuple[Sequence[float], Sequence[int]],
         pick = rng.choice(shared, size=len(shared))
         ratios.append(np.median(np.concatenate([b[r] for r in pick])) / np.median(np.concatenate([c[r] for r in pick])))
     low, high = (float(x) for x in np.quantile(ratios, [(1 - CI_LEVEL) / 2, 1 - (1 - CI_LEVEL) / 2]))
+    return Speedup(baseline, value, low, high, len(shared), verdict(low, high, margin))
+
+
+def verdict(low: float, high: float, margin: float) -> str:
+    """From a 95% interval of a speedup (baseline time / candidate time) to a word."""
     if low > 1 + margin:
-        verdict = "faster"
-    elif high < 1 - margin:
-        verdict = "slower"
-    elif low >= 1 - margin and high <= 1 + margin:
-        verdict = "equivalent"
-    else:
-        verdict = "inconclusive"
-    return Speedup(baseline, value, low, high, len(shared), verdict)
+        return "faster"
+    if high < 1 - margin:
+        return "slower"
+    if low >= 1 - margin and high <= 1 + margin:
+        return "equivalent"
+    return "inconclusive"
+
+
+def independent_speedup(baseline: str, base: Sequence[float], cand: Sequence[float], margin: float = 0.02,
+                        resamples: int = 2000, seed: int = 0) -> Speedup:
+    """Speedup between runs that were not interleaved (two bundles): each side's samples are resampled
+    on its own (percentile bootstrap of the ratio of medians)."""
+    b, c = np.asarray(base, dtype=np.float64), np.asarray(cand, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    mb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    mc = np.median(c[rng.integers(0, c.size, (resamples, c.size))], axis=1)
+    low, high = (float(x) for x in np.quantile(mb / mc, [(1 - CI_LEVEL) / 2, 1 - (1 - CI_LEVEL) / 2]))
+    return Speedup(baseline, float(np.median(b) / np.median(c)), low, high, 0, verdict(low, high, margin))

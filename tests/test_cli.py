@@ -197,3 +197,17 @@ def test_env_json_prints_the_whole_environment(tmp_path):
     env = json.loads(proc.stdout)
     assert env["host"]["kernel"] and "container" in env and env["telemetry"]["sampler"] == "cpu"
     assert env["devices"][0]["cpu"]["flags"] and env["packages"]["numpy"]
+
+
+def test_compare_command(tmp_path):
+    runs = [xmfu("run", "backends=[torch]", "workload.sizes=[32]", *TINY, *extra, f"results_dir={tmp_path / n}",
+                 cwd=tmp_path) for n, extra in (("a", []), ("b", []), ("c", ["timing.cold_cache=true"]))]
+    a, b, c = (_bundle_path(r.stdout) for r in runs)
+    ok = xmfu("compare", str(a), str(b), "--format", "json", "--price", "AMD EPYC=0.5", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)["rows"][0]
+    assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and "break_even_price_ratio" in row
+    refused = xmfu("compare", str(a), str(c), cwd=tmp_path)
+    assert refused.returncode == 1 and "protocol.cold_cache: False vs True" in refused.stdout
+    bad = xmfu("compare", str(a), str(tmp_path / "nope"), cwd=tmp_path)
+    assert bad.returncode == 2 and "not a valid bundle" in bad.stderr
