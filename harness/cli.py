@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness import __version__
 
@@ -24,6 +25,9 @@ commands:
   compare A B [...]         matching cases side by side: speedup vs the baseline with a 95% CI and a
                             verdict; refuses incomparable rows; diffs the environments; --format
                             table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour
+  history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
+                            plot a metric over time or the gap between platforms (--gap rocm cuda),
+                            exit 1 when the latest value moved beyond the noise
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
   peaks [--json]            print the datasheet peak table
   env [--json]              print the detected platform, devices and the peaks that apply
@@ -104,6 +108,97 @@ def cmd_compare(args: Sequence[str]) -> int:
     return 1 if result.refused and not result.rows else 0
 
 
+def _history_add(ns: argparse.Namespace) -> int:
+    from harness import history
+    from harness.bundle import ENVIRONMENT, read_bundle, validate_bundle
+
+    for folder in ns.bundles:
+        problems = validate_bundle(folder)
+        if problems:
+            return _usage_error(f"history add: {folder} is not a valid bundle: {problems[0]}")
+        bundle = read_bundle(folder)
+        added = history.add(Path(ns.store), bundle, json.loads((bundle.folder / ENVIRONMENT).read_text()))
+        print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
+    return 0
+
+
+def _history_trend(ns: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from harness import history
+    from harness.svg import line_chart
+
+    rows = [r for r in history.load(Path(ns.store)) if not ns.workload or r["workload"] == ns.workload]
+    if ns.gap:
+        points = history.gap(rows, ns.metric, *ns.gap)
+        for p in points:
+            print(f"{p['day']}  {p['workload']}  {p['case_id']}  {ns.metric} {ns.gap[0]}/{ns.gap[1]} = "
+                  f"{p['ratio']:.4g}")
+        lines: dict[str, list[tuple[float, float]]] = {}
+        for p in points:
+            day = datetime.fromisoformat(p["day"]).toordinal()
+            lines.setdefault(p["case_id"], []).append((float(day), p["ratio"]))
+        title = f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}"
+    else:
+        found = history.series(rows, ns.metric)
+        lines = {}
+        for key, pts in found.items():
+            stamps = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() / 86400 for t, _ in pts]
+            lines[" ".join(map(str, key[1:4]))] = list(zip(stamps, (v for _, v in pts), strict=True))
+            print(f"{' / '.join(map(str, key))}: {len(pts)} points, latest {pts[-1][1]:.4g} ({pts[-1][0]})")
+        title = f"{ns.metric} over time"
+    if ns.output:
+        Path(ns.output).write_text(line_chart(lines, title, "days" if not ns.gap else "day number", ns.metric))
+        print(f"plot: {ns.output}")
+    return 0
+
+
+def _history_check(ns: argparse.Namespace) -> int:
+    from harness import history
+
+    flagged = history.check(history.load(Path(ns.store)), ns.metric, ns.window, ns.sigmas, ns.min_change)
+    for f in flagged:
+        print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
+              f"{f['latest']:.4g} "
+              f"vs baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
+    if not flagged:
+        print(f"no change in {ns.metric} beyond the noise")
+    return 1 if flagged else 0
+
+
+def cmd_history(args: Sequence[str]) -> int:
+    parser = _Parser(prog="xmfu history")
+    sub = parser.add_subparsers(dest="action", required=True)
+    p_add = sub.add_parser("add", help="append bundles to a Parquet store (idempotent by run id)")
+    p_add.add_argument("bundles", nargs="+")
+    p_trend = sub.add_parser("trend", help="a metric over time per workload, case, backend and device")
+    p_trend.add_argument("--metric", default="mfu", choices=sorted(_history_columns()))
+    p_trend.add_argument("--workload")
+    p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
+                         help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
+    p_trend.add_argument("-o", "--output", help="write the plot here (SVG)")
+    p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
+    p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
+    p_check.add_argument("--window", type=int, default=7)
+    p_check.add_argument("--sigmas", type=float, default=3.0)
+    p_check.add_argument("--min-change", type=float, default=0.02)
+    for p in (p_add, p_trend, p_check):
+        p.add_argument("--store", required=True, help="the history folder (Parquet files)")
+    for p in (p_add, p_trend, p_check):
+        p.error = parser.error  # one-paragraph errors, exit 2
+    ns = parser.parse_args(args)
+    try:
+        return {"add": _history_add, "trend": _history_trend, "check": _history_check}[ns.action](ns)
+    except RuntimeError as exc:  # pyarrow missing
+        return _usage_error(f"history: {exc}")
+
+
+def _history_columns() -> list[str]:
+    from harness.history import COLUMNS
+
+    return list(COLUMNS)
+
+
 def cmd_peaks(args: Sequence[str]) -> int:
     from harness.peaks import load_table
 
@@ -162,7 +257,8 @@ def cmd_run(args: Sequence[str]) -> int:
         return _usage_error(f"run: {exc}")
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare, "validate": cmd_validate, "peaks": cmd_peaks, "env": cmd_env}
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "history": cmd_history, "validate": cmd_validate,
+            "peaks": cmd_peaks, "env": cmd_env}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

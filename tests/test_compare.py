@@ -17,10 +17,10 @@ KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_c
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
 
 
-def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None):
+def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="now"):
     rng = np.random.default_rng(len(name))
     samples = list(median * (1 + 0.01 * rng.standard_normal(40)))
-    writer = BundleWriter(tmp_path / name, {"run_id": name, "created": "now", "xmfu_version": "0", "git_sha": None,
+    writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
                                             "argv": [], "overrides": [], "comparability_key": key},
                           "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
     row = {"run_id": name, "case_id": "c", "workload": "matmul", "backend": "torch", "platform": "cuda",

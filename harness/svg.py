@@ -1,0 +1,52 @@
+"""Small self-contained SVG line charts (no JavaScript, no network). Every label is escaped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
+
+
+def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_label: str, y_label: str,
+               width: int = 760, height: int = 360) -> str:
+    """Lines of (x, y) points, one per named series, with axes, ticks and a legend."""
+    points = [p for pts in series.values() for p in pts]
+    if not points:
+        return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40"><text x="4" y="20">' \
+               f"{escape(title)}: no data</text></svg>"
+    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+    y0, y1 = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
+    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
+    left, right, top, bottom = 70, 200, 30, 50
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * pw
+
+    def sy(y: float) -> float:
+        return top + ph - (y - y0) / (y1 - y0) * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11"><title>{escape(title)}</title>',
+           f'<text x="{left}" y="18" font-size="13">{escape(title)}</text>',
+           f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#333"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#333"/>',
+           f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">{escape(x_label)}</text>',
+           f'<text x="14" y="{top + ph / 2}" transform="rotate(-90 14 {top + ph / 2})" text-anchor="middle">'
+           f"{escape(y_label)}</text>"]
+    for i in range(5):
+        yv, xv = y0 + (y1 - y0) * i / 4, x0 + (x1 - x0) * i / 4
+        out.append(f'<text x="{left - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
+        out.append(f'<text x="{sx(xv):.1f}" y="{top + ph + 16}" text-anchor="middle">{xv:.3g}</text>')
+    for k, (name, pts) in enumerate(series.items()):
+        color = COLORS[k % len(COLORS)]
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(pts))
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
+        out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in pts]
+        ly = top + 14 * k
+        out.append(f'<rect x="{left + pw + 10}" y="{ly}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{left + pw + 24}" y="{ly + 9}">{escape(name[:28])}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
