@@ -25,6 +25,7 @@ commands:
   compare A B [...]         matching cases side by side: speedup vs the baseline with a 95% CI and a
                             verdict; refuses incomparable rows; diffs the environments; --format
                             table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour
+  report BUNDLES -o F.html  one self-contained HTML report (plots, every row, environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
                             plot a metric over time or the gap between platforms (--gap rocm cuda),
                             exit 1 when the latest value moved beyond the noise
@@ -64,7 +65,7 @@ def cmd_validate(args: Sequence[str]) -> int:
 def cmd_compare(args: Sequence[str]) -> int:
     from harness.bundle import ENVIRONMENT, read_bundle, validate_bundle
     from harness.compare import compare, render
-    from harness.cost import break_even, cost_figures, parse_prices
+    from harness.cost import break_even, cost_figures, load_prices, parse_prices
 
     parser = _Parser(prog="xmfu compare")
     parser.add_argument("bundles", nargs="+")
@@ -74,6 +75,7 @@ def cmd_compare(args: Sequence[str]) -> int:
                         help="compare rows whose comparability keys differ (they are marked)")
     parser.add_argument("--margin", type=float, default=0.02, help="speedups within 1 +- this are equivalent")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
+    parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
     ns = parser.parse_args(args)
     if len(ns.bundles) < 2:
         return _usage_error("compare: give at least two bundles")
@@ -90,8 +92,8 @@ def cmd_compare(args: Sequence[str]) -> int:
         return _usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({', '.join(ids)}) "
                             f"nor a position 0-{len(ids) - 1}")
     try:
-        prices = parse_prices(ns.price)
-    except ValueError as exc:
+        prices = {**load_prices(ns.prices), **parse_prices(ns.price)} if ns.prices else parse_prices(ns.price)
+    except (ValueError, OSError) as exc:
         return _usage_error(f"compare: {exc}")
     envs = [json.loads((b.folder / ENVIRONMENT).read_text()) for b in bundles]
     result = compare(bundles, envs, base, ns.allow_incomparable, ns.margin)
@@ -199,6 +201,30 @@ def _history_columns() -> list[str]:
     return list(COLUMNS)
 
 
+def cmd_report(args: Sequence[str]) -> int:
+    from harness import report
+    from harness.bundle import ENVIRONMENT, TELEMETRY, read_bundle, validate_bundle
+
+    parser = _Parser(prog="xmfu report")
+    parser.add_argument("bundles", nargs="+")
+    parser.add_argument("-o", "--output", default="report.html")
+    ns = parser.parse_args(args)
+    for folder in ns.bundles:
+        problems = validate_bundle(folder)
+        if problems:
+            return _usage_error(f"report: {folder} is not a valid bundle: {problems[0]}")
+    bundles = [read_bundle(b) for b in ns.bundles]
+    envs = [json.loads((b.folder / ENVIRONMENT).read_text()) for b in bundles]
+    telemetry = {}
+    for b in bundles:
+        path = b.folder / TELEMETRY
+        text = path.read_text() if path.exists() else ""
+        telemetry[b.manifest["run_id"]] = [json.loads(line) for line in text.splitlines() if line.strip()]
+    Path(ns.output).write_text(report.build(bundles, envs, telemetry))
+    print(f"report: {ns.output}")
+    return 0
+
+
 def cmd_peaks(args: Sequence[str]) -> int:
     from harness.peaks import load_table
 
@@ -257,7 +283,8 @@ def cmd_run(args: Sequence[str]) -> int:
         return _usage_error(f"run: {exc}")
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare, "history": cmd_history, "validate": cmd_validate,
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
+            "validate": cmd_validate,
             "peaks": cmd_peaks, "env": cmd_env}
 
 

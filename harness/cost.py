@@ -21,6 +21,17 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     return prices
 
 
+def load_prices(path: str) -> dict[str, float]:
+    """A YAML mapping of device name (as rows record it) to USD per device-hour."""
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in data.values()):
+        raise ValueError(f"{path}: expected 'device name: USD per device-hour' lines with positive prices")
+    return {str(k): float(v) for k, v in data.items()}
+
+
 def cost_figures(row: dict[str, Any], price_per_device_hour: float | None) -> dict[str, Any]:
     """Per device: USD per 1e6 tokens (training rows) and USD per realized PFLOP-hour."""
     if not price_per_device_hour:

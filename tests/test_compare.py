@@ -88,6 +88,16 @@ def test_cost_per_token_and_break_even():
         parse_prices(["no-price"])
 
 
+def test_prices_file(tmp_path):
+    from harness.cost import load_prices
+
+    (tmp_path / "p.yaml").write_text("NVIDIA H100 80GB HBM3: 2.49\nAMD Instinct MI300X: 1.99\n")
+    assert load_prices(str(tmp_path / "p.yaml")) == {"NVIDIA H100 80GB HBM3": 2.49, "AMD Instinct MI300X": 1.99}
+    (tmp_path / "bad.yaml").write_text("GPU: free\n")
+    with pytest.raises(ValueError):
+        load_prices(str(tmp_path / "bad.yaml"))
+
+
 def test_python_api_example(tmp_path):
     torch = pytest.importorskip("torch")
     import xmfu
