@@ -48,9 +48,10 @@ def _size_charts(rows: list[dict[str, Any]]) -> str:
         if r["status"] != "ok" or not r.get("timing_valid"):
             continue
         if r.get("tflops") and r.get("flops"):
-            tflops[f"{r['workload']} {r['backend']} {r['device']}"].append((math.log10(r["flops"]), r["tflops"]))
+            tflops[f"{r['workload']} {r['backend']} {r['dtype']}"].append((math.log10(r["flops"]), r["tflops"]))
         if r.get("busbw_gbps") is not None:
-            label = f"{r['backend']} {r['params']['op']} {'in' if r['params']['in_place'] else 'out'}"
+            ranks = r.get("ranks") or (r.get("notes") or {}).get("ranks")
+            label = f"{r['backend']} {r['params']['op']} {'in' if r['params']['in_place'] else 'out'} n={ranks}"
             busbw[label].append((math.log2(r["size_bytes_actual"]), r["busbw_gbps"]))
     return (line_chart(tflops, "TFLOP/s against problem size", "log10 FLOPs per call", "TFLOP/s")
             + line_chart(busbw, "Collective bus bandwidth against size", "log2 bytes", "busbw GB/s"))
@@ -66,8 +67,9 @@ def _roofline(rows: list[dict[str, Any]]) -> str:
             entry = entries.get(r.get("peak_entry") or "")
             if r.get("peak_tflops") and entry and entry.get("hbm_tbps"):
                 roofs[r["device"]] = (r["peak_tflops"], entry["hbm_tbps"])
+    note = "" if roofs else "<p>No roof drawn: the peak table has no memory bandwidth for these devices.</p>"
     return loglog_chart(points, roofs, "Roofline: achieved TFLOP/s against arithmetic intensity",
-                        "FLOPs per byte", "TFLOP/s")
+                        "FLOPs per byte", "TFLOP/s") + note
 
 
 def _telemetry_charts(telemetry: dict[str, list[dict[str, Any]]]) -> str:

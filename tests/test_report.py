@@ -62,3 +62,10 @@ def test_report_renders_in_headless_chromium(tmp_path):
     row = read_bundle(bundle.folder).cases[0]
     assert f"{100 * row['mfu']:.1f}%" in dom and row["run_id"] in dom  # the figures are the bundle's
     assert "&lt;script&gt;" in dom and "<script" not in dom.split("<body", 1)[1]
+
+
+def test_roofline_draws_the_device_roofs(tmp_path):
+    bundle = _bundle(tmp_path, "gpu", 0.002)
+    bundle.cases[0].update(peak_entry="nvidia-h100-sxm", peak_tflops=989.0, bytes=3e9, device="NVIDIA H100")
+    html = report.build([bundle], [{}], {})
+    assert "roof: NVIDIA H100" in html and "No roof drawn" not in html
