@@ -22,14 +22,15 @@ import numpy as np
 from harness.bundle import read_bundle
 from harness.case import Check, Prepared
 from harness.config import parse_run_config
+from harness.frameworks import jax_rows, torch_rows
 from harness.registry import Implementation, Registry, WorkloadDef
 
 
 def to_numpy(x: Any) -> np.ndarray:
     """A float64 host copy of a torch tensor, a JAX array or anything numpy understands."""
     if hasattr(x, "detach"):  # torch
-        return x.detach().float().cpu().numpy().astype(np.float64)
-    return np.asarray(x.astype("float32") if hasattr(x, "block_until_ready") else x, dtype=np.float64)
+        return torch_rows(x.detach(), None)
+    return jax_rows(x, None)  # np.asarray + float64: JAX arrays and plain arrays alike
 
 
 def framework_of(x: Any) -> str:

@@ -135,22 +135,22 @@ def container(environ: dict[str, str] | None = None) -> dict[str, Any]:
     return found
 
 
-def telemetry_static(plat: Platform) -> dict[str, Any]:
+def telemetry_static(plat: Platform, sampler: Any = None) -> dict[str, Any]:
     from harness.telemetry import open_sampler
 
-    sampler = open_sampler(plat)
+    sampler = sampler or open_sampler(plat)
     try:
         return {"sampler": sampler.name, **sampler.static()}
     except Exception as exc:  # a static query that fails is recorded, not fatal
         return {"sampler": sampler.name, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def capture(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, Any]:
+def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = None) -> dict[str, Any]:
     return {
         "host": {"hostname": socket.gethostname(), "os": host.platform(), "kernel": host.release(),
                  "machine": host.machine(), "python": sys.version.split()[0], "executable": sys.executable},
         "container": container(),
-        "telemetry": telemetry_static(plat),
+        "telemetry": telemetry_static(plat, sampler),
         "packages": package_versions(),
         "torch": _torch_stack(),
         "driver": _driver_version(),

@@ -134,6 +134,8 @@ def release_cached_memory() -> None:
         torch.cuda.empty_cache()
 
 
+TRITON_IMPORTED_TOO_EARLY = ("triton was imported before xmfu could switch on its interpreter; "
+                             "start the run with TRITON_INTERPRET=1 in the environment")
 TRITON_INTERPRETER_NOTE = "Triton interpreter on a CPU: the result is checked, its time says nothing about hardware"
 
 
@@ -161,8 +163,7 @@ def triton_unavailable(platform_kind: str) -> str | None:
         if importlib.util.find_spec(package) is None:
             return f"{package} is not installed (pip install 'xmfu[triton]')"
     if platform_kind == "cpu" and not use_triton_interpreter():
-        return ("triton was imported before xmfu could switch on its interpreter; "
-                "start the run with TRITON_INTERPRET=1 in the environment")
+        return TRITON_IMPORTED_TOO_EARLY
     return None
 
 
@@ -172,5 +173,5 @@ def triton_on_this_platform(platform_kind: str) -> bool:
 
     on_cpu = platform_kind == "cpu"
     if on_cpu and not use_triton_interpreter():
-        raise Unavailable("triton was imported before its interpreter could be switched on; set TRITON_INTERPRET=1")
+        raise Unavailable(TRITON_IMPORTED_TOO_EARLY)
     return on_cpu

@@ -112,14 +112,15 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id
     manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict()}
+    sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
-        writer: Any = BundleWriter(folder, manifest, config_yaml, environment.capture(plat, cfg.cpu_clock_ghz))
+        env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)
+        writer: Any = BundleWriter(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:
         writer = NullWriter(folder, manifest)
     say = (lambda row: print(progress_line(row), file=sys.stderr, flush=True)) if proc.writes_bundle else (
         lambda row: None)
-    sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     runner = CaseRunner(ctx, writer, run_id, say, sampler)
     try:
         with interrupts_as_keyboard_interrupt():

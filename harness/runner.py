@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import resource
+import statistics
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -108,12 +109,7 @@ def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
         sample_interleaved(token, cfg)
     for a in attempts:
         if a.series and a.series.fixed:
-            try:
-                sample_fixed(a.series)
-            except RunAborted:
-                raise
-            except Exception as exc:
-                a.series.error = f"{type(exc).__name__} while timing: {exc}"
+            sample_fixed(a.series)
     for a in attempts:
         if a.series and a.series.error:
             a.status, a.reason = "failed", a.series.error
@@ -130,7 +126,7 @@ def _gather_ranks(attempts: list[Attempt]) -> None:
         per_rank = p.gather(s.samples if s.error is None else [])
         a.rank_samples = per_rank
         if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
-            combine = max if p.rank_combine == "max" else (lambda xs: sum(xs) / len(xs))
+            combine = max if p.rank_combine == "max" else statistics.fmean
             s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
 
 
@@ -264,6 +260,7 @@ class CaseRunner:
     def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
              started: str) -> tuple[dict[str, Any], dict[str, Any]]:
         cfg, device = self.ctx.config, self.ctx.device
+        flops = case.flops()
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
                                       cfg.timing.protocol())
         p = a.prepared
@@ -272,7 +269,7 @@ class CaseRunner:
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
             "backend": a.backend, "platform": self.ctx.platform.kind, "device": device.name,
             "device_index": device.index, "dtype": case.dtype, "params": case.params(),
-            "status": a.status, "reason": a.reason, "flops": case.flops(),
+            "status": a.status, "reason": a.reason, "flops": flops,
             "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
             "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
             "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
@@ -284,8 +281,8 @@ class CaseRunner:
             summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
             row["time_s"] = summary.as_dict()
             row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out)}
-            if case.flops() > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
-                tput = throughput(case.flops(), case.bytes_moved(), summary)
+            if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
+                tput = throughput(flops, case.bytes_moved(), summary)
         row.update(_rank_fields(a))
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
@@ -294,10 +291,10 @@ class CaseRunner:
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
             row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
-                                               case.flops())
+                                               flops)
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
-        if case.flops() == 0:
+        if flops == 0:
             row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
         if a.check and a.check["metric"].startswith("#wrong"):
             row["wrong"] = int(a.check["error"])  # nccl-tests' #wrong column

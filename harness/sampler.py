@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from harness.case import RunAborted
 from harness.config import TimingConfig
 from harness.stats import summarize
 from harness.timing import Series, warm_up
@@ -32,10 +33,15 @@ def sample_fixed(series: Series) -> None:
     for _ in range(plan.warmup):
         series.warmup_s.append(series.timer.measure(series.fn, 1))
     series.inner = plan.inner
-    for i in range(plan.samples):
-        if plan.before_sample:
-            plan.before_sample()
-        series.take(i)
+    try:
+        for i in range(plan.samples):
+            if plan.before_sample:
+                plan.before_sample()
+            series.take(i)
+    except RunAborted:
+        raise
+    except Exception as exc:  # as in a round: this backend fails, the others go on
+        series.error = f"{type(exc).__name__} while timing: {exc}"
 
 
 def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
@@ -85,5 +91,7 @@ def _take_round(s: Series, cfg: TimingConfig, round_no: int) -> None:
     try:
         for _ in range(min(cfg.round_samples, cap - len(s.samples))):
             s.take(round_no)
+    except RunAborted:
+        raise
     except Exception as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
         s.error = f"{type(exc).__name__} while timing: {exc}"

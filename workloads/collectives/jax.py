@@ -43,12 +43,10 @@ def _collective(op: str):
             "all_to_all": lambda x: lax.all_to_all(x, "x", 0, 0, tiled=True)}[op]
 
 
-def _compile(case: CollectiveCase, devices: list, x: Any) -> tuple[Any, str, float]:
+def _compile(case: CollectiveCase, mesh: Any, x: Any) -> tuple[Any, str, float]:
     import jax
-    from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 
-    mesh = Mesh(np.array(devices), ("x",))
     mapped = jax.shard_map(_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     start = time.perf_counter()
     compiled = jax.jit(mapped, donate_argnums=(0,) if case.in_place else ()).lower(x).compile()
@@ -91,13 +89,14 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
     lay = case.layout(n)
     storage = DTYPES[case.dtype].storage
     host = np.concatenate([rank_input(case.op, r, lay) for r in range(n)]).astype(storage)  # device r: slice r
-    sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+    mesh = Mesh(np.array(devices), ("x",))
+    sharding = NamedSharding(mesh, P("x"))
 
     def fresh() -> Any:
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
     state = {"x": fresh()}
-    compiled, found, compile_s = _compile(case, devices, state["x"])
+    compiled, found, compile_s = _compile(case, mesh, state["x"])
 
     def call() -> Any:
         out = compiled(state["x"])
