@@ -7,7 +7,7 @@ XMFU := $(VENV)/bin/xmfu
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.xmfu-installed
 
-.PHONY: install bench test lint clean
+.PHONY: install bench test test-fast lint clean
 
 install: $(STAMP)
 
@@ -24,11 +24,17 @@ $(STAMP): pyproject.toml Makefile
 
 # The default suite on whatever device is present; without an accelerator, the smoke sizes.
 bench: install
-	$(XMFU) run $$($(PY) -m harness.platform)
+	$(XMFU) run $$($(PY) -m harness.machine.platform)
 
+# The whole suite, two workers (the end-to-end runs, marked e2e, are the slow ones): under 6 minutes on 2 cores.
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
+
+# Everything but the end-to-end runs: about a minute.
+test-fast: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest -n 2 -m "not e2e"
 
 lint: install
 	$(PY) -m ruff check .

@@ -13,9 +13,9 @@ import argparse
 import statistics
 import time
 
-from harness.bundle import read_bundle
 from harness.config import parse_run_config
 from harness.hydra_app import compose_job
+from harness.results.reader import read_bundle
 from harness.run import execute
 from workloads.catalog import build_registry
 from workloads.matmul.spec import MatmulCase
@@ -24,7 +24,7 @@ from workloads.matmul.spec import MatmulCase
 def bare_loop_tflops(case: MatmulCase, seconds: float) -> tuple[float, int]:
     import torch
 
-    from harness.frameworks import to_torch
+    from harness.machine.frameworks import to_torch
 
     torch.set_float32_matmul_precision("highest")
     a, b = (to_torch(x, case.dtype, "cpu") for x in case.stored_inputs())

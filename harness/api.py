@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.bundle import read_bundle
-from harness.case import Check, Prepared
 from harness.config import parse_run_config
-from harness.frameworks import jax_rows, torch_rows
-from harness.registry import Implementation, Registry, WorkloadDef
+from harness.engine.case import Check, Prepared
+from harness.engine.registry import Implementation, Registry, WorkloadDef
+from harness.machine.frameworks import jax_rows, torch_rows
+from harness.results.reader import read_bundle
 
 
 def to_numpy(x: Any) -> np.ndarray:

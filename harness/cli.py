@@ -46,7 +46,7 @@ def _usage_error(message: str) -> int:
 
 
 def cmd_validate(args: Sequence[str]) -> int:
-    from harness.bundle import validate_bundle
+    from harness.results.validator import validate_bundle
 
     parser = _Parser(prog="xmfu validate")
     parser.add_argument("bundles", nargs="+")
@@ -63,9 +63,11 @@ def cmd_validate(args: Sequence[str]) -> int:
 
 
 def cmd_compare(args: Sequence[str]) -> int:
-    from harness.bundle import ENVIRONMENT, read_bundle, validate_bundle
-    from harness.compare import compare, render
-    from harness.cost import break_even, cost_figures, load_prices, parse_prices
+    from harness.results.compare import compare, render
+    from harness.results.cost import break_even, cost_figures, load_prices, parse_prices
+    from harness.results.reader import read_bundle
+    from harness.results.schema import ENVIRONMENT
+    from harness.results.validator import validate_bundle
 
     parser = _Parser(prog="xmfu compare")
     parser.add_argument("bundles", nargs="+")
@@ -111,8 +113,10 @@ def cmd_compare(args: Sequence[str]) -> int:
 
 
 def _history_add(ns: argparse.Namespace) -> int:
-    from harness import history
-    from harness.bundle import ENVIRONMENT, read_bundle, validate_bundle
+    from harness.results import history
+    from harness.results.reader import read_bundle
+    from harness.results.schema import ENVIRONMENT
+    from harness.results.validator import validate_bundle
 
     for folder in ns.bundles:
         problems = validate_bundle(folder)
@@ -127,8 +131,8 @@ def _history_add(ns: argparse.Namespace) -> int:
 def _history_trend(ns: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from harness import history
-    from harness.svg import line_chart
+    from harness.results import history
+    from harness.results.svg import line_chart
 
     rows = [r for r in history.load(Path(ns.store)) if not ns.workload or r["workload"] == ns.workload]
     if ns.gap:
@@ -156,7 +160,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def _history_check(ns: argparse.Namespace) -> int:
-    from harness import history
+    from harness.results import history
 
     flagged = history.check(history.load(Path(ns.store)), ns.metric, ns.window, ns.sigmas, ns.min_change)
     for f in flagged:
@@ -196,14 +200,16 @@ def cmd_history(args: Sequence[str]) -> int:
 
 
 def _history_columns() -> list[str]:
-    from harness.history import COLUMNS
+    from harness.results.history import COLUMNS
 
     return list(COLUMNS)
 
 
 def cmd_report(args: Sequence[str]) -> int:
-    from harness import report
-    from harness.bundle import ENVIRONMENT, TELEMETRY, read_bundle, validate_bundle
+    from harness.results import report
+    from harness.results.reader import read_bundle
+    from harness.results.schema import ENVIRONMENT, TELEMETRY
+    from harness.results.validator import validate_bundle
 
     parser = _Parser(prog="xmfu report")
     parser.add_argument("bundles", nargs="+")
@@ -226,7 +232,7 @@ def cmd_report(args: Sequence[str]) -> int:
 
 
 def cmd_peaks(args: Sequence[str]) -> int:
-    from harness.peaks import load_table
+    from harness.machine.peaks import load_table
 
     parser = _Parser(prog="xmfu peaks")
     parser.add_argument("--json", action="store_true")
@@ -246,8 +252,8 @@ def cmd_peaks(args: Sequence[str]) -> int:
 
 
 def cmd_env(args: Sequence[str]) -> int:
-    from harness.environment import PEAK_DTYPES, peaks_used
-    from harness.platform import detect
+    from harness.machine.environment import PEAK_DTYPES, peaks_used
+    from harness.machine.platform import detect
 
     parser = _Parser(prog="xmfu env")
     parser.add_argument("--json", action="store_true")
@@ -255,7 +261,7 @@ def cmd_env(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     plat = detect(ns.device)
     if ns.json:  # everything a bundle's environment.json records
-        from harness.environment import capture
+        from harness.machine.environment import capture
 
         print(json.dumps(capture(plat), indent=2, sort_keys=True, default=str))
         return 0

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.config import ConfigError, RunConfig, parse_run_config
-from harness.registry import Registry
+from harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from harness.engine.registry import Registry
+from harness.engine.settings import ConfigError, RunConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -115,7 +116,7 @@ def validate_job(job: Sequence[str], registry: Registry) -> RunConfig:
     from harness.run import plan_phases
 
     data, _ = compose_job(job)
-    cfg = parse_run_config(data, registry.backends_by_workload())
+    cfg = parse_run_config(data, registry.backends_by_workload(), explicit_workload_keys(job))
     plan_phases(cfg, registry)  # workload sizes are checked when they expand into cases
     return cfg
 
@@ -143,10 +144,11 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
 
     def _job(cfg: DictConfig) -> None:
         data = OmegaConf.to_container(cfg, resolve=True)
-        run_cfg = parse_run_config(data, registry.backends_by_workload())
         task_overrides = list(HydraConfig.get().overrides.task)
-        outcome = execute(run_cfg, registry, OmegaConf.to_yaml(cfg, resolve=True), ["xmfu", "run", *args],
-                          task_overrides)
+        explicit = explicit_workload_keys(task_overrides)
+        run_cfg = parse_run_config(data, registry.backends_by_workload(), explicit)
+        resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit)))  # what actually ran
+        outcome = execute(run_cfg, registry, resolved, ["xmfu", "run", *args], task_overrides)
         codes.append(outcome.exit_code)
         if outcome.exit_code == 130:
             raise SystemExit(130)  # Ctrl-C stops the rest of a sweep too

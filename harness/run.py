@@ -12,20 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from harness import environment
-from harness.bundle import BundleWriter, NullWriter, utc_now
-from harness.case import RunAborted
-from harness.comparability import comparability_key
-from harness.config import RunConfig
-from harness.context import RunContext
-from harness.distributed import ProcessInfo, process_info
-from harness.frameworks import use_triton_interpreter
-from harness.interrupts import interrupts_as_keyboard_interrupt
-from harness.platform import detect
-from harness.registry import Registry
-from harness.runner import CaseRunner, Phase
-from harness.summary import progress_line, table
-from harness.telemetry import open_sampler
+from harness.engine.case import RunAborted
+from harness.engine.context import RunContext
+from harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
+from harness.engine.registry import Registry
+from harness.engine.runner import CaseRunner, Phase
+from harness.engine.settings import RunConfig
+from harness.machine import environment
+from harness.machine.frameworks import use_triton_interpreter
+from harness.machine.platform import detect
+from harness.machine.ranks import ProcessInfo, process_info
+from harness.machine.telemetry import open_sampler
+from harness.results.comparability import comparability_key
+from harness.results.table import progress_line, table
+from harness.results.writer import BundleWriter, NullWriter, utc_now
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
@@ -115,7 +115,7 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)
-        writer: Any = BundleWriter(folder, manifest, config_yaml, env)
+        writer: Any = BundleWriter(folder, manifest, config_yaml, env, guard=shielded)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:
         writer = NullWriter(folder, manifest)

@@ -28,7 +28,7 @@ def interpreting() -> bool:
 def _configs(nvidia: list[tuple[int, int, int, int]], amd: list[tuple[int, int, int, int]]) -> list[triton.Config]:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages or waves_per_eu) per vendor; one small tile interpreted."""
     if interpreting():
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=1)]
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=1)]
     if getattr(torch.version, "hip", None):
         return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "waves_per_eu": w, "matrix_instr_nonkdim": 16},
                               num_warps=warps, num_stages=1) for m, n, warps, w in amd]

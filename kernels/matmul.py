@@ -58,7 +58,7 @@ def _amd_configs() -> list[triton.Config]:
 
 def _interpreter_configs() -> list[triton.Config]:
     # One small tile: the interpreter runs each program in numpy, and autotuning it would time nothing real.
-    return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}, num_warps=4,
+    return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 4}, num_warps=4,
                           num_stages=1)]
 
 

@@ -9,8 +9,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest
 
 from harness.config import parse_run_config
-from harness.context import RunContext
-from harness.platform import DeviceInfo, Platform, cpu_device
+from harness.engine.context import RunContext
+from harness.machine.platform import DeviceInfo, Platform, cpu_device
 
 QUICK_TIMING = {"warmup_s": 0.0, "warmup_min_iters": 1, "min_samples": 3, "max_samples": 6, "round_samples": 3,
                 "target_rel_ci": 0.5, "max_time_s": 1.0, "bootstrap_resamples": 100}

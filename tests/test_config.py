@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import ConfigError
+from harness.config import explicit_workload_keys, parse_run_config
+from harness.engine.settings import ConfigError
 from harness.hydra_app import UsageError, compose_job, config_groups, validate_job
 from tests.conftest import run_config
 from workloads.catalog import build_registry
@@ -38,20 +39,48 @@ def test_error_text_lists_allowed_values():
 
 
 def _all_group_options():
-    return [(group, option) for group, options in sorted(config_groups().items())
-            for option in options if group not in ("scale", "size")]
+    return [(group, option) for group, options in sorted(config_groups().items()) for option in options]
+
+
+def test_config_groups_are_only_what_a_user_chooses():
+    assert set(config_groups()) == {"workload", "timing", "model", "experiment", "hydra"}
 
 
 @pytest.mark.parametrize(("group", "option"), _all_group_options())
-def test_every_config_group_option_composes_and_validates(group, option):
-    cfg = validate_job([f"{group}={option}", "size=smoke"], build_registry())
-    assert cfg.backends
+@pytest.mark.parametrize("scale", ["full", "smoke"])
+def test_every_config_group_option_composes_and_validates(group, option, scale):
+    if group == "hydra":
+        pytest.skip("Hydra's own groups (the Slurm launcher) are composed in tests/e2e")
+    cfg = validate_job([f"{group}={option}", f"scale={scale}"], build_registry())
+    assert cfg.backends and "smoke" not in cfg.workload
 
 
 def test_smoke_experiment_shrinks_sizes():
     data, _ = compose_job(["experiment=smoke"])
-    assert max(data["workload"]["sizes"]) <= 256
+    cfg = parse_run_config(data, build_registry().backends_by_workload())
+    assert max(cfg.workload["sizes"]) <= 256 and cfg.workload["shapes"] == [[96, 80, 72]]
     assert data["timing"]["max_time_s"] <= 2
+
+
+@pytest.mark.parametrize(("workload", "key", "smoke_value"), [
+    ("attention", "seq_q", [48]), ("collectives", "sizes", ["1K", "64K"]), ("allreduce", "sizes", ["1K", "64K"]),
+])
+def test_smoke_sizes_follow_the_chosen_workload(workload, key, smoke_value):
+    job = [f"workload={workload}", "experiment=smoke"]
+    cfg = validate_job(job, build_registry())
+    assert cfg.workload[key] == smoke_value
+    full = validate_job([f"workload={workload}"], build_registry())
+    assert full.workload[key] != smoke_value
+
+
+def test_sizes_named_on_the_command_line_win_over_the_smoke_sizes():
+    cfg = validate_job(["experiment=smoke", "workload.sizes=[64]"], build_registry())
+    assert cfg.workload["sizes"] == [64] and cfg.workload["shapes"] == [[96, 80, 72]]
+
+
+def test_explicit_workload_keys():
+    assert explicit_workload_keys(["workload.sizes=[1]", "+workload.x=2", "dtype=bf16", "workload=matmul"]) == {
+        "sizes", "x"}
 
 
 @pytest.mark.parametrize(("override", "needle"), [

@@ -5,7 +5,7 @@ Adding a backend is adding its module and one line here.
 
 from __future__ import annotations
 
-from harness.registry import Implementation, Registry, WorkloadDef
+from harness.engine.registry import Implementation, Registry, WorkloadDef
 from workloads.attention import jax as attention_jax
 from workloads.attention import spec as attention_spec
 from workloads.attention import torch_eager as attention_eager
@@ -19,8 +19,8 @@ from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
 from workloads.matmul import triton as matmul_triton
+from workloads.transformer import cases as transformer_cases
 from workloads.transformer import jax as transformer_jax
-from workloads.transformer import spec as transformer_spec
 from workloads.transformer import torch as transformer_torch
 from workloads.transformer import torch_compile as transformer_compile
 from workloads.transformer import torch_triton as transformer_triton
@@ -53,7 +53,7 @@ def build_registry() -> Registry:
         "jax_cudnn": Implementation("jax_cudnn", attention_jax.make_available("cudnn"),
                                     attention_jax.make_prepare("cudnn")),
     }))
-    registry.add(WorkloadDef("transformer", transformer_spec.expand, {
+    registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", transformer_torch),
         "torch_compile": _impl("torch_compile", transformer_compile),
         "torch_triton": _impl("torch_triton", transformer_triton),

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.case import Prepared, Unavailable
-from harness.context import RunContext
-from harness.frameworks import jax_unavailable, to_jax, xla_cost_flops
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.frameworks import jax_unavailable, to_jax, xla_cost_flops
 from workloads.attention.reference import causal_mask
 from workloads.attention.spec import GRADS, AttentionCase
 

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.case import Check
-from harness.config import ConfigError, boolean, check_keys, choice, int_list, positive_float, positive_int
-from harness.dtypes import DTYPES, uniform_inputs
+from harness.engine.case import Check
+from harness.engine.settings import ConfigError, boolean, check_keys, choice, int_list, positive_float, positive_int
+from harness.machine.dtypes import DTYPES, uniform_inputs
 from workloads.attention import reference
 
 ALIGNMENTS = ("top_left", "bottom_right")  # torch SDPA is_causal / FlashAttention >= 2.1

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import torch_unavailable
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.machine.frameworks import torch_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import to_torch, torch_rows
-from harness.timing import rotate
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.engine.timing import rotate
+from harness.machine.frameworks import to_torch, torch_rows
 from workloads.attention.spec import GRADS, AttentionCase
 
 Attend = Callable[[Any, Any, Any], Any]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.case import Prepared, Unavailable
-from harness.context import RunContext
-from harness.frameworks import torch_unavailable
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.frameworks import torch_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 
@@ -55,7 +55,7 @@ def _kernel_used(attend: Callable, case: AttentionCase, device: str) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from harness.frameworks import to_torch
+    from harness.machine.frameworks import to_torch
 
     # Inputs that need gradients in backward modes: torch may pick another kernel when it must save for them.
     grad = case.mode != "fwd"

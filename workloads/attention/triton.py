@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_on_this_platform, triton_unavailable
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
 from workloads.attention.spec import AttentionCase
 from workloads.attention.torch_modes import prepare_torch
 
@@ -23,7 +23,10 @@ def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
-    on_cpu = triton_on_this_platform(ctx.platform.kind)
+    why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
+    if why:
+        raise Unavailable(why)
+    on_cpu = ctx.platform.kind == "cpu"
     from kernels.flash_attention import flash_attention
 
     def attend(q, k, v):

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.case import FixedPlan, Prepared, Unavailable
-from harness.context import RunContext
-from harness.dtypes import DTYPES
-from harness.frameworks import jax_unavailable
+from harness.engine.case import FixedPlan, Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.dtypes import DTYPES
+from harness.machine.frameworks import jax_unavailable
 from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 HLO_NAMES = {  # what the compiled module may call each collective

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.case import FixedPlan, Prepared, RunAborted, Unavailable
-from harness.context import RunContext
-from harness.frameworks import to_torch, torch_unavailable
+from harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.frameworks import to_torch, torch_unavailable
 from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 NOT_IN_TORCH = {  # (op, in_place) that torch.distributed cannot express

@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import jax_rows, jax_unavailable, to_jax, xla_cost_flops
-from harness.timing import rotate
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.engine.timing import rotate
+from harness.machine.frameworks import jax_rows, jax_unavailable, to_jax, xla_cost_flops
 from workloads.matmul.spec import MatmulCase
 
 

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.case import Check
-from harness.config import ConfigError, boolean, check_keys, int_list
-from harness.dtypes import DTYPES, uniform_inputs
+from harness.engine.case import Check
+from harness.engine.settings import ConfigError, boolean, check_keys, int_list
+from harness.machine.dtypes import DTYPES, uniform_inputs
 
 FLOP_CONVENTION = "matmul-2mnk/1"
 FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows instead of every row

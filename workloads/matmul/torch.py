@@ -6,10 +6,10 @@ from functools import partial
 
 import numpy as np
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import to_torch, torch_rows, torch_unavailable
-from harness.timing import rotate
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.engine.timing import rotate
+from harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
 from workloads.matmul.spec import MatmulCase
 
 # torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores; pin it per dtype.

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import (
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.engine.timing import rotate
+from harness.machine.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
     torch_dtype,
     torch_rows,
-    triton_on_this_platform,
     triton_unavailable,
 )
-from harness.timing import rotate
 from workloads.matmul.spec import MatmulCase
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
@@ -39,7 +38,10 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import torch
 
-    on_cpu = triton_on_this_platform(ctx.platform.kind)
+    why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
+    if why:
+        raise Unavailable(why)
+    on_cpu = ctx.platform.kind == "cpu"
     from kernels import matmul as kernel
     a_np, b_np = case.stored_inputs()
     device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import jax_unavailable
-from workloads.transformer.spec import TrainCase
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.machine.frameworks import jax_unavailable
+from workloads.transformer.spec import TrainSpec
 
 ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the torch backends
 
 
-def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
+def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = jax_unavailable(ctx.platform.kind)
     if why:
         return False, why
@@ -24,7 +24,7 @@ def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
+def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     import jax
     import jax.numpy as jnp
     import optax

@@ -8,20 +8,18 @@ One training step = forward, backward and an AdamW update, on a synthetic token 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.case import Check
-from harness.config import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
-TOLERANCE = {"fp32": (1e-4, 1e-3), "bf16": (2e-2, 6e-2)}  # relative (loss, gradient norm) vs an fp64 model
 CONFIG_KEYS = ("name", "model", "flop_convention", "activation_checkpointing", "lr", "batch")
 MODEL_KEYS = ("name", "vocab", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "seq_len", "batch",
               "rope_theta", "norm_eps")
@@ -84,7 +82,10 @@ def model_from_config(data: Mapping[str, Any]) -> ModelSpec:
 
 
 @dataclass(frozen=True)
-class TrainCase:
+class TrainSpec:
+    """One training step to run: the model, dtype and FLOP convention, with its formulas and its inputs.
+    Pure data and formulas; `cases.TrainCase` adds the fp64 correctness check."""
+
     model: ModelSpec
     dtype: str
     flop_convention: str = "palm"
@@ -142,19 +143,6 @@ class TrainCase:
     def check_rows(self) -> dict[str, int]:
         return {"batch": 1, "tokens": min(self.model.seq_len, CHECK_TOKENS)}
 
-    def check(self, result: dict[str, float]) -> Check:
-        from workloads.transformer.reference import loss_and_grad_norm
-
-        ref = loss_and_grad_norm(self, **self.check_rows())
-        tol_loss, tol_grad = TOLERANCE[self.dtype]
-        err_loss = abs(result["loss"] - ref["loss"]) / abs(ref["loss"])
-        err_grad = abs(result["grad_norm"] - ref["grad_norm"]) / abs(ref["grad_norm"])
-        ok = err_loss <= tol_loss and err_grad <= tol_grad and all(map(math.isfinite, result.values()))
-        worst, tol = (err_loss, tol_loss) if err_loss / tol_loss >= err_grad / tol_grad else (err_grad, tol_grad)
-        checked = (f"step-0 loss {result['loss']:.6g} vs {ref['loss']:.6g}, grad norm {result['grad_norm']:.6g} "
-                   f"vs {ref['grad_norm']:.6g} (fp64 model, first sequence, {self.check_rows()['tokens']} tokens)")
-        return Check(ok, worst, tol, "relative error of step-0 loss / gradient norm", checked)
-
 
 @lru_cache(maxsize=2)
 def init_weights(model: ModelSpec, seed: int) -> dict[str, np.ndarray]:
@@ -176,7 +164,7 @@ def synthetic_batch(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray
     return stream[:, :-1], stream[:, 1:]
 
 
-def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[TrainCase]:
+def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[TrainSpec]:
     """One case per batch size in `batch` (a sweep finds the largest that fits), for the chosen model."""
     check_keys("workload", workload, CONFIG_KEYS)
     if dtype not in DTYPES:
@@ -193,5 +181,5 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Train
     cases = []
     for i, b in enumerate(batches):
         model = ModelSpec(**{**asdict(base), "batch": positive_int(f"workload.batch[{i}]", b)})
-        cases.append(TrainCase(model, dtype, convention, remat, lr, seed))
+        cases.append(TrainSpec(model, dtype, convention, remat, lr, seed))
     return cases

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shutil
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import torch_unavailable
-from workloads.transformer.spec import TrainCase
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from harness.machine.frameworks import torch_unavailable
+from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_train import prepare_train
 
 
-def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
+def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = torch_unavailable(case.dtype, ctx.platform.kind)
     if why:
         return False, why
@@ -20,5 +20,5 @@ def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
+def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     return prepare_train(case, ctx, compile_model=True, notes={"library": "torch.compile (Inductor), SDPA attention"})

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.case import Prepared
-from harness.context import RunContext
-from workloads.transformer.spec import TrainCase
+from harness.engine.case import Prepared
+from harness.engine.context import RunContext
+from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
 
 ADAMW = {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the JAX backend
@@ -24,7 +24,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def prepare_train(case: TrainCase, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
+def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
                   customize: Callable[[Transformer], dict[str, Any]] | None = None, notes: dict[str, Any],
                   timing_valid: bool = True, timing_note: str = "") -> Prepared:
     """`customize` may swap modules of the loaded model (e.g. Triton linears) and returns notes about it."""
@@ -61,10 +61,12 @@ def prepare_train(case: TrainCase, ctx: RunContext, *, attend: Attend = sdpa_att
 
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
-    step()  # the first step compiles (torch.compile) and allocates optimizer state: not timed
-    _sync(device)
-    first_step_s = time.perf_counter() - start
+    first_step_s = None
+    if timing_valid:  # an untimed backend (the interpreter) is only checked: no step to warm up for
+        start = time.perf_counter()
+        step()  # the first step compiles (torch.compile) and allocates optimizer state: not timed
+        _sync(device)
+        first_step_s = time.perf_counter() - start
 
     def peak_memory() -> int | None:
         return torch.cuda.max_memory_allocated(device) if device_type == "cuda" else None

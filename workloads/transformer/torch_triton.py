@@ -3,15 +3,15 @@ linear layer (forward and backward). On a CPU both run in Triton's interpreter."
 
 from __future__ import annotations
 
-from harness.case import Prepared
-from harness.context import RunContext
-from harness.frameworks import TRITON_INTERPRETER_NOTE, triton_on_this_platform, triton_unavailable
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
 from workloads.attention.triton import HEAD_DIMS
-from workloads.transformer.spec import TrainCase
+from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_train import prepare_train
 
 
-def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
+def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = triton_unavailable(ctx.platform.kind)
     if why:
         return False, why
@@ -20,8 +20,11 @@ def available(case: TrainCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def prepare(case: TrainCase, ctx: RunContext) -> Prepared:
-    on_cpu = triton_on_this_platform(ctx.platform.kind)
+def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
+    if why:
+        raise Unavailable(why)
+    on_cpu = ctx.platform.kind == "cpu"
     from kernels.flash_attention import flash_attention
     from workloads.transformer.triton_linear import use_triton_linears
 

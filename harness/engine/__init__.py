@@ -1,0 +1,9 @@
+"""The measuring engine: runs cases, checks them, times them and writes their rows.
+
+What lives here: the case and registry protocols a workload implements, the run context, the typed
+settings the engine reads, the timers (one per framework), the sampler and its stop rule, steady-state
+analysis, the figures derived from a time (throughput, MFU), and signal handling.
+
+May import: `harness.results` and `harness.machine`. Never imports a workload (the allow-list in
+`workloads/catalog.py` hands the engine its workloads) nor the front door (`harness.cli`, `harness.run`...).
+"""

@@ -1,0 +1,30 @@
+"""What an implementation may know about the run it is part of."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.engine.settings import RunConfig
+from harness.engine.timing import copies_for_cold_cache
+from harness.machine.platform import DeviceInfo, Platform
+
+
+@dataclass(frozen=True)
+class RunContext:
+    config: RunConfig
+    platform: Platform
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.platform.device
+
+    @property
+    def torch_device(self) -> str:
+        """torch device string for this process ("cuda:N" covers ROCm builds too)."""
+        return f"cuda:{self.device.index}" if self.platform.kind in ("cuda", "rocm") else "cpu"
+
+    def input_copies(self, input_bytes: float) -> int:
+        """How many copies of a case's inputs to rotate through (1 unless timing.cold_cache)."""
+        if not self.config.timing.cold_cache:
+            return 1
+        return copies_for_cold_cache(self.device.cache_bytes, input_bytes)

@@ -1,0 +1,42 @@
+"""From a time summary to throughput, MFU and bandwidth, each with its denominator attached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.machine.peaks import Peak
+from harness.results.stats import Summary
+
+
+def throughput(flops: float, bytes_moved: float, t: Summary) -> dict[str, Any]:
+    """TFLOP/s (1e12 FLOP/s) and GB/s (1e9 B/s) at the median time, with the CI mapped through 1/t."""
+    return {
+        "tflops": flops / t.median / 1e12,
+        "tflops_ci95": [flops / t.ci95_high / 1e12, flops / t.ci95_low / 1e12],
+        "bandwidth_gbps": bytes_moved / t.median / 1e9 if bytes_moved else None,
+    }
+
+
+def utilization(tflops: float | None, peak: Peak, invalid_timing: str | None,
+                achievable: dict[str, Any] | None) -> dict[str, Any]:
+    """MFU against the datasheet peak, and against the achievable (best measured matmul) peak.
+
+    MFU = achieved FLOP/s / peak FLOP/s of the device used; null, with the reason, when either side of the
+    division cannot be trusted. `invalid_timing` is the reason a time does not represent the hardware.
+    """
+    out: dict[str, Any] = {**peak.as_row(), "mfu": None, "mfu_reason": None, "mfu_vs_achievable": None,
+                           "achievable_tflops": achievable["tflops"] if achievable else None}
+    if invalid_timing is not None:
+        out["mfu_reason"] = f"timing not valid: {invalid_timing}"
+    elif tflops is None:
+        out["mfu_reason"] = "no valid time"
+    elif peak.tflops is None:
+        out["mfu_reason"] = peak.note
+    else:
+        out["mfu"] = tflops / peak.tflops
+        if out["mfu"] > 1:
+            out["mfu_reason"] = ("above 1: the peak is an underestimate (e.g. a CPU clock below the real "
+                                 "boost clock) or the FLOP count is too high; check peak_note")
+    if tflops is not None and invalid_timing is None and achievable:
+        out["mfu_vs_achievable"] = tflops / achievable["tflops"]
+    return out

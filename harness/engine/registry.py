@@ -1,0 +1,51 @@
+"""(workload, backend) -> implementation, registered explicitly by name.
+
+Workloads register themselves through the allow-list the CLI loads (workloads/catalog.py); the
+engine looks implementations up here and never imports a workload module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.engine.case import Case, Prepared
+from harness.engine.context import RunContext
+
+Availability = tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One backend of one workload: `available` answers (ok, reason); `prepare` builds the callable."""
+
+    backend: str
+    available: Callable[[Case, RunContext], Availability]
+    prepare: Callable[[Case, RunContext], Prepared]
+
+
+@dataclass(frozen=True)
+class WorkloadDef:
+    """A workload: how its config expands into cases, and its implementations by backend name."""
+
+    name: str
+    expand: Callable[[Mapping[str, Any], str, int], Sequence[Case]]
+    implementations: Mapping[str, Implementation] = field(default_factory=dict)
+    summarize: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None  # run-level figures from rows
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._workloads: dict[str, WorkloadDef] = {}
+
+    def add(self, workload: WorkloadDef) -> None:
+        if workload.name in self._workloads:
+            raise ValueError(f"workload {workload.name!r} registered twice")
+        self._workloads[workload.name] = workload
+
+    def workload(self, name: str) -> WorkloadDef:
+        return self._workloads[name]
+
+    def backends_by_workload(self) -> dict[str, list[str]]:
+        return {name: list(w.implementations) for name, w in self._workloads.items()}

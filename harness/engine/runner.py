@@ -1,0 +1,313 @@
+"""The engine: for each case, prepare every backend, check it, time the correct ones together, write rows.
+
+A failure in one (case, backend) becomes that row's status and reason; the sweep always goes on.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.engine.case import Case, Prepared, RunAborted, Unavailable
+from harness.engine.context import RunContext
+from harness.engine.interrupts import raise_if_interrupted
+from harness.engine.metrics import throughput, utilization
+from harness.engine.registry import WorkloadDef
+from harness.engine.sampler import sample_fixed, sample_interleaved, stop_reason
+from harness.engine.steady import steady_state
+from harness.engine.timing import Series, timer_for
+from harness.machine.frameworks import release_cached_memory
+from harness.machine.peaks import lookup
+from harness.machine.telemetry import Reading, Sampler
+from harness.machine.telemetry.aggregate import efficiency, summarize_window, window
+from harness.machine.telemetry.recorder import Recorder
+from harness.results.comparability import comparability_fields, comparability_key
+from harness.results.stats import paired_speedup, summarize
+from harness.results.writer import BundleWriter, utc_now
+
+
+@dataclass
+class Phase:
+    """A list of cases run against some backends; `name` tags its rows (e.g. "mamf", "main")."""
+
+    name: str
+    workload: WorkloadDef
+    cases: Sequence[Case]
+    backends: Sequence[str]
+
+
+@dataclass
+class Attempt:
+    """One backend's progress through a case: prepared, checked, then timed (or stopped with a reason)."""
+
+    backend: str
+    status: str = "ok"
+    reason: str | None = None
+    prepared: Prepared | None = None
+    check: dict[str, Any] | None = None
+    series: Series | None = None
+    rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
+
+
+def _failure_reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if "out of memory" in text.lower():
+        return f"out of memory: {text}"
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
+    attempt = Attempt(backend)
+    impl = workload.implementations[backend]
+    try:
+        ok, why = impl.available(case, ctx)
+        if not ok:
+            return Attempt(backend, "skipped", why)
+        attempt.prepared = impl.prepare(case, ctx)
+        if attempt.prepared.timing_valid:
+            attempt.prepared.fn()  # first call: compile / autotune / lazy init, never timed
+        rows = case.check_rows()
+        check = case.check(attempt.prepared.result(rows))
+        attempt.check = check.as_dict()
+        if not check.ok:
+            attempt.status = "incorrect"
+            attempt.reason = (f"{check.metric} {check.error:.3g} exceeds tolerance {check.tolerance:.3g} "
+                              f"({check.checked})")
+    except Unavailable as exc:
+        return Attempt(backend, "skipped", str(exc))
+    except RunAborted:
+        raise
+    except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
+        traceback.print_exc(limit=3, file=sys.stderr)
+        return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
+    return attempt
+
+
+def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
+    """Time every attempt whose timing can mean something; the others (Triton's interpreter on a CPU) were
+    checked and are recorded as not timed. Fixed plans (multi-process collectives) run as planned, the same
+    on every rank. Returns True when the adaptive series ran out of time."""
+    cfg = ctx.config.timing
+    for a in attempts:
+        p = a.prepared
+        assert p is not None
+        if p.timing_valid:
+            a.series = Series(a.backend, p.fn, timer_for(p.framework, ctx.platform.kind))
+            a.series.fixed = p.fixed
+    adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
+    timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
+    for a in attempts:
+        if a.series and a.series.fixed:
+            sample_fixed(a.series)
+    for a in attempts:
+        if a.series and a.series.error:
+            a.status, a.reason = "failed", a.series.error
+    return timed_out
+
+
+def _gather_ranks(attempts: list[Attempt]) -> None:
+    """Collect every rank's samples (a collective call: all ranks reach it for the same case) and combine
+    them per sample index, so the row's statistics describe the whole group, not one rank."""
+    for a in attempts:
+        p, s = a.prepared, a.series
+        if not (p and p.gather and s):
+            continue
+        per_rank = p.gather(s.samples if s.error is None else [])
+        a.rank_samples = per_rank
+        if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
+            combine = max if p.rank_combine == "max" else statistics.fmean
+            s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
+
+
+def _rank_fields(a: Attempt) -> dict[str, Any]:
+    if not a.rank_samples or not all(a.rank_samples):
+        return {}
+    medians = [float(np.median(r)) for r in a.rank_samples]
+    return {"ranks": len(medians), "rank_combine": a.prepared.rank_combine, "per_rank_median_s": medians,
+            "rank_skew": max(medians) / float(np.median(medians))}
+
+
+def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
+            platform_kind: str) -> dict[str, Any]:
+    """Figures only some workloads have: work units per second, hardware FLOPs (HFU), peak device memory."""
+    out: dict[str, Any] = {}
+    median = time_s["median"] if time_s else None
+    bandwidth = getattr(case, "bandwidth", None)
+    if bandwidth and median and a.prepared:
+        out.update(bandwidth(median, a.prepared.notes.get("ranks")))
+    units = getattr(case, "work_units", None)
+    if units and median:
+        out["throughput"] = {f"{name}_per_s": count / median for name, count in units().items()}
+    hardware = getattr(case, "hardware_flops", None)
+    hw = hardware() if hardware else None
+    if hw is not None:
+        out["hardware_flops"] = hw
+        out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
+    if a.prepared and a.prepared.peak_memory and a.status == "ok":
+        out["peak_memory_bytes"] = a.prepared.peak_memory()
+        out["peak_memory_source"] = "device allocator peak"
+        if out["peak_memory_bytes"] is None and platform_kind == "cpu":
+            # A CPU's "device memory" is the process: its high-water mark (Linux reports KiB), all backends so far.
+            out["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            out["peak_memory_source"] = "process max RSS so far (CPU)"
+    return out
+
+
+class CaseRunner:
+    """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
+
+    def __init__(self, ctx: RunContext, writer: BundleWriter, run_id: str,
+                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None) -> None:
+        self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
+        self.sampler = sampler
+        self.readings: list[Reading] = []
+        self.achievable: dict[str, Any] | None = None
+        if ctx.config.achievable_tflops:
+            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
+        self.rows: list[dict[str, Any]] = []
+
+    def run_phase(self, phase: Phase) -> None:
+        for case in phase.cases:
+            self.run_case(phase, case)
+            gc.collect()  # free this case's device buffers before the next allocates
+            release_cached_memory()
+            raise_if_interrupted()
+        if phase.name == "mamf":
+            self._set_achievable(phase)
+
+    def run_case(self, phase: Phase, case: Case) -> None:
+        started = utc_now()
+        try:
+            attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
+            ready = [a for a in attempts if a.status == "ok"]
+            recorder = self._recorder() if ready else None
+            try:
+                timed_out = _time(ready, self.ctx) if ready else False
+            finally:
+                self.readings = recorder.stop() if recorder else []
+            _gather_ranks(ready)
+        except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
+            for b in phase.backends:
+                row, samples = self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started)
+                self.writer.append(row, samples)
+                self.rows.append(row)
+                self.progress(row)
+            raise
+        speedups = self._speedups(attempts) if phase.name == "main" else {}
+        self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
+        for a in attempts:
+            row, samples = self._row(phase, case, a, timed_out, started)
+            row["speedup"] = speedups.get(a.backend)
+            self.writer.append(row, samples)
+            self.rows.append(row)
+            self.progress(row)
+
+    def _recorder(self) -> Recorder | None:
+        cfg = self.ctx.config.telemetry
+        if not (cfg.enabled and self.sampler and self.sampler.available):
+            return None
+        recorder = Recorder(self.sampler, cfg.rate_hz)
+        recorder.start()
+        return recorder
+
+    def _telemetry(self, a: Attempt, row: dict[str, Any], peak_clock: float | None) -> dict[str, Any] | None:
+        """This backend's share of the case's readings, summarised, with its efficiency figures."""
+        if not self.sampler:
+            return None
+        if not self.sampler.available:
+            return {"unavailable": self.sampler.reason}
+        if not (a.series and a.series.intervals):
+            return None
+        if self.sampler.background:
+            mine = window(self.readings, a.series.intervals, 1.0 / self.ctx.config.telemetry.rate_hz)
+        else:  # read at the ends of the case only: the window is shared by the case's backends
+            mine = self.readings
+        summary = summarize_window(mine, self.sampler.energy_wrap_j)
+        summary["window"] = "this backend's samples" if self.sampler.background else "whole case (all backends)"
+        median = row["time_s"]["median"] if row.get("time_s") else None
+        summary.update(efficiency(summary, row.get("tflops"), median, row.get("mfu"), peak_clock))
+        if self.sampler.reason:
+            summary["unreadable"] = self.sampler.reason
+        return summary
+
+    def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
+        """Each timed backend against the configured baseline, paired by interleaving round."""
+        cfg = self.ctx.config
+        base = next((a for a in attempts if a.backend == cfg.baseline), None)
+        if base is None or base.status != "ok" or not base.series or not base.prepared.timing_valid:
+            return {}
+        out: dict[str, dict[str, Any] | None] = {}
+        for a in attempts:
+            if a is base or a.status != "ok" or not a.series or not a.prepared.timing_valid:
+                continue
+            result = paired_speedup(base.backend, (base.series.samples, base.series.rounds),
+                                    (a.series.samples, a.series.rounds), cfg.equivalence_margin,
+                                    cfg.timing.bootstrap_resamples)
+            out[a.backend] = result.as_dict() if result else None
+        return out
+
+    def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
+             started: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        cfg, device = self.ctx.config, self.ctx.device
+        flops = case.flops()
+        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
+                                      cfg.timing.protocol())
+        p = a.prepared
+        timing_valid = bool(p and p.timing_valid)
+        row: dict[str, Any] = {
+            "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
+            "backend": a.backend, "platform": self.ctx.platform.kind, "device": device.name,
+            "device_index": device.index, "dtype": case.dtype, "params": case.params(),
+            "status": a.status, "reason": a.reason, "flops": flops,
+            "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
+            "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
+            "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
+            "started": started, "finished": utc_now(),
+        }
+        s = a.series
+        tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
+        if a.status == "ok" and s and s.samples:
+            summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
+            row["time_s"] = summary.as_dict()
+            row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out)}
+            if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
+                tput = throughput(flops, case.bytes_moved(), summary)
+        elif a.status == "ok" and not timing_valid:
+            row["timer"] = {"name": None, "inner": None, "stop": f"checked, not timed: {row['timing_note']}"}
+        row.update(_rank_fields(a))
+        peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
+        row.update(tput)
+        row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
+        row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
+        if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
+            row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
+                                               self.readings, self.sampler.energy_wrap_j if self.sampler else None,
+                                               flops)
+        row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
+                               self.achievable))
+        if flops == 0:
+            row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
+        if a.check and a.check["metric"].startswith("#wrong"):
+            row["wrong"] = int(a.check["error"])  # nccl-tests' #wrong column
+        samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
+                   "rank_samples": a.rank_samples,
+                   "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
+                   "samples": s.samples if s else [], "rounds": s.rounds if s else []}
+        return row, samples
+
+    def _set_achievable(self, phase: Phase) -> None:
+        best = max((r for r in self.rows if r["phase"] == phase.name and r["status"] == "ok"
+                    and r["timing_valid"] and r["tflops"]), key=lambda r: r["tflops"], default=None)
+        if best is None:
+            return
+        self.achievable = {"tflops": best["tflops"], "source": "mamf sweep in this run", "dtype": best["dtype"],
+                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"]}
+        self.writer.update(achievable=self.achievable)

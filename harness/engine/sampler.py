@@ -1,0 +1,93 @@
+"""Interleaved sampling until the stop rule holds.
+
+Backends of one case take turns in rounds (A B C, B C A, ...), so clock or thermal drift during the case
+is shared by all of them instead of passing for a speedup of whichever ran first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from harness.engine.case import RunAborted
+from harness.engine.settings import TimingConfig
+from harness.engine.timing import Series, warm_up
+from harness.results.stats import summarize
+
+
+def _done(series: Series, cfg: TimingConfig) -> bool:
+    n = len(series.samples)
+    if n >= cfg.max_samples:
+        return True
+    if cfg.sustain_s > 0:
+        return False  # a sustained run ends on time only (checked by the caller)
+    if n < cfg.min_samples:
+        return False
+    return summarize(series.samples, cfg.bootstrap_resamples).rel_ci_half_width <= cfg.target_rel_ci
+
+
+def sample_fixed(series: Series) -> None:
+    """Exactly `plan.warmup` calls, then `plan.samples` samples of `plan.inner` calls: the same on every rank."""
+    plan = series.fixed
+    for _ in range(plan.warmup):
+        series.warmup_s.append(series.timer.measure(series.fn, 1))
+    series.inner = plan.inner
+    try:
+        for i in range(plan.samples):
+            if plan.before_sample:
+                plan.before_sample()
+            series.take(i)
+    except RunAborted:
+        raise
+    except Exception as exc:  # as in a round: this backend fails, the others go on
+        series.error = f"{type(exc).__name__} while timing: {exc}"
+
+
+def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
+    n = len(series.samples)
+    if series.fixed is not None:
+        return f"fixed plan: {series.fixed.warmup} warm-up calls, {n} samples of {series.inner} calls"
+    if cfg.sustain_s > 0:
+        return f"sustained for {cfg.sustain_s:g} s ({n} samples)"
+    if n >= cfg.max_samples:
+        return f"max_samples={cfg.max_samples} reached"
+    if timed_out and not _done(series, cfg):
+        return f"time budget max_time_s={cfg.max_time_s:g} reached before the CI target"
+    return f"95% CI half-width <= {cfg.target_rel_ci:g} of the median"
+
+
+def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
+    """Warm every series up, then sample in rotating rounds. Returns True if the time budget ran out."""
+    start = time.perf_counter()
+    for s in series:
+        try:
+            warm_up(s, cfg)
+        except Exception as exc:  # same rule as in a round: this backend fails, the others go on
+            s.error = f"{type(exc).__name__} during warm-up: {exc}"
+    round_no = 0
+    sustain_start = time.perf_counter()
+    while True:
+        if cfg.sustain_s > 0 and time.perf_counter() - sustain_start >= cfg.sustain_s:
+            return False
+        active = [s for s in series if s.error is None and not _done(s, cfg)]
+        if not active:
+            return False
+        if cfg.sustain_s <= 0 and round_no > 0 and time.perf_counter() - start > cfg.max_time_s and all(
+            len(s.samples) >= cfg.min_samples for s in active
+        ):
+            return True
+        shift = round_no % len(active)
+        for s in active[shift:] + active[:shift]:
+            _take_round(s, cfg, round_no)
+        round_no += 1
+
+
+def _take_round(s: Series, cfg: TimingConfig, round_no: int) -> None:
+    """A few samples of one series; an exception ends that series only (the others go on)."""
+    try:
+        for _ in range(min(cfg.round_samples, cfg.max_samples - len(s.samples))):
+            s.take(round_no)
+    except RunAborted:
+        raise
+    except Exception as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
+        s.error = f"{type(exc).__name__} while timing: {exc}"

@@ -1,0 +1,141 @@
+"""Datasheet peaks from peaks.yaml, looked up for a detected device and dtype.
+
+An unknown device gives `tflops=None` with the reason; nothing here ever falls back to another device's
+figure (a silent fallback is how public tools came to report MFU above 100%).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.machine.platform import DeviceInfo
+
+PEAKS_FILE = Path(__file__).with_name("peaks.yaml")
+MEMORY_TOLERANCE = 0.12  # reported memory (GiB vs GB, reserved areas) differs from the marketing figure
+
+
+@dataclass(frozen=True)
+class Peak:
+    tflops: float | None
+    source: str | None  # where the number came from; None when there is no number
+    entry: str | None  # peak-table id, "cpu-estimate" or "override"
+    note: str  # why tflops is None, or how the number was derived / scaled
+    clock_mhz: float | None = None  # the clock the peak assumes (for clock-adjusted MFU)
+
+    def as_row(self) -> dict[str, Any]:
+        return {"peak_tflops": self.tflops, "peak_source": self.source, "peak_entry": self.entry,
+                "peak_note": self.note}
+
+
+@lru_cache(maxsize=4)
+def load_table(path: Path = PEAKS_FILE) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    data["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return data
+
+
+def _longest_match(entry: dict[str, Any], name: str) -> int:
+    spans = [m.end() - m.start() for p in entry["names"] if (m := re.search(p, name, re.IGNORECASE))]
+    return max(spans, default=0)
+
+
+def _by_arch(entries: list[dict[str, Any]], device: DeviceInfo) -> list[dict[str, Any]]:
+    """ROCm fallback when the marketing name matched nothing: gcnArchName + CU count + memory."""
+    if not device.arch or device.memory_bytes is None:
+        return []
+    arch = device.arch.split(":")[0]
+    found = []
+    for e in entries:
+        if e.get("arch") != arch or e.get("multiprocessors") != device.multiprocessors:
+            continue
+        if abs(device.memory_bytes / 1e9 / e["memory_gb"] - 1) <= MEMORY_TOLERANCE:
+            found.append(e)
+    return found
+
+
+def match_device(device: DeviceInfo, table: dict[str, Any] | None = None) -> tuple[dict | None, str]:
+    """The peak-table entry for `device`, or None with the reason."""
+    entries = (table or load_table())["devices"]
+    name = device.jax_device_kind or device.name
+    scored = [(n, e) for e in entries if (n := _longest_match(e, name))]
+    if scored:
+        # "MI250X/MI250" names two parts: the SM/CU count decides before the longest match does.
+        exact = [(n, e) for n, e in scored if e.get("multiprocessors") == device.multiprocessors]
+        scored = exact or scored
+        best = max(n for n, _ in scored)
+        candidates = [e for n, e in scored if n == best]
+        if len(candidates) == 1:
+            return candidates[0], f"name {name!r} matched {candidates[0]['id']}"
+        ids = ", ".join(e["id"] for e in candidates)
+        return None, f"device name {name!r} is ambiguous between {ids} and the SM/CU count does not decide"
+    by_arch = _by_arch(entries, device)
+    if len(by_arch) == 1:
+        return by_arch[0], f"arch {device.arch} with {device.multiprocessors} CUs matched {by_arch[0]['id']}"
+    return None, (f"device {name!r} is not in xmfu's peak table (harness/machine/peaks.yaml); "
+                  "pass peak_tflops=<dense TFLOP/s> to set one")
+
+
+def _scale(entry: dict[str, Any], device: DeviceInfo) -> tuple[float | None, str]:
+    full = entry.get("multiprocessors")
+    seen = device.multiprocessors
+    if not full or not seen or seen == full:
+        return 1.0, ""
+    if seen > full:
+        return None, (f"device reports {seen} SMs/CUs but {entry['id']} has {full}: "
+                      "the name match is wrong or the table is; MFU withheld")
+    return seen / full, f"scaled by {seen}/{full} visible SMs/CUs (MIG slice or partition)"
+
+
+def cpu_peak(device: DeviceInfo, dtype: str, clock_ghz: float | None = None) -> Peak:
+    """Estimate: physical cores in use x clock x FLOPs/cycle/core for the best ISA present."""
+    rules = load_table()["cpu"]
+    if dtype in rules["unsupported"]:
+        return Peak(None, None, None, rules["unsupported"][dtype])
+    facts = device.cpu
+    flags = set(facts.get("flags", ()))
+    clock, clock_source = (clock_ghz, "config cpu_clock_ghz") if clock_ghz else (
+        facts.get("clock_ghz"), facts.get("clock_source", ""))
+    if not clock:
+        return Peak(None, None, None, "no CPU clock could be read; set cpu_clock_ghz=<GHz>")
+    used = dtype
+    rule = next((r for r in rules["flops_per_cycle"].get(dtype, []) if flags.issuperset(r["flags"])), None)
+    if rule is None and dtype in rules["fallback"]:
+        used = rules["fallback"][dtype]
+        rule = next((r for r in rules["flops_per_cycle"][used] if flags.issuperset(r["flags"])), None)
+    if rule is None:
+        return Peak(None, None, None, f"no {dtype} vector ISA recognised in the CPU flags")
+    cores = int(facts.get("physical_cores") or device.multiprocessors or 1)
+    tflops = cores * clock * 1e9 * rule["value"] / 1e12
+    note = (f"{cores} cores x {clock:.3f} GHz ({clock_source}) x {rule['value']} FLOPs/cycle ({rule['note']})"
+            + (f"; no native {dtype}: {used} rate" if used != dtype else ""))
+    return Peak(tflops, rules["source"], "cpu-estimate", note, clock * 1e3)
+
+
+def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
+           cpu_clock_ghz: float | None = None) -> Peak:
+    """Peak dense TFLOP/s of `device` for `dtype`, or None with the reason."""
+    if override is not None:
+        return Peak(override, f"config override peak_tflops={override:g}", "override", "")
+    if device.kind == "cpu":
+        return cpu_peak(device, dtype, cpu_clock_ghz)
+    entry, why = match_device(device)
+    if entry is None:
+        return Peak(None, None, None, why)
+    value = entry["tflops"].get(dtype)
+    if value is None:
+        return Peak(None, None, entry["id"], f"{entry['id']} has no published dense {dtype} peak")
+    factor, note = _scale(entry, device)
+    if factor is None:
+        return Peak(None, None, entry["id"], note)
+    confidence = " (low confidence)" if entry.get("confidence") == "low" else ""
+    tflops = value * factor
+    return Peak(tflops if math.isfinite(tflops) else None, entry["source"] + confidence, entry["id"], note,
+                entry.get("boost_clock_mhz"))

@@ -1,0 +1,35 @@
+"""Power, clocks, temperature, throttling and energy, sampled around every timed window.
+
+One interface (`Sampler.read() -> Reading`), one module per vendor API; `open_sampler` picks by platform
+and never raises: a library that is missing or fails gives `Unavailable(reason)`, recorded in the bundle.
+"""
+
+from __future__ import annotations
+
+from harness.machine.platform import Platform
+from harness.machine.telemetry.base import Reading, Sampler, Unavailable
+
+
+def open_sampler(platform: Platform) -> Sampler:
+    device = platform.device
+    try:
+        if platform.kind == "cuda":
+            from harness.machine.telemetry.nvml import NvmlSampler
+
+            return NvmlSampler(device.index)
+        if platform.kind == "rocm":
+            from harness.machine.telemetry.amdsmi import AmdSmiSampler
+
+            return AmdSmiSampler(device.index)
+        if platform.kind == "tpu":
+            from harness.machine.telemetry.tpu import TpuSampler
+
+            return TpuSampler(device.index)
+        from harness.machine.telemetry.cpu import CpuSampler
+
+        return CpuSampler()
+    except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so), init failures, no permission
+        return Unavailable(f"{type(exc).__name__}: {exc}")
+
+
+__all__ = ["Reading", "Sampler", "Unavailable", "open_sampler"]

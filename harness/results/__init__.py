@@ -1,0 +1,6 @@
+"""What is kept and read: the result bundle (schema, writer, reader, validator), comparability keys, the
+statistics shared by the engine and `compare`, compare, cost, history, the HTML report and its charts, and
+the table printed at the end of a run.
+
+May import: `harness.machine` (the peak table). Never imports `harness.engine` or a workload.
+"""

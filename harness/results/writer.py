@@ -1,0 +1,117 @@
+"""Writing a result bundle as the run goes.
+
+Rows are appended and flushed the moment a case finishes; the manifest and SHA256SUMS are rewritten
+atomically after every case, so an interrupted run leaves a bundle that validates, with status `partial`.
+A `guard` (the engine passes its signal shield) wraps every multi-file update, so a Ctrl-C never lands
+between a row and the checksums that cover it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.results.schema import (
+    CASES,
+    CONFIG,
+    ENVIRONMENT,
+    MANIFEST,
+    REQUIRED_FILES,
+    ROW_STATUSES,
+    SAMPLES,
+    SCHEMA,
+    SUMS,
+    TELEMETRY,
+    sha256_file,
+)
+
+Guard = Callable[[], AbstractContextManager[Any]]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class BundleWriter:
+    """Writes one bundle. Call `append` per finished (case, backend) and `finalize` once."""
+
+    def __init__(self, folder: Path, manifest: dict[str, Any], config_yaml: str, environment: dict,
+                 guard: Guard = nullcontext) -> None:
+        self.folder, self.guard = folder, guard
+        folder.mkdir(parents=True, exist_ok=False)
+        self.manifest = {"schema": SCHEMA, **manifest, "status": "partial",
+                         "counts": dict.fromkeys(ROW_STATUSES, 0)}
+        (folder / CONFIG).write_text(config_yaml)
+        (folder / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
+        for name in (CASES, SAMPLES, TELEMETRY):
+            (folder / name).touch()
+        self._sync()
+
+    def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        lines = [(name, json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n")
+                 for name, record in ((CASES, row), (SAMPLES, samples))]
+        with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
+            for name, line in lines:
+                with (self.folder / name).open("a") as f:
+                    f.write(line)
+                    f.flush()
+                    os.fsync(f.fileno())
+            self.manifest["counts"][row["status"]] += 1
+            self._sync()
+
+    def append_telemetry(self, case_id: str, readings: list[dict[str, Any]]) -> None:
+        """The time series of one case (perf_counter times; rows hold the per-backend summaries)."""
+        if not readings:
+            return
+        text = "".join(json.dumps({"case_id": case_id, **r}, sort_keys=True, allow_nan=False) + "\n"
+                       for r in readings)
+        with self.guard():
+            with (self.folder / TELEMETRY).open("a") as f:
+                f.write(text)
+            self._sync()
+
+    def update(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        self._sync()
+
+    def finalize(self, status: str) -> None:
+        self.manifest["status"] = status
+        self.manifest["finished"] = utc_now()
+        self._sync()
+
+    def _sync(self) -> None:
+        _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+        names = [*REQUIRED_FILES, *([TELEMETRY] if (self.folder / TELEMETRY).exists() else [])]
+        sums = "".join(f"{sha256_file(self.folder / n)}  {n}\n" for n in names)
+        _atomic_write(self.folder / SUMS, sums)
+
+
+class NullWriter:
+    """What ranks other than 0 of a multi-process run write: nothing (rank 0 gathers their samples)."""
+
+    def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
+        self.folder = folder
+        self.manifest = {"schema": SCHEMA, **manifest, "status": "partial"}
+
+    def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        pass
+
+    def append_telemetry(self, case_id: str, readings: list[dict[str, Any]]) -> None:
+        pass
+
+    def update(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+
+    def finalize(self, status: str) -> None:
+        self.manifest["status"] = status

@@ -1,0 +1,214 @@
+"""`xmfu` end to end on the CPU, as a user runs it: real processes, real bundles."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results.reader import read_bundle
+from harness.results.validator import validate_bundle
+
+pytestmark = pytest.mark.e2e
+TINY = ["timing=quick", "timing.max_time_s=0.5", "timing.warmup_s=0"]
+
+
+def xmfu(*args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # xmfu must switch it on itself
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _bundle_path(stdout: str) -> Path:
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("bundle: "), stdout
+    return Path(last.removeprefix("bundle: "))
+
+
+def test_run_all_three_backends_writes_a_valid_bundle(tmp_path):
+    proc = xmfu("run", "workload=matmul", "backends=[torch,triton,jax]", "dtype=bf16", "workload.sizes=[64]",
+                "workload.shapes=[[67,45,33]]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    folder = _bundle_path(proc.stdout)
+    assert validate_bundle(folder) == []
+    bundle = read_bundle(folder)
+    assert bundle.manifest["status"] == "complete"
+    rows = {(r["backend"], r["params"]["m"]): r for r in bundle.cases}
+    assert {b for b, _ in rows} == {"torch", "triton", "jax"}
+    assert all(r["status"] == "ok" for r in rows.values()), [r["reason"] for r in rows.values()]
+    assert rows[("triton", 67)]["timing_valid"] is False and rows[("triton", 67)]["mfu"] is None
+    torch_row = rows[("torch", 64)]
+    assert torch_row["timing_valid"] and torch_row["peak_tflops"] > 0 and torch_row["mfu"] > 0
+    assert torch_row["peak_source"] and torch_row["time_s"]["n"] >= 5
+    env = json.loads((folder / "environment.json").read_text())
+    assert env["packages"]["torch"] and env["peaks"]["by_dtype"]["bf16"]["peak_tflops"] > 0
+    assert (folder / "telemetry.jsonl").stat().st_size > 0  # CPU sampler: a reading at each end of every case
+    assert torch_row["telemetry"]["readings"] >= 2 and torch_row["telemetry"]["mean_sm_clock_mhz"] > 0
+    samples = [s for s in bundle.samples if s["backend"] == "torch"]
+    assert len(samples[0]["samples"]) == torch_row["time_s"]["n"]
+    assert "TFLOP/s" in proc.stdout  # the summary table
+
+
+def test_multirun_writes_one_bundle_per_combination(tmp_path):
+    proc = xmfu("run", "-m", "dtype=fp32,bf16", "backends=[torch]", "workload.sizes=[32]", *TINY,
+                f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    bundles = sorted(p for p in tmp_path.iterdir() if (p / "manifest.json").exists())
+    assert len(bundles) == 2
+    assert {read_bundle(b).cases[0]["dtype"] for b in bundles} == {"fp32", "bf16"}
+    assert proc.stdout.strip().splitlines()[-1].startswith("bundle: ")
+
+
+def test_mamf_sets_achievable_peak(tmp_path):
+    proc = xmfu("run", "experiment=mamf", "backends=[torch]", "mamf.m=[32,64]", "mamf.n=[64]", "mamf.k=[64]",
+                "workload.sizes=[48]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    bundle = read_bundle(_bundle_path(proc.stdout))
+    mamf_rows = [r for r in bundle.cases if r["phase"] == "mamf"]
+    main_rows = [r for r in bundle.cases if r["phase"] == "main"]
+    assert len(mamf_rows) == 2 and len(main_rows) == 1
+    assert bundle.manifest["achievable"]["tflops"] == max(r["tflops"] for r in mamf_rows)
+    assert main_rows[0]["mfu_vs_achievable"] > 0
+    assert "maximum achievable" in proc.stdout
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "workload=fft"], "unknown workload 'fft'"),
+    (["run", "backends=[torch,cuda]"], "backends[1]"),
+    (["run", "workload.sizes=[0]"], "workload.sizes[0]"),
+    (["run", "workload.sizes=[-5]"], "workload.sizes[0]"),
+    (["run", "dtype=fp64"], "dtype"),
+    (["run", "dtype=[bf16"], "malformed override"),
+    (["run", "colour=blue"], "unknown setting 'colour'"),
+    (["run", "-m", "dtype=fp32,int4"], "dtype"),
+    (["frobnicate"], "unknown command"),
+    (["validate"], "validate"),
+])
+def test_bad_input_exits_2_with_one_paragraph(tmp_path, args, needle):
+    proc = xmfu(*args, cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "results").exists()  # nothing was run
+
+
+def test_interrupted_run_leaves_a_valid_partial_bundle(tmp_path):
+    sizes = "[" + ",".join(str(32 + i) for i in range(60)) + "]"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "backends=[torch]", f"workload.sizes={sizes}",
+                             "timing=quick", "timing.max_time_s=0.3", f"results_dir={tmp_path}"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    cases = None
+    while time.time() < deadline:
+        found = list(tmp_path.glob("*/cases.jsonl"))
+        if found and found[0].read_text().count("\n") >= 2:
+            cases = found[0]
+            break
+        time.sleep(0.1)
+    assert cases is not None, "no case finished in time"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    folder = cases.parent
+    assert validate_bundle(folder) == []
+    bundle = read_bundle(folder)
+    assert bundle.manifest["status"] == "partial"
+    assert 2 <= len(bundle.cases) < 60
+    assert stdout.strip().splitlines()[-1] == f"bundle: {folder}"
+
+
+def test_validate_peaks_and_env_commands(tmp_path):
+    proc = xmfu("run", "backends=[torch]", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+    folder = _bundle_path(proc.stdout)
+    assert xmfu("validate", str(folder), cwd=tmp_path).returncode == 0
+    with (folder / "samples.jsonl").open("a") as f:
+        f.write("{}\n")
+    bad = xmfu("validate", str(folder), cwd=tmp_path)
+    assert bad.returncode == 1 and "checksum mismatch" in bad.stdout
+    peaks = xmfu("peaks", cwd=tmp_path)
+    assert peaks.returncode == 0 and "nvidia-h100-sxm" in peaks.stdout and "amd-mi300x" in peaks.stdout
+    env = xmfu("env", cwd=tmp_path)
+    assert env.returncode == 0 and "platform: cpu" in env.stdout and "bf16" in env.stdout
+
+
+def test_no_case_could_run_exits_1(tmp_path):
+    proc = xmfu("run", "backends=[torch]", "dtype=tf32", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}",
+                cwd=tmp_path)
+    assert proc.returncode == 1
+    bundle = read_bundle(_bundle_path(proc.stdout))
+    assert bundle.cases[0]["status"] == "skipped" and "tf32" in bundle.cases[0]["reason"]
+    assert bundle.manifest["status"] == "complete"
+
+
+def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
+    proc = xmfu("run", "workload=attention", "experiment=smoke", "baseline=torch_sdpa", "workload.mode=[fwd_bwd]",
+                "workload.causal=[true]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    bundle = read_bundle(_bundle_path(proc.stdout))
+    rows = {r["backend"]: r for r in bundle.cases}
+    assert {b for b, r in rows.items() if r["status"] == "ok"} == {
+        "torch_sdpa", "torch_sdpa_flash", "torch_sdpa_math", "torch_eager", "triton", "jax"}
+    assert {b for b, r in rows.items() if r["status"] == "skipped"} == {
+        "torch_sdpa_efficient", "torch_sdpa_cudnn", "jax_cudnn"}
+    assert all(r["reason"] for r in rows.values() if r["status"] == "skipped")
+    assert rows["jax"]["speedup"]["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
+    assert rows["torch_sdpa"]["speedup"] is None and rows["triton"]["speedup"] is None  # baseline; invalid timing
+    assert rows["triton"]["timing_valid"] is False and rows["triton"]["correctness"]["ok"]
+    assert rows["torch_sdpa"]["notes"]["sdpa_backend_used"] == "flash"
+    assert rows["jax"]["flop_convention"] == "fa2" and rows["jax"]["params"]["alignment"] == "top_left"
+
+
+def test_transformer_tiny_runs_every_backend(tmp_path):
+    proc = xmfu("run", "workload=transformer", "experiment=smoke", *TINY, f"results_dir={tmp_path}", cwd=tmp_path,
+                timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    folder = _bundle_path(proc.stdout)
+    assert validate_bundle(folder) == []
+    rows = {r["backend"]: r for r in read_bundle(folder).cases}
+    assert set(rows) == {"torch", "torch_compile", "torch_triton", "jax"}
+    assert all(r["status"] == "ok" for r in rows.values()), {b: r["reason"] for b, r in rows.items()}
+    assert rows["torch_triton"]["timing_valid"] is False and rows["torch_triton"]["correctness"]["ok"]
+    assert rows["torch_triton"]["notes"]["triton_linears"] == 2 * 7 + 1  # every block linear + the output
+    for name in ("torch", "torch_compile", "jax"):
+        assert rows[name]["mfu"] > 0 and rows[name]["throughput"]["tokens_per_s"] > 0
+        assert rows[name]["params"]["params"] == 131_392 and rows[name]["flop_convention"] == "palm"
+    assert rows["torch_compile"]["notes"]["compile_s"] > 0 and rows["jax"]["notes"]["compile_s"] > 0
+
+
+def test_sustained_run_reports_steady_state(tmp_path):
+    proc = xmfu("run", "backends=[torch]", "workload.sizes=[64]", "timing=sustained", "timing.sustain_s=2",
+                "timing.window_s=0.5", "timing.warmup_s=0", f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    row = read_bundle(_bundle_path(proc.stdout)).cases[0]
+    steady = row["steady_state"]
+    assert len(steady["windows"]) >= 3 and steady["first_window"]["tflops"] > 0
+    assert 0 <= steady["reached_after_s"] <= 2 and "sustained for 2 s" in row["timer"]["stop"]
+
+
+def test_env_json_prints_the_whole_environment(tmp_path):
+    proc = xmfu("env", "--json", cwd=tmp_path)
+    assert proc.returncode == 0
+    env = json.loads(proc.stdout)
+    assert env["host"]["kernel"] and "container" in env and env["telemetry"]["sampler"] == "cpu"
+    assert env["devices"][0]["cpu"]["flags"] and env["packages"]["numpy"]
+
+
+def test_compare_command(tmp_path):
+    runs = [xmfu("run", "backends=[torch]", "workload.sizes=[32]", *TINY, *extra, f"results_dir={tmp_path / n}",
+                 cwd=tmp_path) for n, extra in (("a", []), ("b", []), ("c", ["timing.cold_cache=true"]))]
+    a, b, c = (_bundle_path(r.stdout) for r in runs)
+    ok = xmfu("compare", str(a), str(b), "--format", "json", "--price", "AMD EPYC=0.5", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)["rows"][0]
+    assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and "break_even_price_ratio" in row
+    refused = xmfu("compare", str(a), str(c), cwd=tmp_path)
+    assert refused.returncode == 1 and "protocol.cold_cache: False vs True" in refused.stdout
+    bad = xmfu("compare", str(a), str(tmp_path / "nope"), cwd=tmp_path)
+    assert bad.returncode == 2 and "not a valid bundle" in bad.stderr

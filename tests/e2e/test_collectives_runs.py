@@ -1,0 +1,119 @@
+"""Collectives end to end: gloo under torchrun with 2 and 4 ranks, JAX on 4 CPU devices, a planted
+corruption, and a rank that never joins."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results.reader import read_bundle
+from harness.results.validator import validate_bundle
+
+pytestmark = pytest.mark.e2e
+SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
+         "workload.warmup=1", "workload.timeout_s=60"]
+TORCH_SKIPS = {("all_reduce", False), ("broadcast", False), ("all_to_all", True)}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE")}
+    return {**env, **extra}
+
+
+def _bundle(stdout: str) -> Path:
+    return Path(stdout.strip().splitlines()[-1].removeprefix("bundle: "))
+
+
+def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+           "-m", "harness.cli", "run", "workload=collectives", "backends=[torch_dist]", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=_env())
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_gloo_every_operation_in_and_out_of_place(n, tmp_path):
+    proc = torchrun(n, *SMALL, f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(tmp_path.glob("*/manifest.json"))) == 1  # rank 0 alone writes
+    folder = _bundle(proc.stdout)
+    assert validate_bundle(folder) == []
+    bundle = read_bundle(folder)
+    for row, samples in zip(bundle.cases, bundle.samples, strict=True):
+        key = (row["params"]["op"], row["params"]["in_place"])
+        if key in TORCH_SKIPS:
+            assert row["status"] == "skipped" and row["reason"]
+            continue
+        assert row["status"] == "ok", (key, row["reason"])
+        assert row["correctness"]["ok"] and row["wrong"] == 0
+        assert row["ranks"] == n and len(samples["rank_samples"]) == n
+        assert row["busbw_gbps"] > 0 and row["algbw_gbps"] > 0
+        assert len(row["notes"]["rank_map"]) == n
+    assert "collectives" in bundle.manifest["summary"]
+
+
+def test_planted_corruption_is_caught(tmp_path):
+    proc = torchrun(2, *SMALL, "workload.ops=[all_gather]", "workload.inject_corruption=true",
+                    f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # nothing could be timed: every case is incorrect
+    rows = read_bundle(_bundle(proc.stdout)).cases
+    assert rows and all(r["status"] == "incorrect" and r["correctness"]["error"] >= 1 for r in rows)
+    assert all("#wrong" in r["reason"] or "wrong" in r["correctness"]["metric"] for r in rows)
+
+
+def test_jax_on_four_cpu_devices(tmp_path):
+    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "workload=collectives", "backends=[jax]",
+                           *SMALL, f"results_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_bundle(_bundle(proc.stdout)).cases
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["params"]["op"] for r in ok} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    assert all(r["notes"]["ranks"] == 4 and r["notes"]["hlo_op"] and r["busbw_gbps"] > 0 for r in ok)
+    assert all(r["reason"] for r in rows if r["status"] == "skipped")
+
+
+def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "workload=allreduce",
+                           "backends=[torch_dist]", *SMALL, "workload.timeout_s=3", f"results_dir={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert time.monotonic() - start < 60
+    assert proc.returncode == 1
+    folder = _bundle(proc.stdout)
+    bundle = read_bundle(folder)
+    assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
+    failed = [r for r in bundle.cases if r["status"] == "failed"]
+    assert failed and "not formed within 3 s" in failed[0]["reason"]
+
+
+def test_jax_multi_process_under_torchrun(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+           "harness.cli", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",
+           "workload.in_place=[false]", *SMALL, f"results_dir={tmp_path}"]
+    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=2")  # 2 processes x 2 devices
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bundle = read_bundle(_bundle(proc.stdout))
+    assert bundle.cases and all(r["status"] == "ok" and r["wrong"] == 0 for r in bundle.cases)
+    assert all(r["notes"]["processes"] == 2 and r["notes"]["ranks"] == 4 for r in bundle.cases)
+    assert all(len(s["rank_samples"]) == 2 for s in bundle.samples)  # one list per process
+
+
+def test_slurm_launcher_config_composes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "hydra/launcher=slurm", "workload=allreduce",
+                           "backends=[torch_dist]", "--cfg", "hydra"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "SlurmLauncher" in proc.stdout and "tasks_per_node: 8" in proc.stdout

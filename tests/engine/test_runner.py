@@ -1,0 +1,134 @@
+"""The engine with a made-up workload: statuses, isolation of failures, never timing a wrong result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from harness.engine.case import Check, Prepared, Unavailable
+from harness.engine.context import RunContext
+from harness.engine.registry import Implementation, WorkloadDef
+from harness.engine.runner import CaseRunner, Phase
+from harness.machine.platform import Platform, cpu_device
+from harness.results.reader import read_bundle
+from harness.results.validator import validate_bundle
+from harness.results.writer import BundleWriter
+from tests.conftest import run_config
+
+
+@dataclass(frozen=True)
+class FakeCase:
+    size: int
+    dtype: str = "fp32"
+    workload: ClassVar[str] = "fake"
+    flop_convention: ClassVar[str] = "fake/1"
+
+    @property
+    def case_id(self):
+        return f"fake-{self.size}"
+
+    def params(self):
+        return {"size": self.size}
+
+    def flops(self):
+        return 1e6 * self.size
+
+    def bytes_moved(self):
+        return 1e3
+
+    def check_rows(self):
+        return None
+
+    def check(self, rows):
+        error = float(np.abs(rows - 1.0).max())
+        return Check(error < 1e-6, error, 1e-6, "max abs", "all")
+
+
+def _prepared(value):
+    return Prepared(lambda: sum(range(100)), lambda rows: np.full(4, value), "host")
+
+
+def _raise(exc):
+    def prepare(case, ctx):
+        raise exc
+    return prepare
+
+
+def always(case, ctx):
+    return True, ""
+
+
+IMPLS = {
+    "good": Implementation("good", always, lambda c, x: _prepared(1.0)),
+    "wrong": Implementation("wrong", always, lambda c, x: _prepared(1.5)),
+    "bad": Implementation("bad", always, _raise(RuntimeError("CUDA out of memory. Tried to allocate"))),
+    "absent": Implementation("absent", lambda c, x: (False, "library missing"), _raise(AssertionError)),
+}
+FAKE = WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1), FakeCase(2)], IMPLS)
+
+
+def _runner(tmp_path, **cfg):
+    config = run_config(workload={"name": "fake"}, backends=["good"], **cfg)
+    ctx = RunContext(config, Platform("cpu", (cpu_device(),), "test"))
+    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+                                           "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
+    return CaseRunner(ctx, writer, "r", lambda row: None), writer
+
+
+def test_statuses_and_isolation(tmp_path):
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good", "wrong", "bad", "absent"]))
+    writer.finalize("complete")
+    rows = {r["backend"]: r for r in read_bundle(tmp_path / "b").cases}
+    assert rows["good"]["status"] == "ok" and rows["good"]["time_s"]["n"] >= 3
+    assert rows["good"]["tflops"] == pytest.approx(1e6 / rows["good"]["time_s"]["median"] / 1e12)
+    assert rows["good"]["mfu"] == pytest.approx(rows["good"]["tflops"] / rows["good"]["peak_tflops"])
+    assert rows["wrong"]["status"] == "incorrect" and rows["wrong"]["time_s"] is None
+    assert rows["wrong"]["tflops"] is None and "exceeds tolerance" in rows["wrong"]["reason"]
+    assert rows["bad"]["status"] == "failed" and rows["bad"]["reason"].startswith("out of memory")
+    assert rows["absent"] == rows["absent"] | {"status": "skipped", "reason": "library missing"}
+    assert validate_bundle(tmp_path / "b") == []
+
+
+def test_unavailable_raised_in_prepare_is_a_skip(tmp_path):
+    impl = Implementation("good", always, _raise(Unavailable("needs sm_90")))
+    runner, _ = _runner(tmp_path)
+    runner.run_phase(Phase("main", WorkloadDef("fake", FAKE.expand, {"good": impl}), [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["status"] == "skipped" and runner.rows[0]["reason"] == "needs sm_90"
+
+
+def test_mamf_phase_sets_achievable_for_later_rows(tmp_path):
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("mamf", FAKE, [FakeCase(1), FakeCase(8)], ["good"]))
+    best = max(r["tflops"] for r in runner.rows)
+    assert runner.achievable["tflops"] == best
+    runner.run_phase(Phase("main", FAKE, [FakeCase(2)], ["good"]))
+    last = runner.rows[-1]
+    assert last["mfu_vs_achievable"] == pytest.approx(last["tflops"] / best)
+    assert writer.manifest["achievable"]["tflops"] == best
+
+
+def test_achievable_from_config(tmp_path):
+    runner, _ = _runner(tmp_path, achievable_tflops=2.0)
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["mfu_vs_achievable"] == pytest.approx(runner.rows[0]["tflops"] / 2.0)
+
+
+def test_a_backend_whose_timing_means_nothing_is_checked_but_never_called_for_timing(tmp_path):
+    def never(*args):
+        raise AssertionError("an untimed backend's callable must not run")
+
+    def prepare(case, ctx):
+        return Prepared(never, lambda rows: np.full(4, 1.0), "host", timing_valid=False,
+                        timing_note="Triton interpreter")
+
+    runner, _ = _runner(tmp_path)
+    runner.run_phase(Phase("main", WorkloadDef("fake", FAKE.expand, {"good": Implementation("good", always, prepare)}),
+                           [FakeCase(1)], ["good"]))
+    row = runner.rows[0]
+    assert row["status"] == "ok" and row["correctness"]["ok"] and row["time_s"] is None
+    assert row["tflops"] is None and row["mfu"] is None and "timing not valid" in row["mfu_reason"]
+    assert row["timer"]["stop"] == "checked, not timed: Triton interpreter"

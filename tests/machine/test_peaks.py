@@ -1,0 +1,114 @@
+"""Peak lookup: the tricky names, partitions, unknown devices, overrides and the CPU estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.machine.peaks import cpu_peak, load_table, lookup, match_device
+from harness.machine.platform import DeviceInfo
+from tests.conftest import gpu_device
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@pytest.mark.parametrize(("name", "sms", "expected"), [
+    ("NVIDIA H100 80GB HBM3", 132, "nvidia-h100-sxm"),
+    ("NVIDIA H100 PCIe", 114, "nvidia-h100-pcie"),
+    ("NVIDIA H100 NVL", 132, "nvidia-h100-nvl"),
+    ("NVIDIA H200", 132, "nvidia-h200-sxm"),
+    ("NVIDIA H20", None, "nvidia-h20"),
+    ("NVIDIA L40S", 142, "nvidia-l40s"),
+    ("NVIDIA B200", None, "nvidia-b200"),
+    ("NVIDIA GB200", None, "nvidia-gb200"),
+    ("NVIDIA A100-SXM4-80GB", 108, "nvidia-a100-sxm4-80gb"),
+    ("NVIDIA A100 80GB PCIe", 108, "nvidia-a100-pcie-80gb"),
+    ("AMD Instinct MI300X", 304, "amd-mi300x"),
+    ("AMD Instinct MI300X VF", 304, "amd-mi300x"),
+    ("AMD Instinct MI325X", 304, "amd-mi325x"),
+    ("AMD Instinct MI355X", 256, "amd-mi355x"),
+    ("AMD Instinct MI250X/MI250", 110, "amd-mi250x-gcd"),
+    ("AMD Instinct MI250X/MI250", 104, "amd-mi250-gcd"),
+])
+def test_names_match_most_specific_entry(name, sms, expected):
+    entry, why = match_device(gpu_device(name, sms))
+    assert entry is not None, why
+    assert entry["id"] == expected
+
+
+@pytest.mark.parametrize("kind", ["TPU v4", "TPU v5 lite", "TPU v5", "TPU v6 lite", "TPU7x"])
+def test_tpu_device_kinds(kind):
+    device = DeviceInfo(kind="tpu", name=kind, vendor="google", jax_device_kind=kind)
+    expected = {"TPU v4": "google-tpu-v4", "TPU v5 lite": "google-tpu-v5e", "TPU v5": "google-tpu-v5p",
+                "TPU v6 lite": "google-tpu-v6e", "TPU7x": "google-tpu7x"}[kind]
+    assert match_device(device)[0]["id"] == expected
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H200 NVL", "NVIDIA L4", "NVIDIA GH200 480GB", "NVIDIA B300 SXM6 AC",
+                                  "NVIDIA A100-SXM4-40GB", "TPU v4 lite", "Some New Accelerator"])
+def test_devices_not_in_the_table_get_no_peak(name):
+    peak = lookup(gpu_device(name), "bf16")
+    assert peak.tflops is None
+    assert "not in xmfu's peak table" in peak.note and "peak_tflops=" in peak.note
+
+
+def test_dense_figures_not_sparse():
+    assert lookup(gpu_device("NVIDIA H100 80GB HBM3", 132), "bf16").tflops == 989
+    assert lookup(gpu_device("NVIDIA H100 80GB HBM3", 132), "fp8").tflops == 1979
+
+
+def test_mig_slice_scales_by_visible_sms():
+    peak = lookup(gpu_device("NVIDIA H100 80GB HBM3", 66), "bf16")
+    assert peak.tflops == pytest.approx(989 / 2)
+    assert "66/132" in peak.note
+
+
+def test_more_sms_than_the_part_withholds_the_peak():
+    peak = lookup(gpu_device("NVIDIA H100 PCIe", 132), "bf16")
+    assert peak.tflops is None and "114" in peak.note
+
+
+def test_dtype_without_arithmetic_is_null_with_reason():
+    peak = lookup(gpu_device("NVIDIA A100-SXM4-80GB", 108), "fp8")
+    assert peak.tflops is None and "fp8" in peak.note
+
+
+def test_rocm_blank_name_falls_back_to_arch_cus_and_memory():
+    mi300x = gpu_device("", 304, memory_gb=206, kind="rocm", vendor="amd", arch="gfx942:sramecc+:xnack-")
+    mi325x = gpu_device("", 304, memory_gb=274, kind="rocm", vendor="amd", arch="gfx942:sramecc+:xnack-")
+    assert match_device(mi300x)[0]["id"] == "amd-mi300x"
+    assert match_device(mi325x)[0]["id"] == "amd-mi325x"
+
+
+def test_override_wins_and_names_itself():
+    peak = lookup(gpu_device("Some New Accelerator"), "bf16", override=123.0)
+    assert peak.tflops == 123.0 and "override" in peak.source
+
+
+def test_every_entry_has_a_source_and_all_dtypes():
+    for entry in load_table()["devices"]:
+        assert entry["source"], entry["id"]
+        assert set(entry["tflops"]) == set(DTYPES), entry["id"]
+        assert entry["names"], entry["id"]
+
+
+def _cpu(flags, cores=2, clock=2.5):
+    return DeviceInfo(kind="cpu", name="cpu", vendor="x", multiprocessors=cores,
+                      cpu={"flags": flags, "physical_cores": cores, "clock_ghz": clock, "clock_source": "test"})
+
+
+def test_cpu_peak_from_cores_clock_and_isa():
+    assert cpu_peak(_cpu(["avx2", "fma"]), "fp32").tflops == pytest.approx(2 * 2.5e9 * 32 / 1e12)
+    assert cpu_peak(_cpu(["avx512f", "avx2", "fma"]), "fp32").tflops == pytest.approx(2 * 2.5e9 * 64 / 1e12)
+    assert cpu_peak(_cpu(["avx512f", "avx512_bf16"]), "bf16").tflops == pytest.approx(2 * 2.5e9 * 128 / 1e12)
+    assert cpu_peak(_cpu(["avx512f", "avx512_bf16", "amx_bf16"]), "bf16").tflops == pytest.approx(
+        2 * 2.5e9 * 1024 / 1e12)
+    peak = cpu_peak(_cpu(["avx2", "fma"]), "bf16")  # no bf16 instructions: the fp32 rate, said so
+    assert peak.tflops == pytest.approx(2 * 2.5e9 * 32 / 1e12) and "no native bf16" in peak.note
+    assert "2.500 GHz" in peak.note
+
+
+def test_cpu_peak_has_no_tf32_or_fp8_and_honours_clock_override():
+    assert cpu_peak(_cpu(["avx2", "fma"]), "tf32").tflops is None
+    assert cpu_peak(_cpu(["avx2", "fma"]), "fp8").tflops is None
+    assert cpu_peak(_cpu(["avx2", "fma"]), "fp32", clock_ghz=3.0).tflops == pytest.approx(2 * 3e9 * 32 / 1e12)
+    assert cpu_peak(_cpu(["avx2", "fma"], clock=None), "fp32").tflops is None

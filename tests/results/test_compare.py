@@ -1,0 +1,114 @@
+"""Comparison statistics with known answers, refusal of incomparable bundles, the environment diff, cost,
+and the Python API example."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.results.compare import compare, environment_diff, render
+from harness.results.cost import break_even, cost_figures, parse_prices
+from harness.results.reader import read_bundle
+from harness.results.stats import independent_speedup
+from harness.results.writer import BundleWriter
+
+KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
+              "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
+
+
+def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="now"):
+    rng = np.random.default_rng(len(name))
+    samples = list(median * (1 + 0.01 * rng.standard_normal(40)))
+    writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
+                                            "argv": [], "overrides": [], "comparability_key": key},
+                          "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
+    row = {"run_id": name, "case_id": "c", "workload": "matmul", "backend": "torch", "platform": "cuda",
+           "device": "GPU", "dtype": "bf16", "params": {}, "status": "ok", "reason": None, "flops": 1e12,
+           "flop_convention": "x", "bytes": 0, "time_s": {"median": float(np.median(samples))},
+           "tflops": 1e12 / float(np.median(samples)) / 1e12, "peak_tflops": 1000, "peak_source": "s",
+           "mfu": 0.5, "mfu_vs_achievable": None, "timing_valid": True, "comparability_key": key,
+           "comparability": fields, "throughput": {"tokens_per_s": 1e6 / median}}
+    writer.append(row, {"case_id": "c", "backend": "torch", "samples": samples})
+    writer.finalize("complete")
+    return read_bundle(tmp_path / name)
+
+
+def test_independent_speedup_known_answers():
+    rng = np.random.default_rng(0)
+    base = 1.0 + 0.01 * rng.standard_normal(200)
+    assert independent_speedup("a", base, base / 1.5).verdict == "faster"
+    s = independent_speedup("a", base, base / 1.5)
+    assert s.value == pytest.approx(1.5, rel=1e-3) and s.ci95_low < 1.5 < s.ci95_high
+    assert independent_speedup("a", base, base * 1.2).verdict == "slower"
+    assert independent_speedup("a", base, 1.0 + 0.01 * rng.standard_normal(200)).verdict == "equivalent"
+    assert independent_speedup("a", base[:5], (1.0 + 0.2 * rng.standard_normal(5))).verdict == "inconclusive"
+
+
+def test_compare_matching_rows(tmp_path):
+    a, b = _bundle(tmp_path, "a", 2.0), _bundle(tmp_path, "b", 1.0)
+    result = compare([a, b], [{}, {}])
+    (row,) = result.rows
+    assert row["speedup"] == pytest.approx(2.0, rel=0.02) and row["verdict"] == "faster"
+    assert "speedup" in render(result, "table") and render(result, "csv").startswith("case_id,")
+    assert json.loads(render(result, "json"))["rows"][0]["verdict"] == "faster"
+    assert render(result, "markdown").startswith("| case_id")
+
+
+def test_incomparable_rows_are_refused_with_the_fields_that_differ(tmp_path):
+    other = {**KEY_FIELDS, "dtype": "fp16", "protocol": {**KEY_FIELDS["protocol"], "cold_cache": True}}
+    a, b = _bundle(tmp_path, "a", 1.0), _bundle(tmp_path, "b", 1.0, key="k2", fields=other)
+    result = compare([a, b], [{}, {}])
+    assert not result.rows and result.refused
+    assert result.refused[0]["differs"] == ["dtype: 'bf16' vs 'fp16'", "protocol.cold_cache: False vs True"]
+    allowed = compare([a, b], [{}, {}], allow_incomparable=True)
+    assert allowed.rows[0]["incomparable"] and "INCOMPARABLE" in render(allowed, "table")
+
+
+def test_environment_diff_names_what_changed():
+    envs = {"a": {"driver": "570", "packages": {"torch": "2.13.0", "jax": None}, "env": {"NCCL_ALGO": "Ring"},
+                  "telemetry": {"power_limit_w": 700}},
+            "b": {"driver": "575", "packages": {"torch": "2.13.0", "jax": "0.10.2"}, "env": {},
+                  "telemetry": {"power_limit_w": 700}}}
+    diff = {d["field"]: d for d in environment_diff(envs)}
+    assert set(diff) == {"driver", "package jax", "env NCCL_ALGO"}
+    assert diff["driver"]["a"] == "570" and diff["env NCCL_ALGO"]["b"] is None
+
+
+def test_cost_per_token_and_break_even():
+    row = {"tflops": 400.0, "throughput": {"tokens_per_s": 10_000.0}}
+    c = cost_figures(row, 3.6)
+    assert c["usd_per_million_tokens"] == pytest.approx(3.6 / 36_000_000 * 1e6)
+    assert c["usd_per_realized_pflop_hour"] == pytest.approx(9.0)
+    # 20% cheaper, 40% less throughput: 0.8 / 0.6 = 1.33x the cost per unit of work
+    assert break_even(0.6, 0.8) == {"break_even_price_ratio": 0.6, "price_ratio": 0.8,
+                                    "cost_per_work_ratio": pytest.approx(0.8 / 0.6)}
+    assert parse_prices(["NVIDIA H100 80GB HBM3=2.5"]) == {"NVIDIA H100 80GB HBM3": 2.5}
+    with pytest.raises(ValueError):
+        parse_prices(["no-price"])
+
+
+def test_prices_file(tmp_path):
+    from harness.results.cost import load_prices
+
+    (tmp_path / "p.yaml").write_text("NVIDIA H100 80GB HBM3: 2.49\nAMD Instinct MI300X: 1.99\n")
+    assert load_prices(str(tmp_path / "p.yaml")) == {"NVIDIA H100 80GB HBM3": 2.49, "AMD Instinct MI300X": 1.99}
+    (tmp_path / "bad.yaml").write_text("GPU: free\n")
+    with pytest.raises(ValueError):
+        load_prices(str(tmp_path / "bad.yaml"))
+
+
+def test_python_api_example(tmp_path):
+    torch = pytest.importorskip("torch")
+    import xmfu
+
+    a, b = torch.rand(128, 128), torch.rand(128, 128)
+    result = xmfu.benchmark({"matmul": lambda: a @ b, "einsum": lambda: torch.einsum("ik,kj->ij", a, b),
+                             "transposed": lambda: a @ b.T},
+                            reference=lambda: a.double() @ b.double(), flops=2 * 128**3, baseline="matmul",
+                            tolerance=1e-5, results_dir=str(tmp_path), timing={"max_time_s": 1.0})
+    rows = {r["backend"]: r for r in result.rows}
+    assert rows["matmul"]["status"] == "ok" and rows["einsum"]["speedup"]["verdict"]
+    assert rows["transposed"]["status"] == "incorrect"  # a wrong kernel is never timed
+    assert rows["matmul"]["tflops"] > 0 and result.bundle.startswith(str(tmp_path))

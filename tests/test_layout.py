@@ -1,0 +1,131 @@
+"""The architecture, enforced: imports point one way and nothing imports in a circle.
+
+front door (harness/*.py) -> workloads -> engine -> results / machine; results never imports the engine or a
+workload; machine imports neither the engine nor results; kernels import nothing of ours. Every import is
+counted, including the lazy ones inside functions (an `import` in a function body is still a dependency).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("harness", "workloads", "kernels", "xmfu")
+FRONT_DOOR = "front door"
+# layer -> the layers it may import (besides itself)
+ALLOWED = {
+    FRONT_DOOR: {"workloads", "engine", "results", "machine", "kernels"},
+    "workloads": {"engine", "results", "machine", "kernels"},
+    "engine": {"results", "machine"},
+    "results": {"machine"},
+    "machine": set(),
+    "kernels": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "harness":
+        if len(parts) > 1 and parts[1] in ("engine", "results", "machine"):
+            return parts[1]
+        return FRONT_DOOR  # harness/__init__, cli, hydra_app, config, api, run
+    if parts[0] == "xmfu":
+        return FRONT_DOOR
+    return parts[0]
+
+
+def sources() -> dict[str, Path]:
+    files = [p for pkg in ("harness", "workloads", "kernels") for p in (ROOT / pkg).rglob("*.py")]
+    return {module_name(p): p for p in [*files, ROOT / "xmfu.py"]}
+
+
+def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
+    """Our modules that `path` imports, resolved to the longest known module name."""
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [f"{base}.{a.name}" for a in node.names] + [base]
+        for name in names:
+            if name.split(".")[0] not in OURS:
+                continue
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = sources()
+    known = set(mods)
+    return {m: imports_of(p, m, known) for m, p in mods.items()}
+
+
+def test_every_module_sits_in_a_known_layer():
+    assert {layer(m) for m in graph()} <= set(ALLOWED)
+
+
+def test_imports_point_one_way():
+    wrong = []
+    for module, deps in graph().items():
+        for dep in deps:
+            src, dst = layer(module), layer(dep)
+            if src != dst and dst not in ALLOWED[src] and not _package_init(module, dep):
+                wrong.append(f"{module} ({src}) imports {dep} ({dst})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def _package_init(module: str, dep: str) -> bool:
+    """`harness/__init__` only holds the version; a submodule importing it imports no layer."""
+    return dep == "harness"
+
+
+def test_no_import_circle():
+    g = graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(g[node]):
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep):], dep] if dep in path else [node, dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for node in sorted(g):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", ["harness.engine", "harness.machine", "harness.results"])
+def test_each_package_says_what_it_is_for_and_what_it_may_import(package):
+    doc = ast.get_docstring(ast.parse(sources()[package].read_text()))
+    assert doc and "import" in doc.lower()
+
+
+def test_the_checker_sees_lazy_imports_and_circles(tmp_path):
+    """The walk must count an import inside a function body, or the rule above could not fail."""
+    fake = tmp_path / "mod.py"
+    fake.write_text("def f():\n    from harness.engine import runner\n")
+    assert imports_of(fake, "harness.machine.mod", {"harness.engine.runner"}) == {"harness.engine.runner"}

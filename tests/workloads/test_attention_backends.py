@@ -1,0 +1,107 @@
+"""Every attention backend on the CPU against one fp64 reference, on identical inputs.
+
+Passing the same reference proves the semantics match across frameworks: causal alignment when
+seq_q != seq_kv, the softmax scale, and the GQA grouping (query head h reads kv head h // group).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.engine.case import Unavailable
+from workloads.attention import jax as jax_backend
+from workloads.attention import torch_eager, torch_sdpa
+from workloads.attention import triton as triton_backend
+from workloads.attention.spec import AttentionCase
+
+BACKENDS = {
+    "torch_eager": (torch_eager.available, torch_eager.prepare),
+    "torch_sdpa": (torch_sdpa.available, torch_sdpa.make_prepare("auto")),
+    "torch_sdpa_flash": (torch_sdpa.available, torch_sdpa.make_prepare("flash")),
+    "torch_sdpa_math": (torch_sdpa.available, torch_sdpa.make_prepare("math")),
+    "triton": (triton_backend.available, triton_backend.prepare),
+    "jax": (jax_backend.make_available("xla"), jax_backend.make_prepare("xla")),
+}
+SHAPES = [  # (heads, kv_heads, seq_q, seq_kv, head_dim, causal, alignment): none a multiple of the tiles
+    (4, 2, 19, 37, 64, True, "top_left"),  # GQA, more keys than queries
+    (2, 2, 33, 21, 128, True, "top_left"),  # more queries than keys
+    (4, 1, 23, 41, 64, True, "bottom_right"),  # MQA, FlashAttention's alignment
+    (2, 2, 17, 17, 128, False, "top_left"),
+]
+
+
+def _case(shape, dtype="fp32", mode="fwd_bwd", scale=None):
+    heads, kv, sq, skv, d, causal, alignment = shape
+    return AttentionCase(1, heads, kv, sq, skv, d, causal, alignment, scale or d**-0.5, dtype, mode)
+
+
+def _check(backend, case, ctx):
+    available, prepare = BACKENDS[backend]
+    ok, why = available(case, ctx)
+    assert ok, why
+    prepared = prepare(case, ctx)
+    prepared.fn()
+    return case.check(prepared.result(case.check_rows())), prepared
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"h{s[0]}kv{s[1]}-q{s[2]}-k{s[3]}-d{s[4]}-{s[6]}{s[5]}")
+def test_outputs_and_gradients_match_the_reference(backend, shape, cpu_ctx):
+    check, _ = _check(backend, _case(shape), cpu_ctx)
+    assert check.ok, check
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_low_precision(backend, dtype, cpu_ctx):
+    if backend == "jax" and dtype == "fp16":  # XLA's CPU backend has no fp16 dot with fp32 accumulation
+        with pytest.raises(Unavailable, match="XLA cannot compile"):
+            _check(backend, _case(SHAPES[0], dtype=dtype), cpu_ctx)
+        return
+    check, _ = _check(backend, _case(SHAPES[0], dtype=dtype), cpu_ctx)
+    assert check.ok, check
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("mode", ["fwd", "bwd"])
+def test_modes_and_a_non_default_scale(backend, mode, cpu_ctx):
+    check, _ = _check(backend, _case(SHAPES[2], mode=mode, scale=0.3), cpu_ctx)
+    assert check.ok, check
+
+
+def test_the_check_can_fail_on_the_wrong_alignment(cpu_ctx):
+    right = _case(SHAPES[0])
+    wrong = AttentionCase(**{**right.__dict__, "alignment": "bottom_right"})
+    _, prepared = _check("torch_eager", wrong, cpu_ctx)
+    assert not right.check(prepared.result(None)).ok
+
+
+def test_unavailable_sdpa_sub_backend_is_skipped_with_reason(cpu_ctx):
+    with pytest.raises(Unavailable, match="efficient"):
+        torch_sdpa.make_prepare("efficient")(_case(SHAPES[0]), cpu_ctx)
+    ok, why = jax_backend.make_available("cudnn")(_case(SHAPES[0], dtype="bf16"), cpu_ctx)
+    assert not ok and "NVIDIA" in why
+
+
+def test_sdpa_records_the_kernel_it_used(cpu_ctx):
+    _, prepared = _check("torch_sdpa", _case(SHAPES[3], mode="fwd"), cpu_ctx)
+    assert prepared.notes["sdpa_backend_used"] in ("flash", "math")
+    assert prepared.notes["sdpa_backend_requested"] == "auto"
+
+
+def test_jax_layout_conversion_is_explicit_and_exact():
+    x = np.arange(2 * 3 * 5 * 4).reshape(2, 3, 5, 4)  # (B, H, S, D)
+    y = jax_backend.to_jax_layout(x)
+    assert y.shape == (2, 5, 3, 4) and y[1, 4, 2, 3] == x[1, 2, 4, 3]
+    np.testing.assert_array_equal(jax_backend.from_jax_layout(y), x)
+
+
+def test_jax_records_xla_cost_beside_the_analytic_count(cpu_ctx):
+    _, prepared = _check("jax", _case(SHAPES[3], mode="fwd"), cpu_ctx)
+    assert "xla_cost_flops" in prepared.notes and prepared.notes["compile_s"] > 0
+
+
+def test_triton_rejects_unsupported_head_dims(cpu_ctx):
+    ok, why = triton_backend.available(_case((2, 2, 8, 8, 80, False, "top_left")), cpu_ctx)
+    assert not ok and "80" in why

@@ -1,0 +1,84 @@
+"""Each matmul backend on the CPU: prepared, run once, and checked against the fp64 reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from workloads.matmul import jax as jax_backend
+from workloads.matmul import torch as torch_backend
+from workloads.matmul import triton as triton_backend
+from workloads.matmul.spec import MatmulCase
+
+BACKENDS = {"torch": torch_backend, "jax": jax_backend, "triton": triton_backend}
+
+
+def _run(module, case, ctx):
+    ok, why = module.available(case, ctx)
+    assert ok, why
+    prepared = module.prepare(case, ctx)
+    prepared.fn()
+    return case.check(prepared.result(case.check_rows())), prepared
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax", "triton"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_backend_matches_reference(backend, dtype, cpu_ctx):
+    # 67x45x33: not a multiple of any tile size, so Triton's edge masking and wrap-around are exercised.
+    check, _ = _run(BACKENDS[backend], MatmulCase(67, 45, 33, dtype), cpu_ctx)
+    assert check.ok, check
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax", "triton"])
+def test_transposed_operands(backend, cpu_ctx):
+    check, _ = _run(BACKENDS[backend], MatmulCase(40, 70, 50, "bf16", transpose_a=True, transpose_b=True), cpu_ctx)
+    assert check.ok, check
+
+
+def test_triton_interpreter_rows_are_not_valid_timings(cpu_ctx):
+    _, prepared = _run(triton_backend, MatmulCase(33, 33, 33, "fp32"), cpu_ctx)
+    assert prepared.timing_valid is False and "interpreter" in prepared.timing_note
+    assert prepared.notes["input_precision"] == "ieee"
+    assert prepared.notes["autotune_config"]
+
+
+def test_fp32_precision_is_pinned_and_recorded(cpu_ctx):
+    _, prepared = _run(torch_backend, MatmulCase(16, 16, 16, "fp32"), cpu_ctx)
+    assert prepared.notes["fp32_matmul_precision"] == "highest"
+    _, prepared = _run(jax_backend, MatmulCase(16, 16, 16, "fp32"), cpu_ctx)
+    assert "HIGHEST" in prepared.notes["precision"] and prepared.notes["compile_s"] > 0
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax", "triton"])
+@pytest.mark.parametrize("dtype", ["tf32", "fp8"])
+def test_unsupported_dtypes_on_cpu_are_skipped_with_a_reason(backend, dtype, cpu_ctx):
+    ok, why = BACKENDS[backend].available(MatmulCase(16, 16, 16, dtype), cpu_ctx)
+    assert not ok and why
+
+
+def test_cold_cache_rotates_copies(cpu_ctx):
+    from dataclasses import replace
+
+    from harness.engine.context import RunContext
+    from harness.engine.settings import TimingConfig
+
+    cold = RunContext(replace(cpu_ctx.config, timing=TimingConfig(cold_cache=True)), cpu_ctx.platform)
+    case = MatmulCase(256, 256, 256, "fp32")
+    _, prepared = _run(torch_backend, case, cold)
+    assert prepared.notes["input_copies"] == cold.input_copies(case.input_bytes()) > 1
+
+
+def test_jax_refuses_to_time_the_host_for_a_gpu_run():
+    from harness.machine.frameworks import jax_backend_matches
+
+    ok, why = jax_backend_matches("cuda")  # this machine's jaxlib is the CPU build
+    assert not ok and "jax[cuda12]" in why
+
+
+def test_triton_configs_are_vendor_specific():
+    from kernels import matmul as kernel
+
+    amd = [c.kwargs for c in kernel._amd_configs()]
+    nvidia = [c.kwargs for c in kernel._nvidia_configs()]
+    assert all("waves_per_eu" in k for k in amd) and any("matrix_instr_nonkdim" in k for k in amd)
+    assert not any("waves_per_eu" in k or "matrix_instr_nonkdim" in k for k in nvidia)
+    assert kernel.interpreting() and len(kernel.autotune_configs()) == 1  # one small tile in the interpreter
