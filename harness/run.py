@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -101,8 +103,27 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
     print(f"bundle: {writer.folder}", flush=True)
 
 
+@contextmanager
+def restored_environment() -> Iterator[None]:
+    """Process-wide variables a run sets (JAX_PLATFORMS, XLA_PYTHON_CLIENT_PREALLOCATE, TRITON_INTERPRET...)
+    are put back afterwards, so the next job of a Hydra multirun records its own environment, not ours."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)
+
+
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
+    with restored_environment():
+        return _execute(cfg, registry, config_yaml, argv, overrides)
+
+
+def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
+             overrides: Sequence[str]) -> Outcome:
     phases = plan_phases(cfg, registry)
     plat = detect(cfg.device)
     if plat.kind == "cpu":

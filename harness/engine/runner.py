@@ -286,13 +286,14 @@ class CaseRunner:
         peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
         row.update(tput)
         row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
-        row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
             row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
                                                flops)
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
+        # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
+        row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
         if flops == 0:
             row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
         if a.check and a.check["metric"].startswith("#wrong"):

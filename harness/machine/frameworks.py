@@ -146,11 +146,20 @@ def use_triton_interpreter() -> bool:
     says then; a kernel interpreted later would call them compiled and fail.
     """
     if os.environ.get("TRITON_INTERPRET") == "1":
+        _TRITON_MODE["interpreted_at_import"] = "triton" not in sys.modules or _TRITON_MODE["interpreted_at_import"]
         return True
     if "triton" in sys.modules:
+        # A previous job of this process imported triton interpreted, and its environment was restored since.
+        if _TRITON_MODE["interpreted_at_import"]:
+            os.environ["TRITON_INTERPRET"] = "1"
+            return True
         return False
     os.environ["TRITON_INTERPRET"] = "1"
+    _TRITON_MODE["interpreted_at_import"] = True
     return True
+
+
+_TRITON_MODE: dict[str, bool] = {"interpreted_at_import": False}  # set once triton has been imported interpreted
 
 
 def triton_unavailable(platform_kind: str) -> str | None:

@@ -1,0 +1,54 @@
+"""One `xmfu run` from start to end, in-process: what a run leaves behind for the next job of a sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from harness.config import parse_run_config
+from harness.engine.registry import Implementation, Registry, WorkloadDef
+from harness.machine import frameworks
+from harness.run import execute
+from tests.conftest import QUICK_TIMING
+from tests.engine.test_runner import FakeCase, _prepared, always
+
+
+def _registry() -> Registry:
+    def prepare(case, ctx):
+        frameworks.share_device_memory()  # sets XLA_PYTHON_CLIENT_PREALLOCATE, as the JAX backends do
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        return _prepared(1.0)
+
+    registry = Registry()
+    registry.add(WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1)],
+                             {"good": Implementation("good", always, prepare)}))
+    return registry
+
+
+def _run(tmp_path, registry, run_id):
+    data = {"workload": {"name": "fake"}, "backends": ["good"], "dtype": "fp32", "timing": dict(QUICK_TIMING),
+            "mamf": {}, "results_dir": str(tmp_path), "run_id": run_id, "device": "cpu"}
+    cfg = parse_run_config(data, registry.backends_by_workload())
+    return execute(cfg, registry, "", ["test"], [])
+
+
+def test_variables_a_job_sets_do_not_leak_into_the_next_jobs_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    registry = _registry()
+    first = _run(tmp_path, registry, "first")
+    assert first.exit_code == 0
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ and "JAX_PLATFORMS" not in os.environ
+    second = _run(tmp_path, registry, "second")
+    env = json.loads((second.bundle / "environment.json").read_text())["env"]
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in env and "JAX_PLATFORMS" not in env
+
+
+def test_triton_stays_interpreted_after_the_environment_was_restored(monkeypatch):
+    """triton is imported (interpreted) by this test session; a restored environment must not make the next
+    CPU job believe it was imported compiled."""
+    import triton  # noqa: F401  (conftest set TRITON_INTERPRET=1 before anything imported it)
+
+    assert frameworks.use_triton_interpreter()
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert frameworks.use_triton_interpreter() and os.environ["TRITON_INTERPRET"] == "1"
