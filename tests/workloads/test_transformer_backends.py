@@ -61,3 +61,16 @@ def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
     remat = _prepared(name, TrainCase(TINY, "fp32", activation_checkpointing=True), cpu_ctx).result(None)
     assert remat["loss"] == pytest.approx(plain["loss"], rel=1e-6)
     assert remat["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-5)
+
+
+def test_torch_compile_times_a_static_graph_compiled_before_timing(cpu_ctx):
+    """The correctness pass runs a smaller shape: the timed step must not become a dynamic-shape recompile."""
+    from torch._dynamo.utils import counters
+
+    prepared = _prepared("torch_compile", TrainCase(TINY, "fp32"), cpu_ctx)
+    assert prepared.notes["compile_dynamic"] is False and prepared.notes["compiles"] == 2
+    before = counters["stats"]["unique_graphs"]
+    prepared.fn()
+    prepared.fn()
+    assert counters["stats"]["unique_graphs"] == before  # nothing compiled while it would be timed
+    assert not [k for k in counters["aten_mm_info"] if "_s" in k]  # no symbolic (dynamic) matmul sizes

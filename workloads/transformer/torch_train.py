@@ -24,6 +24,13 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def _compiled_graphs() -> int:
+    """Graphs torch.compile (Dynamo) has captured in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
                   customize: Callable[[Transformer], dict[str, Any]] | None = None, notes: dict[str, Any],
                   timing_valid: bool = True, timing_note: str = "") -> Prepared:
@@ -37,7 +44,11 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     if customize:
         notes = {**notes, **customize(model)}
     model.to(device)
-    runner = torch.compile(model) if compile_model else model
+    # dynamic=False: the correctness pass runs a smaller shape than the timed step; without it torch.compile's
+    # automatic dynamic shapes would make the timed step a dynamic-shape recompile (slower, and not what a
+    # training job with a fixed batch runs).
+    runner = torch.compile(model, dynamic=False) if compile_model else model
+    graphs_before = _compiled_graphs()
     tokens, targets = (torch.from_numpy(a).to(device) for a in case.batch_tokens())
     device_type = "cuda" if device.startswith("cuda") else "cpu"
 
@@ -71,6 +82,8 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     def peak_memory() -> int | None:
         return torch.cuda.max_memory_allocated(device) if device_type == "cuda" else None
 
+    if compile_model:  # one graph for the correctness shape, one for the timed shape; more means recompiles
+        notes = {**notes, "compiles": _compiled_graphs() - graphs_before, "compile_dynamic": False}
     notes = {**notes, "first_step_s": first_step_s, "compile_s": first_step_s if compile_model else None,
              "mixed_precision": "bf16 autocast, fp32 master weights" if case.dtype == "bf16" else "fp32",
              "optimizer": f"torch.optim.AdamW {ADAMW}"}
