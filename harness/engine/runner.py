@@ -23,7 +23,8 @@ from harness.engine.metrics import throughput, utilization
 from harness.engine.registry import WorkloadDef
 from harness.engine.sampler import sample_fixed, sample_interleaved, stop_reason
 from harness.engine.steady import steady_state
-from harness.engine.timing import Series, timer_for
+from harness.engine.timers import flush_buffer, timer_for
+from harness.engine.timing import Series
 from harness.machine.frameworks import release_cached_memory
 from harness.machine.peaks import lookup
 from harness.machine.telemetry import Reading, Sampler
@@ -91,7 +92,7 @@ def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backe
     return attempt
 
 
-def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
+def _time(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], Any] | None) -> bool:
     """Time every attempt whose timing can mean something; the others (Triton's interpreter on a CPU) were
     checked and are recorded as not timed. Fixed plans (multi-process collectives) run as planned, the same
     on every rank. Returns True when the adaptive series ran out of time."""
@@ -100,7 +101,8 @@ def _time(attempts: list[Attempt], ctx: RunContext) -> bool:
         p = a.prepared
         assert p is not None
         if p.timing_valid:
-            a.series = Series(a.backend, p.fn, timer_for(p.framework, ctx.platform.kind))
+            timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush)
+            a.series = Series(a.backend, p.fn, timer)
             a.series.fixed = p.fixed
     adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
     timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
@@ -133,6 +135,15 @@ def _rank_fields(a: Attempt) -> dict[str, Any]:
     medians = [float(np.median(r)) for r in a.rank_samples]
     return {"ranks": len(medians), "rank_combine": a.prepared.rank_combine, "per_rank_median_s": medians,
             "rank_skew": max(medians) / float(np.median(medians))}
+
+
+def _launch_fields(s: Series, device_median: float) -> dict[str, Any]:
+    """The host's time to issue one call against the measured time per call. When the host needs 90% or
+    more of it, the device was (nearly) waiting for the host: the figure is launch overhead, not kernels."""
+    if not s.host_samples:
+        return {"host_launch_s": None, "launch_bound": None}
+    host = float(np.median(s.host_samples))
+    return {"host_launch_s": host, "launch_bound": bool(host >= 0.9 * device_median)}
 
 
 def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
@@ -173,6 +184,8 @@ class CaseRunner:
         if ctx.config.achievable_tflops:
             self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
         self.rows: list[dict[str, Any]] = []
+        self._flush_fn: Callable[[], Any] | None = None
+        self.flush_bytes: int | None = None
 
     def run_phase(self, phase: Phase) -> None:
         for case in phase.cases:
@@ -190,7 +203,7 @@ class CaseRunner:
             ready = [a for a in attempts if a.status == "ok"]
             recorder = self._recorder() if ready else None
             try:
-                timed_out = _time(ready, self.ctx) if ready else False
+                timed_out = _time(ready, self.ctx, self._flush()) if ready else False
             finally:
                 self.readings = recorder.stop() if recorder else []
             _gather_ranks(ready)
@@ -209,6 +222,16 @@ class CaseRunner:
             self.writer.append(row, samples)
             self.rows.append(row)
             self.progress(row)
+
+    def _flush(self) -> Callable[[], Any] | None:
+        """The last-level-cache flush of `timing.flush_l2`, allocated once per run."""
+        if not self.ctx.config.timing.flush_l2:
+            return None
+        if self._flush_fn is None:
+            on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
+            self._flush_fn, self.flush_bytes = flush_buffer(self.ctx.device.cache_bytes,
+                                                            self.ctx.torch_device if on_gpu else None)
+        return self._flush_fn
 
     def _recorder(self) -> Recorder | None:
         cfg = self.ctx.config.telemetry
@@ -277,7 +300,8 @@ class CaseRunner:
         if a.status == "ok" and s and s.samples:
             summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
             row["time_s"] = summary.as_dict()
-            row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out)}
+            row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
+                            **_launch_fields(s, summary.median), **self._method_fields(p)}
             if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
                 tput = throughput(flops, case.bytes_moved(), summary)
         elif a.status == "ok" and not timing_valid:
@@ -303,6 +327,17 @@ class CaseRunner:
                    "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
                    "samples": s.samples if s else [], "rounds": s.rounds if s else []}
         return row, samples
+
+    def _method_fields(self, p: Prepared) -> dict[str, Any]:
+        """Which of the optional timing methods applied to this backend, and why not where asked for."""
+        t, torch_gpu = self.ctx.config.timing, p.framework == "torch" and self.ctx.platform.kind in ("cuda", "rocm")
+        out: dict[str, Any] = {}
+        if t.cuda_graph:
+            out["cuda_graph"] = torch_gpu if torch_gpu else f"not applied: {p.framework} on {self.ctx.platform.kind}"
+        if t.flush_l2:
+            out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
+                "not applied: JAX runs whole compiled programs, which a flush cannot split")
+        return out
 
     def _set_achievable(self, phase: Phase) -> None:
         best = max((r for r in self.rows if r["phase"] == phase.name and r["status"] == "ok"

@@ -40,6 +40,8 @@ class TimingConfig:
     target_rel_ci: float = 0.01  # stop once the 95% CI half-width of the median is this fraction of it
     max_time_s: float = 10.0  # per case, all backends together
     cold_cache: bool = False  # rotate input copies larger than the last-level cache
+    flush_l2: bool = False  # overwrite 2x the last-level cache before every timed call (outside the timing)
+    cuda_graph: bool = False  # torch on GPUs: time replays of a CUDA/HIP graph of the calls (no launch overhead)
     bootstrap_resamples: int = 1000
     sustain_s: float = 0.0  # > 0: sample for exactly this long (no CI stop) and report the steady state
     window_s: float = 10.0  # steady-state analysis window
@@ -47,8 +49,11 @@ class TimingConfig:
 
     def protocol(self) -> dict[str, Any]:
         """The settings that change what a number means (not only how precise it is)."""
-        return {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": self.cold_cache,
-                "sustained": self.sustain_s > 0}
+        out = {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": self.cold_cache,
+               "sustained": self.sustain_s > 0}
+        # Named only when on, so the keys of runs that never used them (older bundles too) are unchanged.
+        out.update({name: True for name in ("flush_l2", "cuda_graph") if getattr(self, name)})
+        return out
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
-"""One timer interface, one implementation per framework, and the sampler that drives them.
+"""The samples of one (case, backend) as they are taken, its warm-up, and input rotation for cold caches.
 
-Workloads never time anything: they hand the engine a zero-argument callable and the engine picks the
-timer for the framework it runs on. A sample is the mean of `inner` back-to-back calls, with `inner`
-chosen so one sample lasts at least `min_sample_s` (per-call events on very short kernels measure host
-launch gaps, not the device).
+A sample is the mean of `inner` back-to-back calls, with `inner` chosen so one sample lasts at least
+`min_sample_s` (per-call events on very short kernels measure host launch gaps, not the device).
 """
 
 from __future__ import annotations
@@ -12,82 +10,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from harness.engine.settings import TimingConfig
-
-
-class Timer(Protocol):
-    name: str
-
-    def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        """Seconds per call, averaged over `inner` back-to-back calls of `fn`."""
-        ...
-
-
-class HostTimer:
-    """perf_counter around synchronous work (torch on CPU, the Triton interpreter)."""
-
-    name = "perf_counter"
-
-    def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        return (time.perf_counter() - start) / inner
-
-
-class TorchEventTimer:
-    """CUDA/HIP events recorded on the current stream (torch.cuda covers both vendors)."""
-
-    name = "torch.cuda.Event"
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-
-    def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        cuda = self._torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        cuda.synchronize()
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / inner
-
-
-class JaxTimer:
-    """perf_counter, waiting on the last output: JAX dispatch is asynchronous on every backend.
-
-    Calls on one device execute in order, so blocking on the last output waits for all of them.
-    """
-
-    name = "perf_counter+block_until_ready"
-
-    def __init__(self) -> None:
-        import jax
-
-        self._block = jax.block_until_ready
-
-    def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        self._block(fn())  # drain anything queued before the window opens
-        start = time.perf_counter()
-        out = None
-        for _ in range(inner):
-            out = fn()
-        self._block(out)
-        return (time.perf_counter() - start) / inner
-
-
-def timer_for(framework: str, platform_kind: str) -> Timer:
-    if framework == "jax":
-        return JaxTimer()
-    if framework == "torch" and platform_kind in ("cuda", "rocm"):
-        return TorchEventTimer()
-    return HostTimer()
+from harness.engine.timers import Timer
 
 
 def rotate(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
@@ -125,6 +51,7 @@ class Series:
     error: str | None = None  # set when this series failed while being measured
     fixed: Any = None  # a harness.case.FixedPlan: deterministic sampling
     intervals: list[tuple[float, float]] = field(default_factory=list)  # perf_counter span of each sample
+    host_samples: list[float] = field(default_factory=list)  # host time to issue each sample's calls, per call
 
     def take(self, round_no: int) -> None:
         """One sample, remembering when it ran (telemetry is matched to these spans)."""
@@ -132,6 +59,8 @@ class Series:
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
         self.rounds.append(round_no)
+        if self.timer.last_host_s is not None:
+            self.host_samples.append(self.timer.last_host_s)
 
 
 def warm_up(series: Series, cfg: TimingConfig) -> None:

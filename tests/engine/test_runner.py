@@ -16,7 +16,7 @@ from harness.machine.platform import Platform, cpu_device
 from harness.results.reader import read_bundle
 from harness.results.validator import validate_bundle
 from harness.results.writer import BundleWriter
-from tests.conftest import run_config
+from tests.conftest import QUICK_TIMING, run_config
 
 
 @dataclass(frozen=True)
@@ -132,3 +132,14 @@ def test_a_backend_whose_timing_means_nothing_is_checked_but_never_called_for_ti
     assert row["status"] == "ok" and row["correctness"]["ok"] and row["time_s"] is None
     assert row["tflops"] is None and row["mfu"] is None and "timing not valid" in row["mfu_reason"]
     assert row["timer"]["stop"] == "checked, not timed: Triton interpreter"
+
+
+def test_flush_and_cuda_graph_options_are_recorded_in_the_row(tmp_path):
+    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True, "cuda_graph": True})
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    timer = runner.rows[0]["timer"]
+    assert timer["name"].endswith("after a last-level-cache flush")
+    assert timer["flush_l2_bytes"] >= 64 * 2**20
+    assert timer["cuda_graph"] == "not applied: host on cpu"
+    assert timer["host_launch_s"] is None and timer["launch_bound"] is None  # a host timer has no separate launch
+    assert runner.rows[0]["comparability"]["protocol"]["flush_l2"] is True

@@ -11,6 +11,7 @@ from harness.engine.timing import Series, copies_for_cold_cache, rotate
 
 class FakeTimer:
     name = "fake"
+    last_host_s = None
 
     def __init__(self, values, log, label):
         self.values, self.log, self.label = itertools.cycle(values), log, label

@@ -1,0 +1,197 @@
+"""One timer interface, one implementation per framework and timing method.
+
+Workloads never time anything: they hand the engine a zero-argument callable and the engine picks the timer
+for the framework it runs on (`timer_for`). `measure(fn, inner)` returns seconds per call, the mean of
+`inner` back-to-back calls. Timers that can also keep the host's time to issue the calls (`last_host_s`):
+when it exceeds the device time the GPU waited for the host, and the figure is launch overhead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Timer(Protocol):
+    name: str
+    last_host_s: float | None  # host time to issue the last sample's calls, per call (None: not measured)
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        """Seconds per call, averaged over `inner` back-to-back calls of `fn`."""
+        ...
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+class HostTimer:
+    """perf_counter around synchronous work (torch on a CPU, the Triton interpreter)."""
+
+    name = "perf_counter"
+    last_host_s = None  # the host time is the measurement itself
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - start) / inner
+
+
+class TorchEventTimer:
+    """CUDA/HIP events recorded on the current stream (torch.cuda covers both vendors)."""
+
+    name = "torch.cuda.Event"
+
+    def __init__(self, torch: Any = None) -> None:
+        self._torch = torch or _torch()
+        self.last_host_s: float | None = None
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        cuda = self._torch.cuda
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        cuda.synchronize()
+        start.record()
+        issued = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        self.last_host_s = (time.perf_counter() - issued) / inner
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
+
+
+class CudaGraphTimer:
+    """`inner` calls captured once in a CUDA/HIP graph, timed as graph replays (the method of
+    triton.testing.do_bench_cudagraph): launch overhead leaves the figure, so small kernels are measured as
+    the device runs them. Capture follows torch's recipe (torch.cuda.graphs documentation: warm up on a
+    side stream, then capture); a callable that cannot be captured fails its row with torch's reason."""
+
+    name = "torch.cuda.CUDAGraph replay"
+
+    def __init__(self, torch: Any = None) -> None:
+        self._torch = torch or _torch()
+        self._graphs: dict[tuple[int, int], Any] = {}
+        self.last_host_s: float | None = None
+
+    def _graph(self, fn: Callable[[], Any], inner: int) -> Any:
+        key = (id(fn), inner)
+        if key not in self._graphs:
+            cuda = self._torch.cuda
+            side = cuda.Stream()
+            side.wait_stream(cuda.current_stream())
+            with cuda.stream(side):
+                for _ in range(3):
+                    fn()
+            cuda.current_stream().wait_stream(side)
+            graph = cuda.CUDAGraph()
+            with cuda.graph(graph):
+                for _ in range(inner):
+                    fn()
+            self._graphs[key] = graph
+        return self._graphs[key]
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        cuda = self._torch.cuda
+        graph = self._graph(fn, inner)
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        cuda.synchronize()
+        start.record()
+        issued = time.perf_counter()
+        graph.replay()
+        self.last_host_s = (time.perf_counter() - issued) / inner
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
+
+
+class JaxTimer:
+    """perf_counter, waiting on the last output: JAX dispatch is asynchronous on every backend.
+
+    Calls on one device execute in order, so blocking on the last output waits for all of them; the
+    output may be any pytree (a tuple of arrays, a dict), `jax.block_until_ready` waits on all of it.
+    """
+
+    name = "perf_counter+block_until_ready"
+
+    def __init__(self, block: Callable[[Any], Any] | None = None) -> None:
+        if block is None:
+            import jax
+
+            block = jax.block_until_ready
+        self._block = block
+        self.last_host_s: float | None = None
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        self._block(fn())  # drain anything queued before the window opens
+        start = time.perf_counter()
+        out = None
+        for _ in range(inner):
+            out = fn()
+        self.last_host_s = (time.perf_counter() - start) / inner  # dispatch only
+        self._block(out)
+        return (time.perf_counter() - start) / inner
+
+
+class FlushingTimer:
+    """Before every timed call, overwrite a buffer of at least twice the last-level cache (H100: 50 MB L2;
+    MI300X: 256 MB Infinity Cache) outside the timed region, so each call starts cold: the method of
+    triton.testing.do_bench, with the buffer sized to the device instead of a fixed 256 MiB. Each call is
+    timed on its own (device events on a GPU, perf_counter on a host); the sample is their mean."""
+
+    last_host_s = None
+
+    def __init__(self, flush: Callable[[], Any], torch: Any = None) -> None:
+        self._flush, self._torch = flush, torch
+        self.name = ("torch.cuda.Event" if torch else "perf_counter") + " per call after a last-level-cache flush"
+
+    def _one(self, fn: Callable[[], Any]) -> float:
+        if self._torch is None:
+            start = time.perf_counter()
+            fn()
+            return time.perf_counter() - start
+        cuda = self._torch.cuda
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        total = 0.0
+        for _ in range(inner):
+            self._flush()
+            total += self._one(fn)
+        return total / inner
+
+
+def flush_buffer(cache_bytes: int | None, device: str | None) -> tuple[Callable[[], Any], int]:
+    """(a callable overwriting 2 x `cache_bytes`, its size in bytes); at least 64 MiB when the cache size is
+    unknown. `device` is a torch device string for a GPU, None for host memory."""
+    size = max(2 * (cache_bytes or 0), 64 * 2**20)
+    if device is not None:
+        torch = _torch()
+        buf = torch.empty(size // 4, dtype=torch.int32, device=device)
+        return (lambda: buf.zero_()), size
+    import numpy as np
+
+    host = np.empty(size // 8, dtype=np.float64)
+    return (lambda: host.fill(0.0)), size
+
+
+def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
+              flush: Callable[[], Any] | None = None) -> Timer:
+    """The timer for a backend's framework here. CUDA graphs apply to torch on GPUs; an LLC flush to torch
+    and host work (JAX runs whole compiled programs, whose calls cannot be split by a flush)."""
+    torch_gpu = framework == "torch" and platform_kind in ("cuda", "rocm")
+    if flush is not None and framework != "jax":
+        return FlushingTimer(flush, torch=_torch() if torch_gpu else None)
+    if framework == "jax":
+        return JaxTimer()
+    if torch_gpu:
+        return CudaGraphTimer() if cuda_graph else TorchEventTimer()
+    return HostTimer()

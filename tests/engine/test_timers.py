@@ -1,0 +1,79 @@
+"""The timers on a simulated GPU runtime (tests/fakes/torch_cuda_runtime.py) and on the host."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from harness.engine.timers import (
+    CudaGraphTimer,
+    FlushingTimer,
+    HostTimer,
+    TorchEventTimer,
+    flush_buffer,
+    timer_for,
+)
+from tests.fakes.torch_cuda_runtime import FakeCudaRuntime
+
+
+def test_event_timer_reports_device_time_and_the_hosts_launch_time():
+    rt = FakeCudaRuntime(kernel_s=2e-3)
+    timer = TorchEventTimer(rt)
+    assert timer.measure(rt.kernel, 5) == pytest.approx(2e-3)
+    assert timer.last_host_s is not None and timer.last_host_s < 2e-3  # the fake launches in microseconds
+
+
+def test_cuda_graph_timer_captures_once_and_times_replays():
+    rt = FakeCudaRuntime(kernel_s=1e-3)
+    calls = []
+
+    def work():
+        calls.append(1)
+        rt.kernel()
+
+    timer = CudaGraphTimer(rt)
+    assert timer.measure(work, 4) == pytest.approx(1e-3)
+    captured = len(calls)  # 3 warm-up calls on a side stream + 4 captured
+    assert captured == 7
+    assert timer.measure(work, 4) == pytest.approx(1e-3)
+    assert len(calls) == captured  # a replay runs the graph, never the Python callable
+    timer.measure(work, 8)
+    assert len(calls) == captured + 3 + 8  # another inner count is another graph
+
+
+def test_flushing_timer_flushes_before_every_call_and_times_only_the_calls():
+    rt = FakeCudaRuntime(kernel_s=1e-3)
+    flushes = []
+
+    def flush():
+        flushes.append(1)
+        rt.device_clock += 5e-3  # a flush takes device time too; it must stay outside the figure
+
+    timer = FlushingTimer(flush, torch=rt)
+    assert timer.measure(rt.kernel, 3) == pytest.approx(1e-3)
+    assert len(flushes) == 3
+
+
+def test_flushing_on_the_host_excludes_the_flush():
+    timer = FlushingTimer(lambda: time.sleep(0.01))
+    assert timer.measure(lambda: None, 2) < 0.005
+
+
+def test_flush_buffer_is_twice_the_last_level_cache():
+    flush, size = flush_buffer(48 * 2**20, None)
+    assert size == 96 * 2**20
+    flush()
+    assert flush_buffer(None, None)[1] == 64 * 2**20  # unknown cache: a floor, never nothing
+
+
+def test_timer_choice():
+    assert isinstance(timer_for("torch", "cpu"), HostTimer)
+    assert isinstance(timer_for("host", "cpu", cuda_graph=True), HostTimer)  # graphs are for torch on GPUs
+    assert isinstance(timer_for("torch", "cpu", flush=lambda: None), FlushingTimer)
+    assert timer_for("jax", "cpu", flush=lambda: None).name.startswith("perf_counter+block")
+
+
+def test_host_timer_is_the_mean_per_call():
+    assert HostTimer().measure(lambda: np.zeros(10), 10) < 0.01
