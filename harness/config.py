@@ -14,6 +14,7 @@ from typing import Any
 from harness.engine.settings import (
     ConfigError,
     MamfConfig,
+    RocmConfig,
     RunConfig,
     TelemetryConfig,
     TimingConfig,
@@ -77,12 +78,20 @@ def parse_telemetry(data: Mapping[str, Any]) -> TelemetryConfig:
                            rate_hz=positive_float("telemetry.rate_hz", data.get("rate_hz", 20.0)))
 
 
+def parse_rocm(data: Mapping[str, Any]) -> RocmConfig:
+    check_keys("rocm", data, [f.name for f in fields(RocmConfig)])
+    limit = data.get("tunableop_max_tuning_ms")
+    return RocmConfig(tunableop=boolean("rocm.tunableop", data.get("tunableop", False)),
+                      tunableop_max_tuning_ms=None if limit is None else positive_int("rocm.tunableop_max_tuning_ms",
+                                                                                       limit))
+
+
 SCALES = ("full", "smoke")
 TOP_LEVEL = (
     "scale", "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
     "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
-    "telemetry",
+    "telemetry", "rocm",
 )
 
 
@@ -162,5 +171,6 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         cpu_clock_ghz=optional_positive_float("cpu_clock_ghz", data.get("cpu_clock_ghz")),
         baseline=baseline,
         telemetry=parse_telemetry(data.get("telemetry") or {}),
+        rocm=parse_rocm(data.get("rocm") or {}),
         equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
     )

@@ -6,6 +6,7 @@ import json
 import os
 import secrets
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
 from harness.engine.registry import Registry
 from harness.engine.runner import CaseRunner, Phase
 from harness.engine.settings import RunConfig
-from harness.machine import environment
+from harness.machine import environment, stack
 from harness.machine.frameworks import use_triton_interpreter
 from harness.machine.platform import detect
 from harness.machine.ranks import ProcessInfo, process_info
@@ -86,7 +87,24 @@ def _summaries(phases: list[Phase], rows: list[dict[str, Any]]) -> dict[str, Any
     return out
 
 
+def tunableop_session(cfg: RunConfig, kind: str) -> dict[str, Any] | None:
+    """`rocm.tunableop=true`: switch PyTorch TunableOp's tuning on before any GEMM runs. On anything but a
+    ROCm device the setting is recorded as not applied."""
+    if not cfg.rocm.tunableop:
+        return None
+    if kind != "rocm":
+        return {"applied": False, "reason": f"rocm.tunableop applies to ROCm devices; this run is on {kind}"}
+    import torch
+
+    scratch = Path(tempfile.mkdtemp(prefix="xmfu-tunableop-")) / "tunableop_results.csv"
+    return {"applied": True, **stack.tunableop_start(torch, str(scratch), cfg.rocm.tunableop_max_tuning_ms)}
+
+
 def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo) -> None:
+    if (writer.manifest.get("tunableop") or {}).get("applied"):
+        import torch  # the tuned GEMM solutions, kept with the numbers they produced
+
+        writer.attach("tunableop_results.csv", stack.tunableop_results(torch))
     summary = _summaries(phases, runner.rows) if status == "complete" else {}
     if summary:
         writer.update(summary=summary)
@@ -132,7 +150,8 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     proc = process_info()
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id
-    manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict()}
+    manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict(),
+                "tunableop": tunableop_session(cfg, plat.kind)}
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)

@@ -9,6 +9,7 @@ import gc
 import resource
 import statistics
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from harness.engine.sampler import sample_fixed, sample_interleaved, stop_reason
 from harness.engine.steady import steady_state
 from harness.engine.timers import flush_buffer, timer_for
 from harness.engine.timing import Series
+from harness.machine import stack
 from harness.machine.frameworks import release_cached_memory
 from harness.machine.peaks import lookup
 from harness.machine.telemetry import Reading, Sampler
@@ -74,7 +76,9 @@ def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backe
             return Attempt(backend, "skipped", why)
         attempt.prepared = impl.prepare(case, ctx)
         if attempt.prepared.timing_valid:
-            attempt.prepared.fn()  # first call: compile / autotune / lazy init, never timed
+            start = time.perf_counter()
+            attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
+            attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
         rows = case.check_rows()
         check = case.check(attempt.prepared.result(rows))
         attempt.check = check.as_dict()
@@ -294,6 +298,7 @@ class CaseRunner:
             "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
             "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
             "started": started, "finished": utc_now(),
+            "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
         }
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}

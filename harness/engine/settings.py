@@ -65,6 +65,14 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True)
+class RocmConfig:
+    """AMD-only settings that decide the realized GEMM speed (recorded in every row either way)."""
+
+    tunableop: bool = False  # run PyTorch TunableOp's tuning pass before timing; its results go in the bundle
+    tunableop_max_tuning_ms: int | None = None  # per GEMM solution; None: torch's default
+
+
+@dataclass(frozen=True)
 class MamfConfig:
     """Maximum achievable matmul FLOPS sweep, run before the main workload when enabled."""
 
@@ -91,6 +99,7 @@ class RunConfig:
     cpu_clock_ghz: float | None = None
     baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)
     telemetry: TelemetryConfig = TelemetryConfig()
+    rocm: RocmConfig = RocmConfig()
     equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
 
     @property

@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.machine import stack
 from harness.machine.peaks import PEAKS_FILE, load_table, lookup
 from harness.machine.platform import Platform
 from harness.machine.ranks import process_info
@@ -153,6 +154,7 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = N
         "telemetry": telemetry_static(plat, sampler),
         "packages": package_versions(),
         "torch": _torch_stack(),
+        "torch_settings": stack.torch_settings(plat.kind),
         "driver": _driver_version(),
         "platform": {"kind": plat.kind, "reason": plat.reason},
         "devices": [d.as_dict() for d in plat.devices],

@@ -49,6 +49,7 @@ class BundleWriter:
     def __init__(self, folder: Path, manifest: dict[str, Any], config_yaml: str, environment: dict,
                  guard: Guard = nullcontext) -> None:
         self.folder, self.guard = folder, guard
+        self.attachments: list[str] = []  # extra files (a TunableOp results table, a profiler trace)
         folder.mkdir(parents=True, exist_ok=False)
         self.manifest = {"schema": SCHEMA, **manifest, "status": "partial",
                          "counts": dict.fromkeys(ROW_STATUSES, 0)}
@@ -85,6 +86,22 @@ class BundleWriter:
         self.manifest.update(fields)
         self._sync()
 
+    def attach(self, name: str, data: str | bytes) -> Path:
+        """Add a file to the bundle, covered by SHA256SUMS; `name` is a plain file name inside the folder."""
+        if not name or Path(name).name != name or name.startswith(".") or name in (*REQUIRED_FILES, SUMS):
+            raise ValueError(f"attachment name {name!r} must be a new plain file name inside the bundle")
+        path = self.folder / name
+        with self.guard():
+            if isinstance(data, bytes):
+                path.write_bytes(data)
+            else:
+                path.write_text(data)
+            if name not in self.attachments:
+                self.attachments.append(name)
+            self.manifest["attachments"] = list(self.attachments)
+            self._sync()
+        return path
+
     def finalize(self, status: str) -> None:
         self.manifest["status"] = status
         self.manifest["finished"] = utc_now()
@@ -92,7 +109,7 @@ class BundleWriter:
 
     def _sync(self) -> None:
         _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
-        names = [*REQUIRED_FILES, *([TELEMETRY] if (self.folder / TELEMETRY).exists() else [])]
+        names = [*REQUIRED_FILES, *([TELEMETRY] if (self.folder / TELEMETRY).exists() else []), *self.attachments]
         sums = "".join(f"{sha256_file(self.folder / n)}  {n}\n" for n in names)
         _atomic_write(self.folder / SUMS, sums)
 
@@ -115,3 +132,6 @@ class NullWriter:
 
     def finalize(self, status: str) -> None:
         self.manifest["status"] = status
+
+    def attach(self, name: str, data: str | bytes) -> Path | None:
+        return None

@@ -73,3 +73,17 @@ def test_counts_must_match_rows(bundle):
     (bundle / MANIFEST).write_text(json.dumps(manifest))
     problems = validate_bundle(bundle)
     assert any("counts" in p for p in problems) and any("checksum" in p for p in problems)
+
+
+def test_attachments_are_covered_by_the_checksums(tmp_path):
+    manifest = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [],
+                "overrides": [], "comparability_key": "k"}
+    writer = BundleWriter(tmp_path / "b", manifest, "", {})
+    writer.attach("tunableop_results.csv", "Validator,PT_VERSION,2.13.0\n")
+    writer.finalize("complete")
+    assert validate_bundle(tmp_path / "b") == [] and writer.manifest["attachments"] == ["tunableop_results.csv"]
+    (tmp_path / "b" / "tunableop_results.csv").write_text("edited")
+    assert any("tunableop_results.csv: checksum mismatch" in p for p in validate_bundle(tmp_path / "b"))
+    for bad in ("../escape.csv", "sub/dir.csv", ".hidden", "cases.jsonl", ""):
+        with pytest.raises(ValueError):
+            writer.attach(bad, "x")
