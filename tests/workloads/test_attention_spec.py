@@ -96,3 +96,19 @@ def test_flops_match_torch_flop_counter_for_non_causal_sdpa():
         with sdpa_kernel([SDPBackend.MATH]), FlopCounterMode(display=False) as counter:
             F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         assert counter.get_total_flops() == expected
+
+
+def test_flashattention_benchmark_shapes_pair_batch_with_seq_and_derive_heads():
+    cases = expand({"name": "attention", "batch_seq": [[32, 512], [1, 16384]], "model_dim": 2048,
+                    "head_dim": [64, 128], "causal": [False], "mode": ["fwd"]}, "bf16", 0)
+    shapes = {(c.batch, c.seq_q, c.seq_kv, c.heads, c.head_dim) for c in cases}
+    assert shapes == {(32, 512, 512, 32, 64), (32, 512, 512, 16, 128), (1, 16384, 16384, 32, 64),
+                      (1, 16384, 16384, 16, 128)}
+    with pytest.raises(ConfigError, match="batch_seq"):
+        expand({"name": "attention", "batch_seq": [[32]]}, "bf16", 0)
+    with pytest.raises(ConfigError, match=r"workload\.batch"):  # both named: neither is silently ignored
+        expand({"name": "attention", "batch": 4, "batch_seq": [[32, 512]]}, "bf16", 0)
+    with pytest.raises(ConfigError, match=r"workload\.heads"):
+        expand({"name": "attention", "heads": 8, "model_dim": 2048}, "bf16", 0)
+    with pytest.raises(ConfigError, match="model_dim"):
+        expand({"name": "attention", "model_dim": 100, "head_dim": [64]}, "bf16", 0)

@@ -28,7 +28,7 @@ GRADS = ("dq", "dk", "dv")
 TOLERANCE = {"fp32": (2e-4, 1e-3), "tf32": (5e-3, 2e-2), "bf16": (2e-2, 5e-2), "fp16": (5e-3, 2e-2)}
 FULL_CHECK_LIMIT = 2**26  # B*H*Sq*Skv above this: compare two kv-head groups instead of every head
 CONFIG_KEYS = ("name", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "alignment",
-               "scale", "mode", "flop_convention")
+               "scale", "mode", "flop_convention", "batch_seq", "model_dim")
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,8 @@ def _as_list(field: str, value: Any) -> list[Any]:
 
 
 def _sweep(workload: Mapping[str, Any]) -> dict[str, list[Any]]:
-    seq_q = int_list("workload.seq_q", _as_list("seq_q", workload.get("seq_q", [1024])))
+    raw_seq_q = workload.get("seq_q", [1024])
+    seq_q = [] if raw_seq_q is None else int_list("workload.seq_q", _as_list("seq_q", raw_seq_q))
     seq_kv = workload.get("seq_kv")
     return {
         "seq_q": list(seq_q),
@@ -153,27 +154,65 @@ def _sweep(workload: Mapping[str, Any]) -> dict[str, list[Any]]:
     }
 
 
-def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[AttentionCase]:
-    """Cases: the product of seq_q x seq_kv x head_dim x causal x mode, at one batch and head count."""
-    check_keys("workload", workload, CONFIG_KEYS)
-    if dtype not in TOLERANCE:
-        raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
-    batch = positive_int("workload.batch", workload.get("batch", 1))
-    heads = positive_int("workload.heads", workload.get("heads", 8))
+def _batch_seq(workload: Mapping[str, Any], sweep: dict[str, list[Any]]) -> list[tuple[int, int | None]]:
+    """(batch, seq_q) pairs: `batch_seq` names them (FlashAttention's benchmark keeps batch x seq fixed: 32 x 512
+    ... 1 x 16384), otherwise one batch for every seq_q of the sweep."""
+    pairs = workload.get("batch_seq")
+    if not pairs:
+        batch = positive_int("workload.batch", workload.get("batch", 1))
+        if not sweep["seq_q"]:
+            raise ConfigError("workload.seq_q", "is empty", "a list of sequence lengths, or workload.batch_seq")
+        return [(batch, sq) for sq in sweep["seq_q"]]
+    named = [k for k in ("batch", "seq_q") if workload.get(k) is not None]
+    if named:  # never ignore a setting silently
+        raise ConfigError(f"workload.{named[0]}", "is set together with workload.batch_seq, which names batch and "
+                          "sequence length in pairs", f"workload.{named[0]}=null, or workload.batch_seq=null")
+    out = []
+    for i, pair in enumerate(pairs):
+        dims = int_list(f"workload.batch_seq[{i}]", pair)
+        if len(dims) != 2:
+            raise ConfigError(f"workload.batch_seq[{i}]", f"{list(dims)} is not [batch, seq]", "two positive integers")
+        out.append((dims[0], dims[1]))
+    return out
+
+
+def _heads(workload: Mapping[str, Any], head_dim: int) -> tuple[int, int]:
+    """(heads, kv_heads); with `model_dim`, heads = model_dim / head_dim (FlashAttention's benchmark: 2048)."""
+    if workload.get("model_dim") is not None:
+        if workload.get("heads") is not None:
+            raise ConfigError("workload.heads", "is set together with workload.model_dim, which derives heads",
+                              "workload.heads=null, or workload.model_dim=null")
+        model_dim = positive_int("workload.model_dim", workload["model_dim"])
+        if model_dim % head_dim:
+            raise ConfigError("workload.model_dim", f"{model_dim} is not a multiple of head_dim={head_dim}",
+                              "a multiple of every head_dim")
+        heads = model_dim // head_dim
+    else:
+        heads = positive_int("workload.heads", workload.get("heads", 8))
     kv_heads = positive_int("workload.kv_heads", workload.get("kv_heads") or heads)
     if heads % kv_heads:
         raise ConfigError("workload.kv_heads", f"{kv_heads} does not divide heads={heads}",
                           "a divisor of heads (GQA groups must be equal)")
+    return heads, kv_heads
+
+
+def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[AttentionCase]:
+    """Cases: (batch, seq_q) pairs x seq_kv x head_dim x causal x mode."""
+    check_keys("workload", workload, CONFIG_KEYS)
+    if dtype not in TOLERANCE:
+        raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
     alignment = choice("workload.alignment", workload.get("alignment", "top_left"), ALIGNMENTS)
     convention = choice("workload.flop_convention", workload.get("flop_convention", "fa2"), CONVENTIONS)
     raw_scale = workload.get("scale")
-    cases = []
     sweep = _sweep(workload)
-    for sq, skv, d, causal, mode in product(*sweep.values()):
+    cases = []
+    for (batch, sq), skv, d, causal, mode in product(_batch_seq(workload, sweep), sweep["seq_kv"], sweep["head_dim"],
+                                                     sweep["causal"], sweep["mode"]):
         skv = sq if skv is None else skv
         if causal and alignment == "bottom_right" and sq > skv:
             raise ConfigError("workload.seq_q", f"bottom_right causal with seq_q={sq} > seq_kv={skv} leaves "
                               "query rows with no visible key", "seq_q <= seq_kv, or alignment=top_left")
+        heads, kv_heads = _heads(workload, d)
         scale = positive_float("workload.scale", raw_scale) if raw_scale is not None else 1 / math.sqrt(d)
         cases.append(AttentionCase(batch, heads, kv_heads, sq, skv, d, causal, alignment, scale, dtype, mode,
                                    convention, seed))
