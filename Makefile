@@ -7,7 +7,7 @@ XMFU := $(VENV)/bin/xmfu
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.xmfu-installed
 
-.PHONY: install bench test test-fast lint clean
+.PHONY: install bench test test-fast lint clean gpu-reference
 
 install: $(STAMP)
 
@@ -35,6 +35,11 @@ test: install
 test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 -m "not e2e"
+
+# The GPU reference set (benchmarks/gpu_reference.py): <= 25 minutes on one GPU, outputs in results/reference/<device>/;
+# without an accelerator, every part at smoke sizes into a temporary folder.
+gpu-reference: install
+	$(PY) benchmarks/gpu_reference.py
 
 lint: install
 	$(PY) -m ruff check .
