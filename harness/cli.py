@@ -30,6 +30,8 @@ commands:
                             plot a metric over time or the gap between platforms (--gap rocm cuda),
                             exit 1 when the latest value moved beyond the noise
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
+  doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
+                            backends that would be skipped); exit 1 naming every problem
   peaks [--json]            print the datasheet peak table
   env [--json]              print the detected platform, devices and the peaks that apply
 """
@@ -279,6 +281,15 @@ def cmd_env(args: Sequence[str]) -> int:
     return 0
 
 
+def cmd_doctor(args: Sequence[str]) -> int:
+    from harness import doctor
+
+    parser = _Parser(prog="xmfu doctor")
+    parser.add_argument("--json", action="store_true")
+    ns = parser.parse_args(args)
+    return doctor.main(["--json"] if ns.json else [])
+
+
 def cmd_run(args: Sequence[str]) -> int:
     from harness.hydra_app import UsageError, run_command
     from workloads.catalog import build_registry
@@ -290,7 +301,7 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "validate": cmd_validate,
+            "validate": cmd_validate, "doctor": cmd_doctor,
             "peaks": cmd_peaks, "env": cmd_env}
 
 

@@ -108,7 +108,7 @@ def topology() -> str | None:
     return None
 
 
-def _nccl_version() -> str | None:
+def nccl_version() -> str | None:
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return None
@@ -159,7 +159,7 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = N
         "platform": {"kind": plat.kind, "reason": plat.reason},
         "devices": [d.as_dict() for d in plat.devices],
         "env": relevant_env(),
-        "nccl": {"version": _nccl_version(), "config_files": nccl_config_files()},
+        "nccl": {"version": nccl_version(), "config_files": nccl_config_files()},
         "topology": topology(),
         "process": process_info().as_dict(),
         "peaks": peaks_used(plat, cpu_clock_ghz),

@@ -1,0 +1,157 @@
+"""`xmfu doctor`: what xmfu sees on this machine, and what will not work, before anyone spends an hour on a sweep.
+
+Reports the frameworks and their device builds, the devices with their identities, the peaks that apply,
+each telemetry source with the fields it really returns, whether clocks are locked, the NCCL/RCCL version,
+and, for every workload, which backends would be skipped here and why (their own `available()` answers on
+a smoke-sized case). Exit status 1 names every problem found; 0 when nothing stands in the way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from harness.machine import environment, stack
+from harness.machine.platform import Platform, detect
+from harness.machine.telemetry import open_sampler
+
+FRAMEWORKS = ("torch", "jax", "jaxlib", "triton", "optax", "nvidia-ml-py", "amdsmi", "pyarrow",
+              "hydra-submitit-launcher")
+# What each optional package is for, said when it is missing.
+PURPOSE = {"torch": "every torch backend", "jax": "every JAX backend", "jaxlib": "every JAX backend",
+           "triton": "the Triton kernels", "optax": "the JAX training step", "nvidia-ml-py": "NVIDIA telemetry (NVML)",
+           "amdsmi": "AMD telemetry", "pyarrow": "xmfu history", "hydra-submitit-launcher": "Slurm launches"}
+NEEDED_ON = {"nvidia-ml-py": ("cuda",), "amdsmi": ("rocm",)}  # telemetry packages only matter on their vendor
+
+
+@dataclass
+class Findings:
+    facts: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_packages(plat: Platform, found: Findings) -> None:
+    versions = {name: _version(name) for name in FRAMEWORKS}
+    found.facts["packages"] = versions
+    for name, version in versions.items():
+        wanted_here = plat.kind in NEEDED_ON.get(name, (plat.kind,))
+        if version is None and wanted_here:
+            found.problems.append(f"{name} is not installed: {PURPOSE[name]} will not run")
+
+
+def check_devices(plat: Platform, found: Findings) -> None:
+    found.facts["platform"] = {"kind": plat.kind, "reason": plat.reason}
+    found.facts["devices"] = [d.as_dict() for d in plat.devices]
+    found.facts["peaks"] = environment.peaks_used(plat)["by_dtype"]
+    if not plat.has_accelerator:
+        found.problems.append(f"no accelerator visible ({plat.reason}): runs measure this CPU, and GPU-only "
+                              "backends (cuDNN attention, fp8, NCCL) report skipped")
+    elif all(p["peak_tflops"] is None for p in found.facts["peaks"].values()):
+        found.problems.append(f"no datasheet peak for {plat.device.name!r}: MFU will be null; pass peak_tflops=")
+
+
+def check_telemetry(plat: Platform, found: Findings) -> None:
+    sampler = open_sampler(plat)
+    probe = getattr(sampler, "probe", None)
+    try:
+        report = probe() if probe else {"static": sampler.static()}
+    except Exception as exc:  # a probe that fails is itself the finding
+        report = {"error": f"{type(exc).__name__}: {exc}"}
+    found.facts["telemetry"] = {"sampler": sampler.name, "available": sampler.available,
+                                "reason": sampler.reason or None, "fields": report}
+    if not sampler.available:
+        found.problems.append(f"telemetry: {sampler.reason}")
+    clocks = (report.get("static") or report).get("clocks") if isinstance(report, dict) else None
+    found.facts["clocks"] = clocks
+    found.facts["nccl"] = environment.nccl_version() if plat.has_accelerator else None
+    found.facts["torch_settings"] = stack.torch_settings(plat.kind)
+
+
+def _availability(registry: Any, name: str, plat: Platform) -> tuple[int, dict[str, list[str]]]:
+    """(number of smoke cases, backend -> the reason it gave for each case it cannot run)."""
+    from harness.config import parse_run_config
+    from harness.engine.context import RunContext
+    from harness.hydra_app import compose_job
+
+    data, _ = compose_job([f"workload={name}", "experiment=smoke"])
+    cfg = parse_run_config(data, registry.backends_by_workload())
+    ctx = RunContext(cfg, plat)
+    cases = registry.workload(name).expand(cfg.workload, cfg.dtype, cfg.seed)
+    reasons: dict[str, list[str]] = {b: [] for b in registry.backends_by_workload()[name]}
+    for case in cases:
+        for backend in reasons:
+            try:
+                ok, why = registry.workload(name).implementations[backend].available(case, ctx)
+            except Exception as exc:  # a crash here is exactly what a user should learn before a sweep
+                ok, why = False, f"{type(exc).__name__}: {exc}"
+            if not ok:
+                reasons[backend].append(why)
+    return len(cases), reasons
+
+
+def check_backends(plat: Platform, found: Findings, registry: Any = None) -> None:
+    """Each workload's backends asked, on its smoke cases, whether they can run here. A backend that runs
+    none of them is a problem; one that runs some is noted in the facts with the reasons for the rest."""
+    if registry is None:
+        from workloads.catalog import build_registry
+
+        registry = build_registry()
+    skipped: dict[str, dict[str, list[str]]] = {}
+    for name in registry.backends_by_workload():
+        count, reasons = _availability(registry, name, plat)
+        for backend, why in reasons.items():
+            if not why:
+                continue
+            skipped.setdefault(name, {})[backend] = sorted(set(why))
+            if len(why) == count:
+                found.problems.append(f"{name}/{backend} will be skipped: {'; '.join(sorted(set(why)))}")
+    found.facts["backends_skipped"] = skipped
+
+
+def diagnose(device: str = "auto") -> Findings:
+    found = Findings()
+    plat = detect(device)
+    for check in (check_packages, check_devices, check_telemetry, check_backends):
+        check(plat, found)
+    return found
+
+
+def render(found: Findings) -> str:
+    f = found.facts
+    lines = [f"platform: {f['platform']['kind']} ({f['platform']['reason']})"]
+    for d in f["devices"]:
+        ident = d.get("uuid") or d.get("pci_bus_id") or "no UUID/PCI id read"
+        lines.append(f"device {d['index']}: {d['name']} [{d.get('compute_capability') or d.get('arch') or ''}] "
+                     f"{d['multiprocessors']} SMs/CUs/cores, {ident}")
+    lines.append("packages: " + ", ".join(f"{k} {v or 'MISSING'}" for k, v in f["packages"].items()))
+    lines.append("peaks (dense TFLOP/s): " + ", ".join(
+        f"{dt} {p['peak_tflops']:.4g}" if p["peak_tflops"] else f"{dt} null" for dt, p in f["peaks"].items()))
+    tel = f["telemetry"]
+    lines.append(f"telemetry: {tel['sampler']} ({'available' if tel['available'] else tel['reason']})")
+    for key, value in (tel["fields"] or {}).items():
+        lines.append(f"  {key}: {json.dumps(value, default=str)[:160]}")
+    lines.append(f"clocks locked: {json.dumps(f['clocks'], default=str)}")
+    lines.append(f"NCCL/RCCL: {f['nccl'] or 'not applicable here'}")
+    lines += [f"PROBLEM: {p}" for p in found.problems] or ["no problems found"]
+    return "\n".join(lines)
+
+
+def main(args: list[str]) -> int:
+    as_json = "--json" in args
+    found = diagnose("cpu" if "--cpu" in args else "auto")
+    if as_json:
+        print(json.dumps({"facts": found.facts, "problems": found.problems}, indent=2, default=str))
+    else:
+        print(render(found))
+    sys.stdout.flush()
+    return 1 if found.problems else 0

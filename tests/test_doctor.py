@@ -1,0 +1,56 @@
+"""`xmfu doctor`: the facts it reports and the problems it names, here and on made-up machines."""
+
+from __future__ import annotations
+
+import json
+
+from harness import doctor
+from harness.engine.registry import Implementation, Registry, WorkloadDef
+from harness.machine.platform import Platform, cpu_device
+from tests.conftest import gpu_device
+from tests.engine.test_runner import FakeCase, _prepared
+
+
+def test_on_this_cpu_it_names_the_missing_accelerator_and_the_skipped_backends(capsys):
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "platform: cpu" in out and "PROBLEM: no accelerator visible" in out
+    assert "attention/jax_cudnn will be skipped: implementation='cudnn' needs an NVIDIA GPU" in out
+    assert doctor.main(["--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["facts"]["peaks"]["fp32"]["peak_tflops"] > 0 and report["facts"]["telemetry"]["sampler"] == "cpu"
+    assert "collectives" in report["facts"]["backends_skipped"]  # out-of-place all_reduce on torch_dist only
+
+
+def test_a_gpu_without_its_telemetry_package_is_a_problem(monkeypatch):
+    plat = Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, compute_capability="9.0"),), "test")
+    monkeypatch.setattr(doctor, "_version", lambda name: None if name == "nvidia-ml-py" else "1.0")
+    found = doctor.Findings()
+    doctor.check_packages(plat, found)
+    doctor.check_devices(plat, found)
+    assert found.problems == ["nvidia-ml-py is not installed: NVIDIA telemetry (NVML) will not run"]
+    assert found.facts["peaks"]["bf16"]["peak_tflops"] > 900
+
+
+def test_an_unknown_gpu_has_no_peak(monkeypatch):
+    plat = Platform("cuda", (gpu_device("NVIDIA Imaginary X1", 10),), "test")
+    found = doctor.Findings()
+    doctor.check_devices(plat, found)
+    assert any("no datasheet peak for 'NVIDIA Imaginary X1'" in p for p in found.problems)
+
+
+def test_a_backend_that_cannot_run_any_case_or_crashes_is_named():
+    def crashes(case, ctx):
+        raise ImportError("libcudart.so.12: cannot open shared object file")
+
+    registry = Registry()
+    registry.add(WorkloadDef("matmul", lambda cfg, dtype, seed: [FakeCase(1), FakeCase(2)], {
+        "good": Implementation("good", lambda c, x: (True, ""), lambda c, x: _prepared(1.0)),
+        "half": Implementation("half", lambda c, x: (c.size == 1, "only size 1"), lambda c, x: _prepared(1.0)),
+        "bad": Implementation("bad", crashes, lambda c, x: _prepared(1.0)),
+    }))
+    found = doctor.Findings()
+    doctor.check_backends(Platform("cpu", (cpu_device(),), "test"), found, registry)
+    assert found.problems == [
+        "matmul/bad will be skipped: ImportError: libcudart.so.12: cannot open shared object file"]
+    assert found.facts["backends_skipped"]["matmul"]["half"] == ["only size 1"]  # partly: a fact, not a problem
