@@ -23,7 +23,7 @@ from harness.engine.runner import CaseRunner, Phase
 from harness.engine.settings import RunConfig
 from harness.machine import environment, stack
 from harness.machine.frameworks import use_triton_interpreter
-from harness.machine.platform import detect
+from harness.machine.platform import DeviceInfo, detect
 from harness.machine.ranks import ProcessInfo, process_info
 from harness.machine.telemetry import open_sampler
 from harness.results.comparability import comparability_key
@@ -40,16 +40,17 @@ class Outcome:
     exit_code: int
 
 
-def plan_phases(cfg: RunConfig, registry: Registry) -> list[Phase]:
-    """The mamf sweep (when enabled) and then the main workload. Raises ConfigError on bad sizes."""
+def plan_phases(cfg: RunConfig, registry: Registry, device: DeviceInfo | None = None) -> list[Phase]:
+    """The mamf sweep (when enabled) and then the main workload, fitted to `device` when given (e.g. its fp8
+    format; None when only validating the config). Raises ConfigError on bad sizes."""
     phases = []
     if cfg.mamf.enabled:
         matmul = registry.workload(MAMF_WORKLOAD)
         sweep = {"name": MAMF_WORKLOAD, "shapes": [[m, n, k] for m in cfg.mamf.m for n in cfg.mamf.n
                                                    for k in cfg.mamf.k]}
-        phases.append(Phase("mamf", matmul, matmul.expand(sweep, cfg.dtype, cfg.seed), [cfg.mamf.backend]))
+        phases.append(Phase("mamf", matmul, matmul.cases(sweep, cfg.dtype, cfg.seed, device), [cfg.mamf.backend]))
     workload = registry.workload(cfg.workload_name)
-    phases.append(Phase("main", workload, workload.expand(cfg.workload, cfg.dtype, cfg.seed), cfg.backends))
+    phases.append(Phase("main", workload, workload.cases(cfg.workload, cfg.dtype, cfg.seed, device), cfg.backends))
     return phases
 
 
@@ -142,8 +143,8 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
-    phases = plan_phases(cfg, registry)
     plat = detect(cfg.device)
+    phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
     ctx = RunContext(cfg, plat)

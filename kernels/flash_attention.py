@@ -39,14 +39,17 @@ FWD_CONFIGS = _configs(nvidia=[(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4
                        amd=[(128, 64, 4, 2), (128, 128, 8, 2), (128, 32, 4, 2), (64, 64, 4, 3)])
 BWD_CONFIGS = _configs(nvidia=[(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), (64, 32, 4, 3)],
                        amd=[(32, 64, 4, 1), (64, 64, 4, 1), (32, 128, 8, 1)])
-KEY = ["SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL"]
+# Everything that changes the best config: the number of programs (batch x heads, from BATCH and HEADS), the GQA
+# group (how many query heads the backward's dK/dV program loops over), sequence lengths, head dim, mask and dot
+# precision. Triton 3.9's Autotuner adds the dtype of every tensor argument itself (runtime/autotuner.py, run).
+KEY = ["BATCH", "HEADS", "GROUP", "SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL", "PRECISION"]
 
 
 @triton.autotune(configs=FWD_CONFIGS, key=KEY)
 @triton.jit
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
-              HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+              BATCH, HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,  # BATCH: only for the autotune key
               HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.program_id(0)
@@ -95,7 +98,7 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
 @triton.jit
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
-                   HEADS, KV_HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+                   BATCH, HEADS, KV_HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
                    HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_n = tl.program_id(0)
@@ -142,7 +145,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
 @triton.jit
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
-                 HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
+                 BATCH, HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
                  HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.program_id(0)
@@ -202,7 +205,7 @@ class _FlashAttention(torch.autograd.Function):
             return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
 
         _attn_fwd[grid](q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
-                        k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), heads,
+                        k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), batch, heads,
                         heads // kv_heads, seq_q, seq_kv, causal_offset, **_meta(q, k, causal))
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
@@ -220,10 +223,10 @@ class _FlashAttention(torch.autograd.Function):
         common = (ctx.scale * LOG2E, ctx.scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
                   k.stride(2))
         _attn_bwd_dkdv[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), batch * kv_heads)](
-            q, k, v, do, lse, delta, dk, dv, *common, heads, kv_heads, heads // kv_heads, seq_q, seq_kv,
+            q, k, v, do, lse, delta, dk, dv, *common, batch, heads, kv_heads, heads // kv_heads, seq_q, seq_kv,
             ctx.causal_offset, **meta)
         _attn_bwd_dq[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), batch * heads)](
-            q, k, v, do, lse, delta, dq, *common, heads, heads // kv_heads, seq_q, seq_kv, ctx.causal_offset,
+            q, k, v, do, lse, delta, dq, *common, batch, heads, heads // kv_heads, seq_q, seq_kv, ctx.causal_offset,
             **meta)
         return dq, dk, dv, None, None, None
 

@@ -68,7 +68,13 @@ def autotune_configs() -> list[triton.Config]:
     return _amd_configs() if getattr(torch.version, "hip", None) else _nvidia_configs()
 
 
-@triton.autotune(configs=autotune_configs(), key=["M", "N", "K"])
+# Everything that changes the best config: the shape, the layout (strides: a transposed operand is read along
+# another axis) and the input precision (ieee vs tf32 tl.dot). Triton 3.9's Autotuner adds the dtype of every
+# tensor argument to this key itself (triton/runtime/autotuner.py, Autotuner.run).
+KEY = ["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "INPUT_PRECISION"]
+
+
+@triton.autotune(configs=autotune_configs(), key=KEY)
 @triton.jit
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,

@@ -36,7 +36,7 @@ def build_registry() -> Registry:
         "torch": _impl("torch", matmul_torch),
         "triton": _impl("triton", matmul_triton),
         "jax": _impl("jax", matmul_jax),
-    }))
+    }, for_device=matmul_spec.for_device))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": Implementation("torch_sdpa", attention_sdpa.available, attention_sdpa.make_prepare("auto")),
         "torch_sdpa_flash": Implementation("torch_sdpa_flash", attention_sdpa.available,

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.engine.case import Case, Prepared
 from harness.engine.context import RunContext
+from harness.machine.platform import DeviceInfo
 
 Availability = tuple[bool, str]
 
@@ -33,6 +34,14 @@ class WorkloadDef:
     expand: Callable[[Mapping[str, Any], str, int], Sequence[Case]]
     implementations: Mapping[str, Implementation] = field(default_factory=dict)
     summarize: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None  # run-level figures from rows
+    # the cases as the run's device takes them (e.g. matmul's fp8 format); None: the device changes nothing
+    for_device: Callable[[Sequence[Case], DeviceInfo], Sequence[Case]] | None = None
+
+    def cases(self, config: Mapping[str, Any], dtype: str, seed: int,
+              device: DeviceInfo | None = None) -> Sequence[Case]:
+        """The config's cases; fitted to `device` when given (None: config validation, before detection)."""
+        cases = self.expand(config, dtype, seed)
+        return self.for_device(cases, device) if device is not None and self.for_device else cases
 
 
 class Registry:

@@ -2,6 +2,9 @@
 
 Every backend receives the same values: inputs are drawn once in float32, rounded to the dtype's
 representable values here (with ml_dtypes, so no framework is needed), and each backend only casts.
+
+"fp8" is e4m3 in the variant the device's matrix units take, its fp8 format (`fp8_format`): OCP `e4m3fn`
+(bias 7, max 448, NaN only) or `e4m3fnuz` (bias 8, max 240, no negative zero: its one NaN takes that code).
 """
 
 from __future__ import annotations
@@ -26,20 +29,52 @@ DTYPES: dict[str, DType] = {
     "tf32": DType("tf32", np.float32, 4, 4, "fp32 storage, TF32 tensor-core inputs, fp32 accumulate"),
     "bf16": DType("bf16", ml_dtypes.bfloat16, 2, 2, "bf16 inputs and output, fp32 accumulate"),
     "fp16": DType("fp16", np.float16, 2, 2, "fp16 inputs and output, fp32 accumulate"),
-    "fp8": DType("fp8", ml_dtypes.float8_e4m3fn, 1, 2, "fp8 e4m3 inputs, bf16 output, fp32 accumulate"),
+    # storage: the OCP variant; values are rounded with storage("fp8", format), the device's variant
+    "fp8": DType("fp8", ml_dtypes.float8_e4m3fn, 1, 2,
+                 "fp8 e4m3 inputs (e4m3fn, or e4m3fnuz on AMD gfx94x), bf16 output, fp32 accumulate"),
 }
+FP8_STORAGE = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e4m3fnuz": ml_dtypes.float8_e4m3fnuz}
+FP8_FORMATS = tuple(FP8_STORAGE)
 
 
-def uniform_inputs(seed: int, shapes: dict[str, tuple[int, ...]], dtype: str) -> dict[str, np.ndarray]:
-    """Inputs uniform in [-1, 1], rounded to `dtype`, returned as float32 arrays.
+def fp8_format(platform_kind: str, arch: str | None) -> str:
+    """The e4m3 variant a platform's fp8 matrix units take: `e4m3fnuz` on AMD CDNA3 (gfx94x: MI300X, MI300A,
+    MI325X), OCP `e4m3fn` everywhere else, AMD gfx950 (MI350X/MI355X) included.
+
+    torch agrees: torch._scaled_mm takes the fnuz types on gfx942 (`_scaled_mm_is_fnuz()` in
+    aten/src/ATen/native/cuda/ScaledBlas.cpp) and "gfx950 and gfx120x only support OCP fp8"
+    (ScaledBlasDeviceUtils.cpp); ROCm's precision-support page describes the CDNA3 float8 as having no infinity or
+    signed zero, NaN being negative zero (the fnuz encoding).
+    """
+    base = (arch or "").split(":")[0]
+    return "e4m3fnuz" if platform_kind == "rocm" and base.startswith("gfx94") else "e4m3fn"
+
+
+def fp8_max(fmt: str) -> float:
+    """Largest finite value of an fp8 format (448 for e4m3fn, 240 for e4m3fnuz), from ml_dtypes."""
+    return float(ml_dtypes.finfo(FP8_STORAGE[fmt]).max)
+
+
+def storage(dtype: str, fp8: str | None = None) -> type:
+    """The numpy/ml_dtypes type whose values `dtype` holds; fp8 needs its format (never a guessed one)."""
+    if dtype != "fp8":
+        return DTYPES[dtype].storage
+    if fp8 not in FP8_STORAGE:
+        raise ValueError(f"fp8 needs a format ({', '.join(FP8_FORMATS)}), got {fp8!r}")
+    return FP8_STORAGE[fp8]
+
+
+def uniform_inputs(seed: int, shapes: dict[str, tuple[int, ...]], dtype: str,
+                   fp8: str | None = None) -> dict[str, np.ndarray]:
+    """Inputs uniform in [-1, 1], rounded to `dtype` (fp8: to the format `fp8`), returned as float32 arrays.
 
     Uniform [-1, 1] rather than zeros or ones: constant data lowers power draw and overstates throughput
     (CUTLASS profiler guidance). The values are already representable in `dtype`, so a backend's cast is exact.
     """
     rng = np.random.default_rng(seed)
-    storage = DTYPES[dtype].storage
+    values = storage(dtype, fp8)
     out = {}
     for name, shape in shapes.items():
         x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-        out[name] = x.astype(storage).astype(np.float32)
+        out[name] = x.astype(values).astype(np.float32)
     return out

@@ -11,23 +11,28 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.dtypes import DTYPES
+from harness.machine.dtypes import DTYPES, FP8_FORMATS
 
-TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16",
-                "fp8": "float8_e4m3fn"}
+TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz"}  # by fp8 format (machine/dtypes.py)
 
 
-def torch_dtype(dtype: str) -> Any:
+def torch_dtype(dtype: str, fp8: str | None = None) -> Any:
+    """The torch dtype of `dtype`; fp8 needs its format (e4m3fn or e4m3fnuz), never a guessed one."""
     import torch
 
-    return getattr(torch, TORCH_DTYPES[dtype])
+    if dtype != "fp8":
+        return getattr(torch, TORCH_DTYPES[dtype])
+    if fp8 not in TORCH_FP8:
+        raise ValueError(f"fp8 needs a format ({', '.join(FP8_FORMATS)}), got {fp8!r}")
+    return getattr(torch, TORCH_FP8[fp8])
 
 
-def to_torch(x: np.ndarray, dtype: str, device: str) -> Any:
+def to_torch(x: np.ndarray, dtype: str, device: str, fp8: str | None = None) -> Any:
     """A float32 numpy array (already rounded to `dtype`) as a torch tensor of `dtype` on `device`."""
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(x)).to(device=device).to(torch_dtype(dtype))
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device=device).to(torch_dtype(dtype, fp8))
 
 
 def torch_rows(t: Any, rows: np.ndarray | None) -> np.ndarray:

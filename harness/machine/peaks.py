@@ -1,6 +1,7 @@
-"""Datasheet peaks from peaks.yaml, looked up for a detected device and dtype.
+"""Datasheet peaks from peaks.yaml, looked up for a detected device: dense FLOP/s per dtype (`lookup`) and
+memory bandwidth (`lookup_membw`).
 
-An unknown device gives `tflops=None` with the reason; nothing here ever falls back to another device's
+An unknown or ambiguous device gives None with the reason; nothing here ever falls back to another device's
 figure (a silent fallback is how public tools came to report MFU above 100%).
 """
 
@@ -35,6 +36,20 @@ class Peak:
                 "peak_note": self.note}
 
 
+@dataclass(frozen=True)
+class BandwidthPeak:
+    """Peak memory bandwidth in GB/s (1e9 B/s), the denominator of a memory-bandwidth utilisation."""
+
+    gbps: float | None
+    source: str | None
+    entry: str | None  # peak-table id or "override"
+    note: str  # why gbps is None
+
+    def as_row(self) -> dict[str, Any]:
+        return {"peak_membw_gbps": self.gbps, "peak_membw_source": self.source, "peak_membw_entry": self.entry,
+                "peak_membw_note": self.note}
+
+
 @lru_cache(maxsize=4)
 def load_table(path: Path = PEAKS_FILE) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
@@ -42,9 +57,27 @@ def load_table(path: Path = PEAKS_FILE) -> dict[str, Any]:
     return data
 
 
-def _longest_match(entry: dict[str, Any], name: str) -> int:
-    spans = [m.end() - m.start() for p in entry["names"] if (m := re.search(p, name, re.IGNORECASE))]
-    return max(spans, default=0)
+def _span(entry: dict[str, Any], name: str) -> tuple[int, int] | None:
+    """Where in `name` the entry's longest pattern match lies, or None."""
+    spans = [m.span() for p in entry["names"] if (m := re.search(p, name, re.IGNORECASE))]
+    return max(spans, key=lambda s: s[1] - s[0], default=None)
+
+
+def _by_name(entries: list[dict[str, Any]], name: str, units: int | None) -> tuple[dict | None, str]:
+    """The one entry `name` designates, or None with why (no match, or several parts named)."""
+    scored = [(span, e) for e in entries if (span := _span(e, name))]
+    exact = [(span, e) for span, e in scored if e.get("multiprocessors") == units]
+    scored = exact or scored  # "MI250X/MI250" names two parts: the SM/CU count decides first
+    if not scored:
+        return None, ""
+    (start, end), best = max(scored, key=lambda se: se[0][1] - se[0][0])
+    # The longest match wins only over shorter matches inside it (a more specific reading of the same words);
+    # a match elsewhere in the name, or one as long, is another part the name could be.
+    rivals = [e for (s, t), e in scored if e is not best and not (start <= s and t <= end and t - s < end - start)]
+    if not rivals:
+        return best, f"name {name!r} matched {best['id']}"
+    ids = ", ".join(e["id"] for e in [best, *rivals])
+    return None, f"device name {name!r} is ambiguous between {ids} and the SM/CU count ({units}) does not decide"
 
 
 def _by_arch(entries: list[dict[str, Any]], device: DeviceInfo) -> list[dict[str, Any]]:
@@ -65,22 +98,13 @@ def match_device(device: DeviceInfo, table: dict[str, Any] | None = None) -> tup
     """The peak-table entry for `device`, or None with the reason."""
     entries = (table or load_table())["devices"]
     name = device.jax_device_kind or device.name
-    scored = [(n, e) for e in entries if (n := _longest_match(e, name))]
-    if scored:
-        # "MI250X/MI250" names two parts: the SM/CU count decides before the longest match does.
-        exact = [(n, e) for n, e in scored if e.get("multiprocessors") == device.multiprocessors]
-        scored = exact or scored
-        best = max(n for n, _ in scored)
-        candidates = [e for n, e in scored if n == best]
-        if len(candidates) == 1:
-            return candidates[0], f"name {name!r} matched {candidates[0]['id']}"
-        ids = ", ".join(e["id"] for e in candidates)
-        return None, f"device name {name!r} is ambiguous between {ids} and the SM/CU count does not decide"
+    entry, why = _by_name(entries, name, device.multiprocessors)
+    if entry is not None or why:
+        return entry, why
     by_arch = _by_arch(entries, device)
     if len(by_arch) == 1:
         return by_arch[0], f"arch {device.arch} with {device.multiprocessors} CUs matched {by_arch[0]['id']}"
-    return None, (f"device {name!r} is not in xmfu's peak table (harness/machine/peaks.yaml); "
-                  "pass peak_tflops=<dense TFLOP/s> to set one")
+    return None, f"device {name!r} is not in xmfu's peak table (harness/machine/peaks.yaml)"
 
 
 def _scale(entry: dict[str, Any], device: DeviceInfo) -> tuple[float | None, str]:
@@ -128,7 +152,7 @@ def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
         return cpu_peak(device, dtype, cpu_clock_ghz)
     entry, why = match_device(device)
     if entry is None:
-        return Peak(None, None, None, why)
+        return Peak(None, None, None, f"{why}; pass peak_tflops=<dense TFLOP/s> to set one")
     value = entry["tflops"].get(dtype)
     if value is None:
         return Peak(None, None, entry["id"], f"{entry['id']} has no published dense {dtype} peak")
@@ -139,3 +163,34 @@ def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
     tflops = value * factor
     return Peak(tflops if math.isfinite(tflops) else None, entry["source"] + confidence, entry["id"], note,
                 entry.get("boost_clock_mhz"))
+
+
+CPU_MEMBW_NOTE = "no published peak memory bandwidth for a CPU; pass peak_membw_gbps="
+
+
+def lookup_membw(device: DeviceInfo, *, override: float | None = None) -> BandwidthPeak:
+    """Peak memory bandwidth of `device` in GB/s (the table's `hbm_tbps` x 1000), or None with the reason.
+
+    A partition (MIG slice, CPX) gets None: its share of the memory bandwidth follows its memory slices, not its
+    SM/CU count, so the FLOP scaling of `lookup` would be wrong here.
+    """
+    if override is not None:
+        return BandwidthPeak(override, f"config override peak_membw_gbps={override:g}", "override", "")
+    if device.kind == "cpu":
+        # The bandwidth a CPU reaches depends on its DIMM population and channels, which no table here knows.
+        return BandwidthPeak(None, None, None, CPU_MEMBW_NOTE)
+    entry, why = match_device(device)
+    hint = "pass peak_membw_gbps=<GB/s> to set one"
+    if entry is None:
+        return BandwidthPeak(None, None, None, f"{why}; {hint}")
+    if entry.get("hbm_tbps") is None:
+        return BandwidthPeak(None, None, entry["id"], f"{entry['id']} has no published memory bandwidth; {hint}")
+    factor, note = _scale(entry, device)
+    if factor is None:  # more SMs/CUs than the part: the name match is wrong
+        return BandwidthPeak(None, None, entry["id"], note)
+    if factor != 1.0:
+        seen, full = device.multiprocessors, entry["multiprocessors"]
+        return BandwidthPeak(None, None, entry["id"], f"{seen}/{full} SMs/CUs visible (MIG slice or partition): "
+                                                      f"its share of the memory bandwidth is not published; {hint}")
+    confidence = " (low confidence)" if entry.get("confidence") == "low" else ""
+    return BandwidthPeak(entry["hbm_tbps"] * 1000.0, entry["source"] + confidence, entry["id"], "")

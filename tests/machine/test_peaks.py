@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.machine.peaks import cpu_peak, load_table, lookup, match_device
+from harness.machine.peaks import cpu_peak, load_table, lookup, lookup_membw, match_device
 from harness.machine.platform import DeviceInfo
 from tests.conftest import gpu_device
 
@@ -112,3 +112,85 @@ def test_cpu_peak_has_no_tf32_or_fp8_and_honours_clock_override():
     assert cpu_peak(_cpu(["avx2", "fma"]), "fp8").tflops is None
     assert cpu_peak(_cpu(["avx2", "fma"]), "fp32", clock_ghz=3.0).tflops == pytest.approx(2 * 3e9 * 32 / 1e12)
     assert cpu_peak(_cpu(["avx2", "fma"], clock=None), "fp32").tflops is None
+
+
+# --- Hardware truth: ambiguous names, clocks that match the peaks, memory bandwidth ---------------------------
+
+
+@pytest.mark.parametrize("cus", [96, None])
+def test_ambiguous_mi250_name_without_a_deciding_cu_count_gets_no_peak(cus):
+    # "AMD Instinct MI250X/MI250" names two parts; only 110 (MI250X) or 104 (MI250) CUs per GCD decide.
+    device = gpu_device("AMD Instinct MI250X/MI250", cus, memory_gb=68.7, kind="rocm", vendor="amd",
+                        arch="gfx90a:sramecc+:xnack-")
+    entry, why = match_device(device)
+    assert entry is None and "ambiguous" in why
+    peak = lookup(device, "bf16")
+    assert peak.tflops is None and peak.entry is None and "ambiguous" in peak.note and "peak_tflops=" in peak.note
+
+
+def _decimals(value: float) -> int:
+    text = repr(value)
+    return len(text.split(".")[1]) if "." in text and not float(value).is_integer() else 0
+
+
+def _entries_with_clock_facts():
+    return [e for e in load_table()["devices"]
+            if e.get("multiprocessors") and e.get("boost_clock_mhz") and e.get("flops_per_clock_per_unit")]
+
+
+def test_every_peak_equals_units_times_flops_per_clock_times_its_clock():
+    """peak = SMs/CUs x dense FLOP/clk/unit x the clock, within the rounding of the published figures: half a
+    unit in the last digit of the peak, plus the effect of quoting the clock in whole MHz."""
+    checked = []
+    for entry in _entries_with_clock_facts():
+        clock_hz = entry["boost_clock_mhz"] * 1e6
+        for dtype, per_clock in entry["flops_per_clock_per_unit"].items():
+            published = entry["tflops"][dtype]
+            derived = entry["multiprocessors"] * per_clock * clock_hz / 1e12
+            slack = 0.5 * 10 ** -_decimals(published) + derived * 0.5 / entry["boost_clock_mhz"]
+            assert abs(derived - published) <= slack, (entry["id"], dtype, derived, published)
+            checked.append(entry["id"])
+    # every GPU whose unit count and architecture are published is covered, not a convenient few
+    for must in ("nvidia-a100-sxm4-80gb", "nvidia-h100-sxm", "nvidia-h100-pcie", "nvidia-h200-sxm", "nvidia-l40s",
+                 "amd-mi250x-gcd", "amd-mi250-gcd", "amd-mi300x", "amd-mi300a", "amd-mi325x", "amd-mi355x"):
+        assert must in checked, must
+
+
+@pytest.mark.parametrize(("name", "sms", "clock"), [
+    ("NVIDIA H100 80GB HBM3", 132, 1830), ("NVIDIA H200", 132, 1830), ("NVIDIA H100 PCIe", 114, 1620)])
+def test_clock_adjusted_mfu_uses_the_clock_the_peak_was_computed_at(name, sms, clock):
+    assert lookup(gpu_device(name, sms), "bf16").clock_mhz == clock
+
+
+def test_b200_tf32_is_half_the_sparse_datasheet_figure():
+    assert lookup(gpu_device("NVIDIA B200"), "tf32").tflops == 1100  # 2.2 PFLOPS with sparsity
+
+
+def test_memory_bandwidth_of_a_known_device_in_gb_per_s():
+    bw = lookup_membw(gpu_device("NVIDIA H100 80GB HBM3", 132))
+    assert bw.gbps == pytest.approx(3350.0) and bw.entry == "nvidia-h100-sxm" and bw.source
+    assert lookup_membw(gpu_device("AMD Instinct MI300X", 304, kind="rocm", vendor="amd")).gbps == pytest.approx(5300)
+    assert set(bw.as_row()) == {"peak_membw_gbps", "peak_membw_source", "peak_membw_entry", "peak_membw_note"}
+
+
+def test_memory_bandwidth_unknown_ambiguous_partition_cpu_and_override():
+    unknown = lookup_membw(gpu_device("Some New Accelerator"))
+    assert unknown.gbps is None and "not in xmfu's peak table" in unknown.note and "peak_membw_gbps=" in unknown.note
+    ambiguous = lookup_membw(gpu_device("AMD Instinct MI250X/MI250", None, kind="rocm", vendor="amd"))
+    assert ambiguous.gbps is None and "ambiguous" in ambiguous.note
+    mig = lookup_membw(gpu_device("NVIDIA H100 80GB HBM3", 66))
+    assert mig.gbps is None and "66/132" in mig.note
+    cpu = lookup_membw(_cpu(["avx2", "fma"]))
+    assert cpu.gbps is None and cpu.note == ("no published peak memory bandwidth for a CPU; "
+                                            "pass peak_membw_gbps=")
+    forced = lookup_membw(_cpu(["avx2", "fma"]), override=250.0)
+    assert forced.gbps == 250.0 and forced.entry == "override" and "peak_membw_gbps=250" in forced.source
+
+
+def test_a_longer_match_wins_only_over_matches_inside_it():
+    table = {"devices": [{"id": "generic", "names": ["H100"]}, {"id": "nvl", "names": ["H100 NVL"]},
+                         {"id": "other", "names": ["NVL"]}]}
+    assert match_device(gpu_device("NVIDIA H100 NVL"), table)[0]["id"] == "nvl"  # "NVL" and "H100" lie inside
+    two = {"devices": [{"id": "a", "names": ["H100"]}, {"id": "b", "names": ["H200"]}]}
+    entry, why = match_device(gpu_device("NVIDIA H100/H200"), two)
+    assert entry is None and "ambiguous between a, b" in why

@@ -6,7 +6,9 @@ On a CPU, `XLA_FLAGS=--xla_force_host_platform_device_count=N` gives N devices.
 
 from __future__ import annotations
 
+import importlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,11 +45,30 @@ def _collective(op: str):
             "all_to_all": lambda x: lax.all_to_all(x, "x", 0, 0, tiled=True)}[op]
 
 
-def _compile(case: CollectiveCase, mesh: Any, x: Any) -> tuple[Any, str, float]:
-    import jax
+def shard_map_api(jax_module: Any) -> tuple[str, Callable[..., Any]]:
+    """(name, function) of this JAX's shard_map: `jax.shard_map` from JAX 0.6.1 on (f positional, then keyword-only
+    mesh, in_specs, out_specs, check_vma), else `jax.experimental.shard_map.shard_map` (JAX 0.4.x-0.6.0: f, mesh,
+    in_specs, out_specs, check_rep). Sources: jax-ml/jax tags jax-v0.4.30, jax-v0.6.0 and jax-v0.6.1."""
+    top = getattr(jax_module, "shard_map", None)
+    if top is not None:
+        return "jax.shard_map", top
+    legacy = importlib.import_module(f"{jax_module.__name__}.experimental.shard_map")
+    return "jax.experimental.shard_map.shard_map", legacy.shard_map
+
+
+def map_collective(case: CollectiveCase, mesh: Any, jax_module: Any) -> Any:
+    """The collective mapped over `mesh`. mesh, in_specs and out_specs are keywords both shard_maps accept; the
+    replication check (check_vma, formerly check_rep) keeps its default, on, in both."""
     from jax.sharding import PartitionSpec as P
 
-    mapped = jax.shard_map(_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    _, shard_map = shard_map_api(jax_module)
+    return shard_map(_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+
+
+def _compile(case: CollectiveCase, mesh: Any, x: Any) -> tuple[Any, str, float]:
+    import jax
+
+    mapped = map_collective(case, mesh, jax)
     start = time.perf_counter()
     compiled = jax.jit(mapped, donate_argnums=(0,) if case.in_place else ()).lower(x).compile()
     compile_s = time.perf_counter() - start
@@ -118,7 +139,8 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
             return multihost_utils.process_allgather(np.asarray(samples, dtype=np.float64)).tolist()
 
     plan = FixedPlan(case.warmup, case.samples, 1 if case.mode == "latency" else case.iters)
-    notes = {"library": "jax.shard_map + lax collectives", "ranks": n, "processes": jax.process_count(),
+    notes = {"library": "shard_map + lax collectives", "shard_map": shard_map_api(jax)[0], "ranks": n,
+             "processes": jax.process_count(),
              "hlo_op": found, "compile_s": compile_s, "bytes": lay.bytes, "in_place": case.in_place,
              "devices": [str(d) for d in devices]}
     return Prepared(call, result, "jax", notes=notes, fixed=plan, gather=gather,

@@ -3,6 +3,12 @@
 Processes come from the launcher (torchrun, or Slurm via Hydra's submitit launcher); without one, a single
 rank runs on its own store. The process group's timeout bounds every collective: a rank that never joins or
 dies raises instead of hanging, and the run ends with a `partial` bundle.
+
+An `nccl` group has no CPU backend: a host tensor in any collective fails with "No backend type associated with
+device type cpu" (torch/csrc/distributed/c10d/ProcessGroup.cpp, ProcessGroup::getBackend), so every tensor here,
+the bookkeeping ones included, lives on this rank's device. Its object collectives and barrier serialise onto
+torch.cuda.current_device() (torch 2.13 distributed_c10d.py: _get_object_coll_device, all_gather_object,
+barrier), so that device is set to this rank's GPU before any of them.
 """
 
 from __future__ import annotations
@@ -51,13 +57,13 @@ def process_group(kind: str, local_rank: int, timeout_s: float) -> Any:
     import torch
     import torch.distributed as dist
 
+    if kind in ("cuda", "rocm"):  # also when the group already exists: the current device is per process
+        torch.cuda.set_device(local_rank)
     if dist.is_initialized():
         return dist
     backend = "nccl" if kind in ("cuda", "rocm") else "gloo"
     timeout = datetime.timedelta(seconds=timeout_s)
     try:
-        if kind in ("cuda", "rocm"):
-            torch.cuda.set_device(local_rank)
         _slurm_env()
         if "WORLD_SIZE" in os.environ:
             dist.init_process_group(backend, timeout=timeout)  # env:// from the launcher
@@ -127,7 +133,8 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
         got = out.detach().to(torch.float64).cpu().numpy()
         if case.inject_corruption and rank == n - 1:
             got[-1] += 1
-        wrong = torch.tensor([int(np.sum(got != expected_output(case.op, rank, n, lay)))])
+        count = int(np.sum(got != expected_output(case.op, rank, n, lay)))
+        wrong = torch.tensor([count], device=inp.device)  # on the group's device: nccl has no CPU backend
         dist.all_reduce(wrong)  # every rank decides the same status, or the next collective would hang
         return {"wrong": int(wrong), "elements": lay.output_count * n, "ranks": n}
 

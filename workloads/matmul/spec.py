@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -11,7 +11,8 @@ import numpy as np
 
 from harness.engine.case import Check
 from harness.engine.settings import ConfigError, boolean, check_keys, int_list
-from harness.machine.dtypes import DTYPES, uniform_inputs
+from harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
+from harness.machine.platform import DeviceInfo
 
 FLOP_CONVENTION = "matmul-2mnk/1"
 FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows instead of every row
@@ -19,7 +20,10 @@ FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows inst
 # Bounds: output rounding (bf16 unit roundoff 2^-8, fp16 2^-11) plus accumulation-order error. The fp32
 # bound sits well below TF32's input rounding (~1e-4 on this metric), so a backend that silently uses TF32
 # for "fp32" is reported incorrect instead of fast.
-TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3, "fp8": 1.6e-2}
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3}
+# fp8 by the format the inputs were rounded to. They are exact in it (the reference uses the same rounded values),
+# so what remains is the bf16 output's rounding plus accumulation order, as for bf16: the same bound for both.
+FP8_TOLERANCE = {"e4m3fn": 1.6e-2, "e4m3fnuz": 1.6e-2}
 CONFIG_KEYS = ("name", "sizes", "shapes", "transpose_a", "transpose_b")
 
 
@@ -32,6 +36,7 @@ class MatmulCase:
     transpose_a: bool = False  # A stored as (K, M) and used transposed
     transpose_b: bool = False  # B stored as (N, K) and used transposed
     seed: int = 0
+    fp8_format: str | None = None  # fp8 only: the device's e4m3 variant (set by for_device), inputs rounded to it
 
     workload: ClassVar[str] = "matmul"
     flop_convention: ClassVar[str] = FLOP_CONVENTION
@@ -42,8 +47,13 @@ class MatmulCase:
         return f"matmul-{self.dtype}-{self.m}x{self.n}x{self.k}-{layout}"
 
     def params(self) -> dict[str, Any]:
-        return {"m": self.m, "n": self.n, "k": self.k, "transpose_a": self.transpose_a,
-                "transpose_b": self.transpose_b}
+        out = {"m": self.m, "n": self.n, "k": self.k, "transpose_a": self.transpose_a,
+               "transpose_b": self.transpose_b}
+        return {**out, "fp8_format": self.fp8_format} if self.dtype == "fp8" else out
+
+    @property
+    def tolerance(self) -> float:
+        return FP8_TOLERANCE[self.fp8_format] if self.dtype == "fp8" else TOLERANCE[self.dtype]
 
     def flops(self) -> float:
         # One multiply-add = 2 FLOPs; M*N outputs each need K of them (epilogue not counted). Same count as
@@ -77,15 +87,16 @@ class MatmulCase:
         error = float(np.max(np.abs(rows - ref))) / scale if rows.shape == ref.shape else float("inf")
         checked = (f"all {self.m}x{self.n} outputs" if selected is None
                    else f"{len(selected)} rows (first 16, last 16, 32 random) of {self.m}")
-        return Check(error <= TOLERANCE[self.dtype], error, TOLERANCE[self.dtype], "max|C-Cref|/max|Cref|",
-                     checked)
+        if self.dtype == "fp8":
+            checked += f", inputs in {self.fp8_format}"
+        return Check(error <= self.tolerance, error, self.tolerance, "max|C-Cref|/max|Cref|", checked)
 
 
 @lru_cache(maxsize=1)
 def _stored_inputs(case: MatmulCase) -> tuple[np.ndarray, np.ndarray]:
     a_shape = (case.k, case.m) if case.transpose_a else (case.m, case.k)
     b_shape = (case.n, case.k) if case.transpose_b else (case.k, case.n)
-    x = uniform_inputs(case.seed, {"a": a_shape, "b": b_shape}, case.dtype)
+    x = uniform_inputs(case.seed, {"a": a_shape, "b": b_shape}, case.dtype, case.fp8_format)
     return x["a"], x["b"]
 
 
@@ -116,3 +127,8 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Matmu
     tb = boolean("workload.transpose_b", workload.get("transpose_b", False))
     return [MatmulCase(m, n, k, dtype, ta, tb, seed) for m, n, k in _shapes(workload)]
 
+
+def for_device(cases: Sequence[MatmulCase], device: DeviceInfo) -> list[MatmulCase]:
+    """The cases as `device` runs them: fp8 cases take the device's e4m3 variant (machine/dtypes.fp8_format)."""
+    fmt = fp8_format(device.kind, device.arch)
+    return [replace(c, fp8_format=fmt) if c.dtype == "fp8" else c for c in cases]

@@ -9,7 +9,9 @@ import numpy as np
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from harness.engine.timing import rotate
+from harness.machine.dtypes import fp8_format
 from harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
+from harness.machine.platform import DeviceInfo
 from workloads.matmul.spec import MatmulCase
 
 # torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores; pin it per dtype.
@@ -18,22 +20,34 @@ FP8_ARCHES = ("gfx942", "gfx950")
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
-    kind, device = ctx.platform.kind, ctx.device
-    why = torch_unavailable(case.dtype, kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind)
     if why:
         return False, why
     if case.dtype == "fp8":
-        cc = tuple(int(x) for x in (device.compute_capability or "0.0").split("."))
-        arch_ok = kind == "rocm" and (device.arch or "").startswith(FP8_ARCHES)
-        if not ((kind == "cuda" and cc >= (8, 9)) or arch_ok):
-            return False, "fp8 matmul (torch._scaled_mm) needs NVIDIA compute capability 8.9+ or AMD gfx942/gfx950"
+        why = _fp8_unavailable(case, ctx.platform.kind, ctx.device)
+        if why:
+            return False, why
     return True, ""
+
+
+def _fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
+    cc = tuple(int(x) for x in (device.compute_capability or "0.0").split("."))
+    arch_ok = kind == "rocm" and (device.arch or "").startswith(FP8_ARCHES)
+    if not ((kind == "cuda" and cc >= (8, 9)) or arch_ok):
+        return "fp8 matmul (torch._scaled_mm) needs NVIDIA compute capability 8.9+ or AMD gfx942/gfx950"
+    wanted = fp8_format(kind, device.arch)
+    if case.fp8_format != wanted:
+        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    if case.k % 16 or case.n % 16:  # aten ScaledBlas.cpp: mat1 columns and both mat2 dims divisible by 16
+        return f"torch._scaled_mm needs K and N multiples of 16 (K={case.k}, N={case.n})"
+    return None
 
 
 def _operands(case: MatmulCase, ctx: RunContext) -> list[tuple]:
     a_np, b_np = case.stored_inputs()
     copies = ctx.input_copies(case.input_bytes())
-    a0, b0 = to_torch(a_np, case.dtype, ctx.torch_device), to_torch(b_np, case.dtype, ctx.torch_device)
+    a0 = to_torch(a_np, case.dtype, ctx.torch_device, case.fp8_format)
+    b0 = to_torch(b_np, case.dtype, ctx.torch_device, case.fp8_format)
     pairs = [(a0, b0)] + [(a0.clone(), b0.clone()) for _ in range(copies - 1)]
     # Transposed storage is used through a view, so the library sees the layout flag, not a copy.
     return [(a.T if case.transpose_a else a, b.T if case.transpose_b else b) for a, b in pairs]
@@ -67,4 +81,6 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     notes = {"library": "torch._scaled_mm" if case.dtype == "fp8" else "torch.matmul",
              "fp32_matmul_precision": torch.get_float32_matmul_precision(), "input_copies": len(calls),
              "torch_threads": torch.get_num_threads() if ctx.platform.kind == "cpu" else None}
+    if case.dtype == "fp8":
+        notes["fp8_format"] = case.fp8_format
     return Prepared(rotate(calls), result, "torch", notes=notes)

@@ -1,0 +1,68 @@
+"""fp8 matmul in the e4m3 variant of the device: e4m3fnuz on MI300-class parts, OCP e4m3fn elsewhere. Run on a
+fake GPU (tests/fakes/fake_gpu.py) with a fake torch._scaled_mm that keeps the real per-architecture rules
+(tests/fakes/fake_scaled_mm.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from harness.engine.context import RunContext
+from harness.machine.platform import Platform
+from harness.run import plan_phases
+from tests.conftest import gpu_device, run_config
+from tests.fakes.fake_gpu import fake_gpu
+from tests.fakes.fake_scaled_mm import fake_scaled_mm
+from workloads.catalog import build_registry
+from workloads.matmul import spec
+from workloads.matmul import torch as torch_backend
+
+MI300X = gpu_device("AMD Instinct MI300X", 304, memory_gb=206, kind="rocm", vendor="amd",
+                    arch="gfx942:sramecc+:xnack-")
+MI355X = gpu_device("AMD Instinct MI355X", 256, memory_gb=309, kind="rocm", vendor="amd",
+                    arch="gfx950:sramecc+:xnack-")
+H100 = gpu_device("NVIDIA H100 80GB HBM3", 132, compute_capability="9.0")
+
+
+def _ctx(device) -> RunContext:
+    return RunContext(run_config(dtype="fp8"), Platform(device.kind, (device,), "test"))
+
+
+@pytest.mark.parametrize(("device", "fmt"), [(MI300X, "e4m3fnuz"), (MI355X, "e4m3fn"), (H100, "e4m3fn")])
+def test_fp8_matmul_runs_in_the_devices_e4m3_variant(device, fmt, monkeypatch):
+    (case,) = spec.for_device(spec.expand({"name": "matmul", "shapes": [[40, 32, 48]]}, "fp8", 0), device)
+    assert case.fp8_format == fmt and case.params()["fp8_format"] == fmt
+    monkeypatch.setattr(torch, "_scaled_mm", fake_scaled_mm(device))
+    ctx = _ctx(device)
+    with fake_gpu(0):
+        ok, why = torch_backend.available(case, ctx)
+        assert ok, why
+        prepared = torch_backend.prepare(case, ctx)
+        check = case.check(prepared.result(None))
+    assert check.ok, check
+    assert prepared.notes["fp8_format"] == fmt and fmt in check.checked
+
+
+def test_the_run_resolves_the_fp8_format_for_its_device():
+    cfg = run_config(dtype="fp8", workload={"name": "matmul", "sizes": [64]})
+    phases = plan_phases(cfg, build_registry(), MI300X)
+    assert {c.fp8_format for p in phases for c in p.cases} == {"e4m3fnuz"}
+    assert {c.fp8_format for p in plan_phases(cfg, build_registry(), H100) for c in p.cases} == {"e4m3fn"}
+    bf16 = plan_phases(run_config(dtype="bf16"), build_registry(), MI300X)
+    assert {c.fp8_format for p in bf16 for c in p.cases} == {None} and "fp8_format" not in bf16[-1].cases[0].params()
+
+
+def test_an_fp8_case_in_another_devices_format_is_refused():
+    case = spec.MatmulCase(64, 64, 64, "fp8", fp8_format="e4m3fn")
+    ok, why = torch_backend.available(case, _ctx(MI300X))
+    assert not ok and "e4m3fnuz" in why
+    ok, why = torch_backend.available(replace(case, fp8_format=None), _ctx(H100))
+    assert not ok and "format" in why
+
+
+def test_fp8_shapes_scaled_mm_cannot_take_are_skipped_with_the_reason():
+    case = spec.MatmulCase(64, 30, 64, "fp8", fp8_format="e4m3fn")  # N = 30: not a multiple of 16
+    ok, why = torch_backend.available(case, _ctx(H100))
+    assert not ok and "16" in why

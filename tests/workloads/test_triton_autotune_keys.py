@@ -1,0 +1,58 @@
+"""The Triton kernels' autotune keys: a config tuned for one precision, layout, batch x heads or GQA group must not
+be reused for another. Triton 3.9's Autotuner.run (triton/runtime/autotuner.py) keys its cache on the values of
+the `key` arguments plus the dtype of every tensor argument, and only when there is more than one config; so the
+kernels get two configs here, and a stub benchmark (the interpreter would time nothing real) picks the first."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+from kernels import flash_attention as attention
+from kernels import matmul as gemm
+
+
+def _two_configs(monkeypatch, autotuner, **extra) -> dict:
+    configs = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, **extra}, num_warps=4, num_stages=1),
+               triton.Config({"BLOCK_M": 16, "BLOCK_N": 16, **extra}, num_warps=4, num_stages=1)]
+    cache: dict = {}
+    monkeypatch.setattr(autotuner, "configs", configs)
+    monkeypatch.setattr(autotuner, "cache", cache)
+    monkeypatch.setattr(autotuner, "_bench", lambda *a, config, **k: [configs.index(config) + 1.0])
+    return cache
+
+
+def test_gemm_tunes_precision_and_layout_separately(monkeypatch):
+    cache = _two_configs(monkeypatch, gemm._matmul_kernel, BLOCK_K=16, GROUP_M=1)
+    a, b = torch.randn(32, 48), torch.randn(48, 40)
+    out = torch.empty(32, 40)
+    gemm.matmul(a, b, out, "ieee")
+    gemm.matmul(a, b, out, "tf32")  # same shapes and dtypes, another input precision
+    assert len(cache) == 2
+    gemm.matmul(a.t().contiguous().t(), b, out, "ieee")  # A stored transposed: same values, other strides
+    gemm.matmul(a, b.t().contiguous().t(), out, "ieee")
+    assert len(cache) == 4
+    torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+    gemm.matmul(a, b, out, "ieee")  # an earlier case again: tuned once, reused
+    assert len(cache) == 4
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_attention_tunes_batch_heads_and_gqa_group_separately(kernel, monkeypatch):
+    caches = [_two_configs(monkeypatch, k) for k in (attention._attn_fwd, attention._attn_bwd_dkdv,
+                                                     attention._attn_bwd_dq)]
+
+    def attend(batch, heads, kv_heads):
+        q = torch.randn(batch, heads, 32, 16, requires_grad=True)
+        k, v = (torch.randn(batch, kv_heads, 32, 16, requires_grad=True) for _ in range(2))
+        o = attention.flash_attention(q, k, v)
+        if kernel == "bwd":
+            o.sum().backward()
+
+    attend(1, 4, 4)
+    attend(4, 1, 1)  # batch x heads = 4 in both, but 4x the programs per head
+    attend(1, 4, 2)  # same query shape, GQA group 2
+    assert len(caches[0]) == 3  # the forward runs in both
+    if kernel == "bwd":
+        assert len(caches[1]) == 3 and len(caches[2]) == 3
