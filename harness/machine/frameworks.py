@@ -150,21 +150,24 @@ def use_triton_interpreter() -> bool:
     Triton decorates its own library functions (tl.cdiv...) when it is imported, in the mode the environment
     says then; a kernel interpreted later would call them compiled and fail.
     """
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        _TRITON_MODE["interpreted_at_import"] = "triton" not in sys.modules or _TRITON_MODE["interpreted_at_import"]
-        return True
     if "triton" in sys.modules:
-        # A previous job of this process imported triton interpreted, and its environment was restored since.
-        if _TRITON_MODE["interpreted_at_import"]:
+        # Too late to choose: say what triton was imported as (its library functions show the mode), and keep
+        # the variable in line with it (a restored environment may have dropped it since).
+        interpreted = triton_imported_interpreted()
+        if interpreted:
             os.environ["TRITON_INTERPRET"] = "1"
-            return True
-        return False
+        return interpreted
     os.environ["TRITON_INTERPRET"] = "1"
-    _TRITON_MODE["interpreted_at_import"] = True
     return True
 
 
-_TRITON_MODE: dict[str, bool] = {"interpreted_at_import": False}  # set once triton has been imported interpreted
+def triton_imported_interpreted() -> bool:
+    """Whether the imported triton decorated its library in interpreter mode (tl.cdiv is then an
+    InterpretedFunction instead of a JITFunction: triton/runtime/interpreter.py, triton/language/core.py)."""
+    language = sys.modules.get("triton.language")
+    return language is not None and type(getattr(language, "cdiv", None)).__name__ == "InterpretedFunction"
+
+
 
 
 def triton_unavailable(platform_kind: str) -> str | None:
