@@ -132,3 +132,14 @@ def test_a_backend_whose_timing_means_nothing_is_checked_but_never_called_for_ti
     assert row["status"] == "ok" and row["correctness"]["ok"] and row["time_s"] is None
     assert row["tflops"] is None and row["mfu"] is None and "timing not valid" in row["mfu_reason"]
     assert row["timer"]["stop"] == "checked, not timed: Triton interpreter"
+
+
+def test_rows_carry_the_device_identity(tmp_path):
+    from dataclasses import replace
+
+    device = replace(cpu_device(), uuid="5a1b2c03-0001-0203-0405-060708090a0b", pci_bus_id="0000:5d:00.0")
+    runner, _ = _runner(tmp_path)
+    runner.ctx = RunContext(runner.ctx.config, Platform("cpu", (device,), "test"))
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    row = runner.rows[0]
+    assert (row["device_uuid"], row["device_pci_bus_id"]) == (device.uuid, device.pci_bus_id)
