@@ -292,7 +292,8 @@ class CaseRunner:
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
             "backend": a.backend, "platform": self.ctx.platform.kind, "device": device.name,
-            "device_index": device.index, "dtype": case.dtype, "params": case.params(),
+            "device_index": device.index, "device_uuid": device.uuid, "device_pci_bus_id": device.pci_bus_id,
+            "dtype": case.dtype, "params": case.params(),
             "status": a.status, "reason": a.reason, "flops": flops,
             "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
             "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.machine import stack
+from harness.machine.driver import driver_version
 from harness.machine.peaks import PEAKS_FILE, load_table, lookup
 from harness.machine.platform import Platform
 from harness.machine.ranks import process_info
@@ -55,18 +56,6 @@ def _torch_stack() -> dict[str, Any]:
     if torch.backends.cudnn.is_available():
         info["cudnn"] = torch.backends.cudnn.version()
     return info
-
-
-def _driver_version() -> str | None:
-    for cmd in (["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                ["rocm-smi", "--showdriverversion"]):
-        if shutil.which(cmd[0]):
-            try:
-                out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False).stdout
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            return out.strip().splitlines()[0] if out.strip() else None
-    return None
 
 
 def git_sha(root: Path) -> str | None:
@@ -147,6 +136,7 @@ def telemetry_static(plat: Platform, sampler: Any = None) -> dict[str, Any]:
 
 
 def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = None) -> dict[str, Any]:
+    driver = driver_version(plat.kind)  # (version, where it came from / why there is none)
     return {
         "host": {"hostname": socket.gethostname(), "os": host.platform(), "kernel": host.release(),
                  "machine": host.machine(), "python": sys.version.split()[0], "executable": sys.executable},
@@ -155,7 +145,8 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = N
         "packages": package_versions(),
         "torch": _torch_stack(),
         "torch_settings": stack.torch_settings(plat.kind),
-        "driver": _driver_version(),
+        "driver": driver[0],
+        "driver_source": driver[1],
         "platform": {"kind": plat.kind, "reason": plat.reason},
         "devices": [d.as_dict() for d in plat.devices],
         "env": relevant_env(),

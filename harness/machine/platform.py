@@ -32,6 +32,10 @@ class DeviceInfo:
     cache_bytes: int | None = None  # last-level cache the cold-cache option must defeat
     jax_device_kind: str | None = None
     cpu: dict[str, Any] = field(default_factory=dict)  # CPU only: flags, clock and core facts
+    # Which physical GPU this is, whatever CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES / Slurm did to the
+    # ordinals: telemetry looks the device up by these, never by `index`.
+    uuid: str | None = None  # torch's string, 8-4-4-4-12 hex, without NVML's "GPU-" prefix
+    pci_bus_id: str | None = None  # "dddd:bb:dd.0", the form sysfs, NVML and amdsmi all accept
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,21 +58,48 @@ class Platform:
         return self.kind != "cpu"
 
 
+def torch_device_uuid(props: Any) -> str | None:
+    """`props.uuid` as text, None where torch has none or gives the all-zero UUID.
+
+    torch/csrc/cuda/Module.cpp binds `uuid` to cudaDeviceProp::uuid as a `torch._C._CUuuid` whose __str__ is
+    the 16 bytes as 8-4-4-4-12 lowercase hex (no "GPU-" prefix); builds without it (FBCODE) lack the attribute.
+    """
+    raw = getattr(props, "uuid", None)
+    text = str(raw).strip() if raw is not None else ""
+    return text if text.replace("-", "").strip("0") else None
+
+
+def torch_pci_bus_id(props: Any) -> str | None:
+    """"dddd:bb:dd.0" from `pci_domain_id`, `pci_bus_id`, `pci_device_id`, None where torch lacks them.
+
+    torch 2.13's own torch/numa/binding.py reads these three integers from the device properties and formats
+    them the same way; older torch has no such attributes. cudaDeviceProp has no PCI function number: a GPU
+    is function 0. This is the form amdsmi_get_processor_handle_from_bdf parses (4-digit domain, amdsmi
+    py-interface `_parse_bdf`) and one nvmlDeviceGetHandleByPciBusId_v2 accepts ("%x:%x:%x.%x", nvml.h).
+    """
+    ids = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ids):
+        return None
+    domain, bus, device = ids
+    return f"{domain:04x}:{bus:02x}:{device:02x}.0"
+
+
 def describe_torch_device(props: Any, index: int, hip_version: str | None) -> DeviceInfo:
     """DeviceInfo from `torch.cuda.get_device_properties(i)` (works for CUDA and ROCm builds)."""
     arch = getattr(props, "gcnArchName", None) or None
+    identity = {"uuid": torch_device_uuid(props), "pci_bus_id": torch_pci_bus_id(props)}
     if hip_version:
         base_arch = arch.split(":")[0] if arch else None
         cache = AMD_INFINITY_CACHE_BYTES.get(base_arch or "", getattr(props, "L2_cache_size", None))
         name = props.name.strip() or (f"AMD {base_arch}" if base_arch else "AMD GPU")
         return DeviceInfo(
             kind="rocm", name=name, vendor="amd", index=index, memory_bytes=int(props.total_memory),
-            multiprocessors=int(props.multi_processor_count), arch=arch, cache_bytes=cache,
+            multiprocessors=int(props.multi_processor_count), arch=arch, cache_bytes=cache, **identity,
         )
     return DeviceInfo(
         kind="cuda", name=props.name, vendor="nvidia", index=index, memory_bytes=int(props.total_memory),
         multiprocessors=int(props.multi_processor_count), compute_capability=f"{props.major}.{props.minor}",
-        cache_bytes=getattr(props, "L2_cache_size", None),
+        cache_bytes=getattr(props, "L2_cache_size", None), **identity,
     )
 
 

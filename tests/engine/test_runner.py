@@ -143,3 +143,14 @@ def test_flush_and_cuda_graph_options_are_recorded_in_the_row(tmp_path):
     assert timer["cuda_graph"] == "not applied: host on cpu"
     assert timer["host_launch_s"] is None and timer["launch_bound"] is None  # a host timer has no separate launch
     assert runner.rows[0]["comparability"]["protocol"]["flush_l2"] is True
+
+
+def test_rows_carry_the_device_identity(tmp_path):
+    from dataclasses import replace
+
+    device = replace(cpu_device(), uuid="5a1b2c03-0001-0203-0405-060708090a0b", pci_bus_id="0000:5d:00.0")
+    runner, _ = _runner(tmp_path)
+    runner.ctx = RunContext(runner.ctx.config, Platform("cpu", (device,), "test"))
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    row = runner.rows[0]
+    assert (row["device_uuid"], row["device_pci_bus_id"]) == (device.uuid, device.pci_bus_id)

@@ -53,3 +53,18 @@ def test_cpuinfo_parsers():
 def test_read_cpu_facts_records_clock_source():
     facts = read_cpu_facts()
     assert facts.flags and facts.clock_source
+
+
+def test_torch_device_identity_uuid_and_pci_bus_id():
+    from tests.fakes.torch_cuda_props import h100, mi300x
+
+    d = describe_torch_device(h100(physical=3, pci=(0, 0x5D, 0)), 0, None)
+    assert d.uuid == "5a1b2c03-0001-0203-0405-060708090a0b" and d.pci_bus_id == "0000:5d:00.0"
+    assert d.as_dict()["uuid"] == d.uuid and d.as_dict()["pci_bus_id"] == d.pci_bus_id
+    amd = describe_torch_device(mi300x(pci=(0, 0xAF, 0)), 1, "6.3.42131")
+    assert amd.pci_bus_id == "0000:af:00.0" and amd.kind == "rocm" and amd.uuid
+    old = describe_torch_device(h100(pci=None, uuid=None), 0, None)  # torch without these attributes
+    assert old.uuid is None and old.pci_bus_id is None
+    from tests.fakes.torch_cuda_props import CUuuid
+
+    assert describe_torch_device(h100(uuid=CUuuid(bytes(16))), 0, None).uuid is None  # all-zero: unknown

@@ -1,97 +1,16 @@
-"""Telemetry: vendor samplers on fake NVML/amdsmi modules (real names and units), aggregation on recorded
-readings (counter wrap-around, gaps, throttle fractions, clock-adjusted MFU), the CPU sampler here, and
-steady-state detection."""
+"""Telemetry: aggregation on recorded readings (counter wrap-around, gaps, throttle fractions, clock-adjusted
+MFU), the CPU, TPU and unavailable samplers, and steady-state detection. The vendor samplers are tested on
+fakes of the real modules in test_telemetry_nvml.py and test_telemetry_amdsmi.py."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 from harness.machine.telemetry import Unavailable, open_sampler
 from harness.machine.telemetry.aggregate import counter_energy, efficiency, summarize_window, window
-from harness.machine.telemetry.amdsmi import AmdSmiSampler
-from harness.machine.telemetry.base import Reading
-from harness.machine.telemetry.cpu import CpuSampler
-from harness.machine.telemetry.nvml import NvmlSampler, throttle_names
+from harness.machine.telemetry.base import PROBE_KEYS, Reading
+from harness.machine.telemetry.cpu import CpuSampler, cpu_clocks
 from harness.machine.telemetry.recorder import Recorder
-
-
-class FakeNvml:
-    """pynvml's names and units: power in mW, energy in mJ, clocks in MHz, reasons as a bitmask."""
-
-    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
-
-    def __init__(self, series):
-        self.series, self.i = series, -1
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return f"gpu{i}"
-
-    def _now(self):
-        return self.series[self.i]
-
-    def nvmlDeviceGetPowerUsage(self, h):
-        self.i += 1  # first query of a reading advances the recording
-        return self._now()["mw"]
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, h):
-        return self._now()["mj"]
-
-    def nvmlDeviceGetClockInfo(self, h, kind):
-        return self._now()["sm"] if kind == self.NVML_CLOCK_SM else 2619
-
-    def nvmlDeviceGetMaxClockInfo(self, h, kind):
-        return 1980 if kind == self.NVML_CLOCK_SM else 2619
-
-    def nvmlDeviceGetTemperature(self, h, kind):
-        return 61
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
-        return self._now()["reasons"]
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, h):
-        return 700_000
-
-    def nvmlSystemGetDriverVersion(self):
-        return "570.86.15"
-
-
-def test_nvml_units_and_throttle_reasons():
-    fake = FakeNvml([{"mw": 650_000, "mj": 1_000_000, "sm": 1755, "reasons": 0x4 | 0x20}])
-    sampler = NvmlSampler(0, nvml=fake)
-    r = sampler.read()
-    assert (r.power_w, r.energy_j, r.sm_clock_mhz, r.mem_clock_mhz, r.power_limit_w) == (650.0, 1000.0, 1755, 2619,
-                                                                                         700.0)
-    assert r.throttle == ["sw_power_cap", "sw_thermal"]
-    assert throttle_names(0x8 | 0x40) == ["hw_slowdown", "hw_thermal"]
-    assert sampler.static()["max_sm_clock_mhz"] == 1980 and sampler.static()["driver"] == "570.86.15"
-
-
-def _fake_amdsmi(power_w=540, acc=2_000_000, res=15.3, clk=2100, throttle=1):
-    def clock_info(h, kind):
-        return {"clk": clk if kind == "GFX" else 1300, "min_clk": 500, "max_clk": 2100}
-
-    return SimpleNamespace(
-        amdsmi_init=lambda: None, amdsmi_get_processor_handles=lambda: ["h0"],
-        amdsmi_get_power_info=lambda h: {"current_socket_power": power_w, "average_socket_power": power_w - 5},
-        amdsmi_get_energy_count=lambda h: {"energy_accumulator": acc, "counter_resolution": res, "timestamp": 0},
-        amdsmi_get_clock_info=clock_info, AmdSmiClkType=SimpleNamespace(GFX="GFX", MEM="MEM"),
-        amdsmi_get_temp_metric=lambda h, kind, metric: 70,
-        AmdSmiTemperatureType=SimpleNamespace(HOTSPOT="HOTSPOT"), AmdSmiTemperatureMetric=SimpleNamespace(CURRENT=0),
-        amdsmi_get_gpu_metrics_info=lambda h: {"throttle_status": throttle},
-        amdsmi_get_power_cap_info=lambda h: {"power_cap": 750_000_000},
-        amdsmi_get_gpu_driver_info=lambda h: {"driver_version": "6.8.5"})
-
-
-def test_amdsmi_units():
-    r = AmdSmiSampler(0, amdsmi=_fake_amdsmi()).read()
-    assert r.power_w == 540 and r.energy_j == pytest.approx(2_000_000 * 15.3 / 1e6)
-    assert (r.sm_clock_mhz, r.mem_clock_mhz, r.temp_c, r.power_limit_w) == (2100.0, 1300.0, 70, 750.0)
-    assert r.throttle == ["throttled"]
 
 
 def test_missing_vendor_library_is_unavailable_not_a_crash():
@@ -126,6 +45,58 @@ def test_window_summary_throttle_fractions_and_clock_adjusted_mfu():
     assert e["tflops_per_watt"] == pytest.approx(700 / 510)
     assert e["mfu_clock_adjusted"] == pytest.approx(0.7 * 1980 / 1940)
     assert [r.t for r in window(rs, [(0.9, 1.1), (3.0, 3.05)], slack=0.05)] == [1.0, 3.0]
+
+
+def test_throttle_unknown_is_not_zero():
+    rs = [Reading(t=0.0, throttle=None), Reading(t=1.0, throttle=["hw_thermal"]), Reading(t=2.0, throttle=[])]
+    assert summarize_window(rs, None)["throttle_fraction"] == {"hw_thermal": 0.5}  # of the 2 readings that know
+    assert summarize_window(rs[:1], None)["throttle_fraction"] is None  # nothing known: not "never throttled"
+
+
+def _probe_is_complete(sampler):
+    probe = sampler.probe()
+    assert set(probe) == set(PROBE_KEYS)
+    for key, entry in probe.items():
+        assert entry["value"] is not None or entry["reason"], key
+    return probe
+
+
+def test_cpu_probe_and_unreadable_fields_said():
+    probe = _probe_is_complete(CpuSampler())
+    assert probe["sm_clock_mhz"]["value"] > 0 and probe["processes"]["value"] is None
+    assert probe["throttle"]["reason"] and probe["mem_clock_mhz"]["reason"]
+
+
+def test_unavailable_probe_gives_the_reason_everywhere():
+    sampler = Unavailable("ImportError: no pynvml")
+    probe = _probe_is_complete(sampler)
+    assert probe["power_w"]["reason"] == "telemetry unavailable: ImportError: no pynvml"
+    assert sampler.processes() is None and sampler.processes_reason == sampler.reason
+
+
+def test_tpu_probe_with_jax_here():
+    from harness.machine.telemetry.tpu import TpuSampler
+
+    probe = _probe_is_complete(TpuSampler(0))  # jax's CPU device stands in: the same calls, nothing exposed
+    assert probe["power_w"]["value"] is None and "not exposed" in probe["power_w"]["reason"]
+
+
+def _cpufreq(folder, governor, low, high):
+    folder.mkdir()
+    (folder / "scaling_governor").write_text(governor + "\n")
+    (folder / "scaling_min_freq").write_text(f"{low}\n")
+    (folder / "scaling_max_freq").write_text(f"{high}\n")
+    return folder
+
+
+def test_cpu_clocks_from_cpufreq(tmp_path):
+    free = cpu_clocks(_cpufreq(tmp_path / "a", "powersave", 800000, 3800000))
+    assert free["locked"] is False and free["detail"]["governor"] == "powersave"
+    pinned = cpu_clocks(_cpufreq(tmp_path / "b", "performance", 2000000, 2000000))
+    assert pinned["locked"] is True and pinned["detail"]["scaling_max_freq_khz"] == 2000000
+    assert cpu_clocks(_cpufreq(tmp_path / "c", "userspace", 800000, 3800000))["locked"] is True
+    missing = cpu_clocks(tmp_path / "none")
+    assert missing["locked"] is None and "cpufreq" in missing["reason"]
 
 
 def test_cpu_sampler_reads_what_this_machine_exposes():

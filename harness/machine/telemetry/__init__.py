@@ -1,13 +1,15 @@
 """Power, clocks, temperature, throttling and energy, sampled around every timed window.
 
-One interface (`Sampler.read() -> Reading`), one module per vendor API; `open_sampler` picks by platform
-and never raises: a library that is missing or fails gives `Unavailable(reason)`, recorded in the bundle.
+One interface (`Sampler.read() -> Reading`, `static()`, `probe()`, `processes()`), one module per vendor API;
+`open_sampler` picks by platform and never raises: a library that is missing or fails, or a timed device the
+library cannot find, gives `Unavailable(reason)`, recorded in the bundle. The vendor samplers get the whole
+DeviceInfo so they look the device up by UUID / PCI bus id, not by the framework's ordinal (identity.py).
 """
 
 from __future__ import annotations
 
 from harness.machine.platform import Platform
-from harness.machine.telemetry.base import Reading, Sampler, Unavailable
+from harness.machine.telemetry.base import PROBE_KEYS, Probe, Reading, Sampler, Unavailable
 
 
 def open_sampler(platform: Platform) -> Sampler:
@@ -16,11 +18,11 @@ def open_sampler(platform: Platform) -> Sampler:
         if platform.kind == "cuda":
             from harness.machine.telemetry.nvml import NvmlSampler
 
-            return NvmlSampler(device.index)
+            return NvmlSampler(device)
         if platform.kind == "rocm":
             from harness.machine.telemetry.amdsmi import AmdSmiSampler
 
-            return AmdSmiSampler(device.index)
+            return AmdSmiSampler(device)
         if platform.kind == "tpu":
             from harness.machine.telemetry.tpu import TpuSampler
 
@@ -28,8 +30,9 @@ def open_sampler(platform: Platform) -> Sampler:
         from harness.machine.telemetry.cpu import CpuSampler
 
         return CpuSampler()
-    except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so), init failures, no permission
+    except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so), init failures, no permission,
+        # LookupError (the timed device is not among the library's)
         return Unavailable(f"{type(exc).__name__}: {exc}")
 
 
-__all__ = ["Reading", "Sampler", "Unavailable", "open_sampler"]
+__all__ = ["PROBE_KEYS", "Probe", "Reading", "Sampler", "Unavailable", "open_sampler"]

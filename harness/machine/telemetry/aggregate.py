@@ -53,7 +53,8 @@ def summarize_window(readings: Sequence[Reading], wrap_j: float | None) -> dict[
     power = [r.power_w for r in readings if r.power_w is not None]
     joules, seconds = counter_energy([(r.t, r.energy_j) for r in readings], wrap_j)
     counter_power = joules / seconds if seconds > 0 else None
-    reasons = sorted({name for r in readings for name in r.throttle})
+    known = [r for r in readings if r.throttle is not None]  # None: reasons not readable, not "none active"
+    reasons = sorted({name for r in known for name in r.throttle})
     clocks = [r.sm_clock_mhz for r in readings if r.sm_clock_mhz is not None]
     temps = [r.temp_c for r in readings if r.temp_c is not None]
     return {
@@ -66,7 +67,9 @@ def summarize_window(readings: Sequence[Reading], wrap_j: float | None) -> dict[
         "mean_sm_clock_mhz": _mean(clocks),
         "min_sm_clock_mhz": min(clocks) if clocks else None,
         "max_temp_c": max(temps) if temps else None,
-        "throttle_fraction": {n: sum(n in r.throttle for r in readings) / len(readings) for n in reasons},
+        "throttle_fraction": {n: sum(n in r.throttle for r in known) / len(known) for n in reasons} if known else None,
+        "throttle_readings": len(known),
+        "power_reading_sources": sorted({r.power_source for r in readings if r.power_source}),
         "power_limit_w": next((r.power_limit_w for r in readings if r.power_limit_w is not None), None),
     }
 

@@ -1,61 +1,183 @@
 """AMD through amdsmi (needs ROCm's libamd_smi.so; importing it without ROCm raises, which becomes
-`telemetry unavailable`). Units: power W, power cap µW, energy = accumulator x resolution µJ, clocks MHz."""
+`telemetry unavailable`). Units: power W, power cap uW, energy = accumulator x resolution uJ, clocks MHz.
+
+Return shapes differ between releases (amdsmi py-interface/amdsmi_interface.py at rocm-6.1.0 / rocm-6.2.0,
+PyPI amdsmi 6.3.0 / 7.0.2), so every field is read on its own and by whichever key the release has:
+- amdsmi_get_energy_count: the accumulator is 'power' at 6.1/6.2, 'power' and 'energy_accumulator' at 6.3,
+  'energy_accumulator' only at 7.0; 'counter_resolution' is in uJ.
+- amdsmi_get_clock_info: 'cur_clk' at 6.1, 'clk' (and 'clk_locked') from 6.2.
+- "N/A" strings: amdsmi_get_power_info turns 0xFFFF into "N/A" from 6.2 (6.1 returns the raw 0xFFFF);
+  gpu_metrics 'throttle_status' is a bool or "N/A"; from 7.0 amdsmi_get_clock_info says "N/A" for an all-ones
+  value. Both the string and the raw sentinel are read as unknown (None), never as a value or "not throttled".
+"""
 
 from __future__ import annotations
 
-import time
+import os
 from typing import Any
 
-from harness.machine.telemetry.base import Reading
+from harness.machine.platform import DeviceInfo
+from harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
+from harness.machine.telemetry.identity import amdsmi_handle
+
+U8_NA, U16_NA, U32_NA = 0xFF, 0xFFFF, 0xFFFFFFFF  # amdsmi's MaxUIntegerTypes, shown as "N/A" where it converts
+POWER_KEYS = ("current_socket_power", "average_socket_power")  # a part may fill only one of the two
+POWER_NOTES = {"current_socket_power": "amdsmi_get_power_info current_socket_power (W)",
+               "average_socket_power": "amdsmi_get_power_info average_socket_power (W), averaged by the "
+                                       "firmware over an interval amdsmi does not state"}
+ENERGY_SOURCES = {"energy_accumulator": "amdsmi_get_energy_count energy_accumulator",
+                  "power": "amdsmi_get_energy_count power (the accumulator before ROCm 6.3)"}
+
+
+def known(value: Any, sentinels: tuple[int, ...] = ()) -> tuple[float | None, str | None]:
+    """(number, None), or (None, why) for "N/A", a missing key, a sentinel or anything not a number."""
+    if value is None:
+        return None, "missing"
+    if isinstance(value, str):
+        return None, f'"{value}"'
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, f"not a number: {value!r}"
+    if value in sentinels:
+        return None, f"{int(value):#x} (amdsmi's N/A)"
+    return float(value), None
+
+
+def _flat(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"  # AmdSmiLibraryException's text has \n\t
 
 
 class AmdSmiSampler:
     name = "amdsmi"
     available = True
     background = True  # sampled by a thread during the window
-    reason = ""
     energy_wrap_j = None  # 64-bit accumulator
 
-    def __init__(self, index: int, amdsmi: Any = None) -> None:
+    def __init__(self, device: DeviceInfo, amdsmi: Any = None) -> None:
         if amdsmi is None:
             import amdsmi
         self.smi = amdsmi
         amdsmi.amdsmi_init()
-        self.handle = amdsmi.amdsmi_get_processor_handles()[index]
+        self.handle, self.identity = amdsmi_handle(amdsmi, device)
+        self.processes_reason: str | None = None
+        fields = self._fields()
+        self._power_source = fields["power_w"].source if fields["power_w"].value is not None else None
+        said = [f"identity: {self.identity['warning']}"] if self.identity["warning"] else []
+        self.reason = "; ".join(s for s in [*said, unreadable(fields)] if s)
 
-    def _try(self, fn: Any, *args: Any) -> Any:
+    def _call(self, fn_name: str, *args: Any) -> Probe:
+        fn = getattr(self.smi, fn_name, None)
+        if fn is None:
+            return Probe(source=fn_name, reason=f"{fn_name} is not in this amdsmi")
         try:
-            return fn(self.handle, *args)
-        except Exception:  # AmdSmiLibraryException for unsupported queries (VM guests, older parts)
-            return None
+            return Probe(fn(self.handle, *args), fn_name)
+        except Exception as exc:  # AmdSmiLibraryException: not supported (VM guests, older parts), no permission
+            return Probe(source=fn_name, reason=f"{fn_name}: {_flat(exc)}")
 
-    def _clock(self, kind: Any) -> float | None:
-        info = self._try(self.smi.amdsmi_get_clock_info, kind)
-        return float(info["clk"]) if isinstance(info, dict) and "clk" in info else None
+    @staticmethod
+    def _first(got: Probe, keys: tuple[str, ...], scale: float = 1.0, sentinels: tuple[int, ...] = ()) -> Probe:
+        """The first of `keys` in a dict answer that holds a number."""
+        if not isinstance(got.value, dict):
+            return Probe(source=got.source, reason=got.reason or f"{got.source} gave {got.value!r}")
+        why = []
+        for key in keys:
+            value, bad = known(got.value.get(key), sentinels)
+            if value is not None:
+                return Probe(value * scale, f"{got.source} {key}")
+            why.append(f"{key} {bad}")
+        return Probe(source=got.source, reason=f"{got.source}: " + ", ".join(why))
+
+    def _energy(self) -> Probe:
+        got = self._call("amdsmi_get_energy_count")
+        counter = self._first(got, ("energy_accumulator", "power"))
+        resolution = self._first(got, ("counter_resolution",))
+        if counter.value is None or resolution.value is None:
+            return Probe(source=got.source, reason=counter.reason or resolution.reason)
+        key = counter.source.rsplit(" ", 1)[1]
+        return Probe(counter.value * resolution.value / 1e6, ENERGY_SOURCES[key])
+
+    def _clock(self, kind: Any) -> Probe:
+        return self._first(self._call("amdsmi_get_clock_info", kind), ("clk", "cur_clk"), sentinels=(U32_NA,))
+
+    def _temperature(self) -> Probe:
+        s = self.smi
+        got = self._call("amdsmi_get_temp_metric", s.AmdSmiTemperatureType.HOTSPOT, s.AmdSmiTemperatureMetric.CURRENT)
+        if got.reason:
+            return got
+        value, bad = known(got.value)
+        return Probe(value, got.source, bad and f"{got.source} gave {bad}")
+
+    def _throttle(self) -> Probe:
+        got = self._call("amdsmi_get_gpu_metrics_info")
+        status = got.value.get("throttle_status") if isinstance(got.value, dict) else None
+        if isinstance(status, int) and status != U32_NA:  # a bool from every release; an int kept for safety
+            return Probe(["throttled"] if status else [], f"{got.source} throttle_status")
+        why = got.reason or f"throttle_status is {known(status)[1]}"
+        return Probe(source=got.source, reason=why)
+
+    def _fields(self) -> dict[str, Probe]:
+        s = self.smi
+        return {"power_w": self._first(self._call("amdsmi_get_power_info"), POWER_KEYS, sentinels=(U16_NA,)),
+                "energy_j": self._energy(), "sm_clock_mhz": self._clock(s.AmdSmiClkType.GFX),
+                "mem_clock_mhz": self._clock(s.AmdSmiClkType.MEM), "temp_c": self._temperature(),
+                "throttle": self._throttle(),
+                "power_limit_w": self._first(self._call("amdsmi_get_power_cap_info"), ("power_cap",), scale=1e-6)}
 
     def read(self) -> Reading:
-        s = self.smi
-        power = self._try(s.amdsmi_get_power_info) or {}
-        watts = power.get("current_socket_power") or power.get("average_socket_power")
-        energy = self._try(s.amdsmi_get_energy_count)
-        joules = (energy["energy_accumulator"] * energy["counter_resolution"] / 1e6) if energy else None
-        metrics = self._try(s.amdsmi_get_gpu_metrics_info) or {}
-        status = metrics.get("throttle_status")
-        cap = self._try(s.amdsmi_get_power_cap_info) or {}
-        return Reading(
-            t=time.perf_counter(), power_w=float(watts) if isinstance(watts, (int, float)) else None,
-            energy_j=joules, sm_clock_mhz=self._clock(s.AmdSmiClkType.GFX),
-            mem_clock_mhz=self._clock(s.AmdSmiClkType.MEM),
-            temp_c=self._try(s.amdsmi_get_temp_metric, s.AmdSmiTemperatureType.HOTSPOT,
-                             s.AmdSmiTemperatureMetric.CURRENT),
-            throttle=["throttled"] if isinstance(status, (int, bool)) and status else [],
-            power_limit_w=cap["power_cap"] / 1e6 if "power_cap" in cap else None,
-        )
+        return reading_from(self._fields())
+
+    def clocks(self) -> dict[str, Any]:
+        """{"locked", "detail", "source", "reason"}: amdsmi_get_gpu_perf_level (AUTO: not locked; MANUAL, HIGH,
+        LOW, STABLE_*, DETERMINISM: fixed by someone) and, from 6.2, amdsmi_get_clock_info(GFX)['clk_locked']."""
+        perf = self._call("amdsmi_get_gpu_perf_level")
+        level = perf.value if isinstance(perf.value, str) else None
+        by_level = None if level is None or level.endswith("_UNKNOWN") else not level.endswith("_AUTO")
+        gfx = self._call("amdsmi_get_clock_info", self.smi.AmdSmiClkType.GFX)
+        flag = gfx.value.get("clk_locked") if isinstance(gfx.value, dict) else None
+        clk_locked = bool(flag) if isinstance(flag, int) and flag != U8_NA else None
+        locked = True if by_level or clk_locked else (False if False in (by_level, clk_locked) else None)
+        reason = None if locked is not None else "; ".join(r for r in (perf.reason, gfx.reason) if r) or \
+            "perf level unknown and no clk_locked in this amdsmi"
+        return {"locked": locked, "detail": {"perf_level": level, "gfx_clk_locked": clk_locked},
+                "source": "amdsmi_get_gpu_perf_level, amdsmi_get_clock_info clk_locked", "reason": reason}
+
+    def _describe(self, item: Any) -> dict[str, Any] | None:
+        """One process: a dict from 6.2 on; at 6.1 a handle for amdsmi_get_gpu_process_info."""
+        info = item if isinstance(item, dict) else self._call("amdsmi_get_gpu_process_info", item).value
+        if not isinstance(info, dict) or "pid" not in info:
+            return None
+        usage = info.get("memory_usage") if isinstance(info.get("memory_usage"), dict) else {}
+        memory, _ = known(usage.get("vram_mem", info.get("mem")))
+        name = info.get("name")
+        return {"pid": int(info["pid"]), "used_memory_bytes": int(memory) if memory is not None else None,
+                "name": name if isinstance(name, str) and name not in ("", "N/A") else None,
+                "kinds": ["compute"], "is_self": int(info["pid"]) == os.getpid()}
+
+    def processes(self) -> list[dict[str, Any]] | None:
+        """The compute (KFD) processes on this GPU (amdsmi_get_gpu_process_list: amdgpu_get_compute_process_list
+        in src/amd_smi/amd_smi.cc at rocm-6.2.0), with their VRAM in bytes."""
+        got = self._call("amdsmi_get_gpu_process_list")
+        if got.value is None:
+            self.processes_reason = got.reason
+            return None
+        described = [self._describe(item) for item in got.value]
+        missing = described.count(None)
+        self.processes_reason = f"{missing} process(es) could not be described" if missing else None
+        return [d for d in described if d is not None]
 
     def static(self) -> dict[str, Any]:
-        cap = self._try(self.smi.amdsmi_get_power_cap_info) or {}
-        gfx = self._try(self.smi.amdsmi_get_clock_info, self.smi.AmdSmiClkType.GFX) or {}
-        driver = self._try(self.smi.amdsmi_get_gpu_driver_info) or {}
-        return {"api": "amdsmi", "driver": driver.get("driver_version"),
-                "power_limit_w": cap["power_cap"] / 1e6 if "power_cap" in cap else None,
-                "max_sm_clock_mhz": gfx.get("max_clk")}
+        s = self.smi
+        driver = self._call("amdsmi_get_gpu_driver_info").value or {}
+        version = driver.get("driver_version")
+        gfx = self._first(self._call("amdsmi_get_clock_info", s.AmdSmiClkType.GFX), ("max_clk",), sentinels=(U32_NA,))
+        power = (self._power_source or "").rsplit(" ", 1)[-1]
+        return {"api": "amdsmi", "driver": version if version not in (None, "", "N/A") else None,
+                "power_limit_w": self._first(self._call("amdsmi_get_power_cap_info"), ("power_cap",), 1e-6).value,
+                "max_sm_clock_mhz": gfx.value, "identity": self.identity,
+                "power_source": {"reading": self._power_source, "note": POWER_NOTES.get(power)},
+                "energy_source": self._energy().source, "clocks": self.clocks()}
+
+    def probe(self) -> dict[str, dict[str, Any]]:
+        identity = Probe(self.identity, self.identity["resolved_by"], self.identity["warning"])
+        procs = self.processes()
+        return probe_report(self._fields(), identity, self.clocks(), procs, self.processes_reason,
+                            "amdsmi_get_gpu_process_list")
