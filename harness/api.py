@@ -9,6 +9,11 @@
 Each candidate is a zero-argument callable (set-up happens before you pass it, and is not timed). Its output
 is checked against the reference before anything is timed; the candidates are timed in interleaved rounds,
 and a normal bundle is written.
+
+Where the work runs is the caller's to say (`device=auto|cpu|gpu`, as for `xmfu run`), not something guessed
+from what a callable returns: on a GPU every candidate is timed with device events after a full
+torch.cuda.synchronize(), whatever it returns; JAX arrays anywhere in the output (tuples, lists, dicts) are
+waited on with jax.block_until_ready. A JAX callable must return its arrays: JAX has nothing else to wait on.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.config import parse_run_config
-from harness.engine.case import Check, Prepared
+from harness.engine.case import Check, Prepared, Unavailable
 from harness.engine.registry import Implementation, Registry, WorkloadDef
 from harness.machine.frameworks import jax_rows, torch_rows
 from harness.results.reader import read_bundle
@@ -33,13 +38,45 @@ def to_numpy(x: Any) -> np.ndarray:
     return jax_rows(x, None)  # np.asarray + float64: JAX arrays and plain arrays alike
 
 
-def framework_of(x: Any) -> str:
-    """Which timer a callable's output needs: device events (torch on a GPU), block_until_ready (JAX)."""
-    if hasattr(x, "block_until_ready"):
-        return "jax"
-    if hasattr(x, "is_cuda") and x.is_cuda:
-        return "torch"
-    return "host"
+def leaves(x: Any) -> list[Any]:
+    """The values inside the tuples, lists and dicts a callable may return (the containers themselves not)."""
+    if isinstance(x, (tuple, list)):
+        return [leaf for item in x for leaf in leaves(item)]
+    if isinstance(x, dict):
+        return [leaf for item in x.values() for leaf in leaves(item)]
+    return [x]
+
+
+def _is_jax_array(x: Any) -> bool:
+    return hasattr(x, "block_until_ready") and not hasattr(x, "is_cuda")  # torch tensors have no such method
+
+
+def timer_framework(output: Any, platform_kind: str) -> tuple[str, str]:
+    """The timer for a candidate whose output is `output` on a `platform_kind` run: ("jax" | "torch" | "host",
+    why it cannot be timed, or ""). Raises Unavailable for GPU tensors on a run the caller said is a CPU one."""
+    found = leaves(output)
+    if any(_is_jax_array(x) for x in found):
+        return "jax", ""  # JaxTimer blocks on the whole output (jax.block_until_ready takes a pytree)
+    on_gpu = [x for x in found if getattr(x, "is_cuda", False)]  # torch says is_cuda on ROCm builds too
+    if platform_kind == "cpu":
+        if on_gpu:
+            raise Unavailable("it returns GPU tensors, but device='cpu' was asked for: pass device='gpu' (or 'auto') "
+                              "so the GPU is synchronized around each timed call")
+        return "host", ""
+    if platform_kind in ("cuda", "rocm") and _torch_sees_gpu():
+        return "torch", ""  # device events after torch.cuda.synchronize(), whatever the callable returns
+    return "host", (f"on a {platform_kind} device xmfu can only wait for JAX arrays a candidate returns, or for "
+                    "work on torch's GPU; this one returned neither")
+
+
+def _torch_sees_gpu() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @dataclass(frozen=True)
@@ -81,7 +118,9 @@ class CallableCase:
 
 def _implementation(name: str, fn: Callable[[], Any]) -> Implementation:
     def prepare(case: CallableCase, ctx: Any) -> Prepared:
-        return Prepared(fn, lambda select: to_numpy(fn()), framework_of(fn()))
+        framework, untimed = timer_framework(fn(), ctx.platform.kind)
+        return Prepared(fn, lambda select: to_numpy(fn()), framework, timing_valid=not untimed,
+                        timing_note=untimed)
 
     return Implementation(name, lambda case, ctx: (True, ""), prepare)
 
@@ -97,7 +136,11 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
               flops: float = 0.0, bytes_moved: float = 0.0, name: str = "kernel", dtype: str = "fp32",
               tolerance: float = 1e-2, baseline: str | None = None, timing: Mapping[str, Any] | None = None,
               results_dir: str = "results", device: str = "auto") -> Result:
-    """Check, time and compare `candidates`; returns the bundle path and its rows."""
+    """Check, time and compare `candidates`; returns the bundle path and its rows.
+
+    `device` says where the candidates' work runs: "auto" (the accelerator torch or JAX sees, else the host),
+    "cpu", or "gpu" (harness.machine.platform.NoAcceleratorError where there is none).
+    """
     from harness.run import execute
 
     ref = to_numpy(reference() if callable(reference) else reference)

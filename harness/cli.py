@@ -255,13 +255,16 @@ def cmd_peaks(args: Sequence[str]) -> int:
 
 def cmd_env(args: Sequence[str]) -> int:
     from harness.machine.environment import PEAK_DTYPES, peaks_used
-    from harness.machine.platform import detect
+    from harness.machine.platform import NoAcceleratorError, detect
 
     parser = _Parser(prog="xmfu env")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     ns = parser.parse_args(args)
-    plat = detect(ns.device)
+    try:
+        plat = detect(ns.device)
+    except NoAcceleratorError as exc:
+        return _usage_error(f"env: {exc}")
     if ns.json:  # everything a bundle's environment.json records
         from harness.machine.environment import capture
 

@@ -38,6 +38,11 @@ class UsageError(Exception):
     """Bad command-line input: printed as one paragraph, exit status 2."""
 
 
+class _JobRefused(BaseException):
+    """A job that cannot start here (device=gpu without one). A BaseException so that Hydra, which prints a
+    traceback for any Exception a job raises (hydra/_internal/utils.py run_and_report), lets it through."""
+
+
 def config_groups() -> dict[str, list[str]]:
     """Config groups (folders of configs/) and their options (file names)."""
     return {d.name: sorted(p.stem for p in d.glob("*.yaml")) for d in CONFIG_DIR.iterdir() if d.is_dir()}
@@ -138,6 +143,7 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig, OmegaConf
 
+    from harness.machine.platform import NoAcceleratorError
     from harness.run import execute
 
     codes: list[int] = []
@@ -148,7 +154,10 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
         explicit = explicit_workload_keys(task_overrides)
         run_cfg = parse_run_config(data, registry.backends_by_workload(), explicit)
         resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit)))  # what actually ran
-        outcome = execute(run_cfg, registry, resolved, ["xmfu", "run", *args], task_overrides)
+        try:
+            outcome = execute(run_cfg, registry, resolved, ["xmfu", "run", *args], task_overrides)
+        except NoAcceleratorError as exc:
+            raise _JobRefused(str(exc)) from None
         codes.append(outcome.exit_code)
         if outcome.exit_code == 130:
             raise SystemExit(130)  # Ctrl-C stops the rest of a sweep too
@@ -160,6 +169,8 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     except ValueError as exc:  # Hydra's own flag conflicts (e.g. --cfg with -m), raised before any job
         if codes:
             raise
+        raise UsageError(str(exc)) from None
+    except _JobRefused as exc:
         raise UsageError(str(exc)) from None
     finally:
         sys.argv = saved

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,26 @@ def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
 
     if importlib.util.find_spec("torch") is None:
         return "torch is not installed"
+    if platform_kind == "tpu":  # torch would run on the host and be compared with the TPU's peak
+        return "torch does not drive TPUs here (no torch_xla backend in xmfu)"
+    if platform_kind in ("cuda", "rocm"):
+        why = _torch_gpu_mismatch(platform_kind)
+        if why:
+            return why
     if dtype == "tf32" and platform_kind not in ("cuda", "rocm"):
         return f"tf32 needs GPU tensor cores; a {platform_kind} device has none"
+    return None
+
+
+def _torch_gpu_mismatch(platform_kind: str) -> str | None:
+    """A GPU found through JAX may be one torch cannot drive (a CPU-only or other-vendor torch build)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"this torch build sees no GPU, but the run measures a {platform_kind} device (found through JAX)"
+    built_for = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    if built_for != platform_kind:
+        return f"this torch is a {built_for} build and the run measures a {platform_kind} device"
     return None
 
 
@@ -71,7 +90,10 @@ def jax_unavailable(platform_kind: str) -> str | None:
     import importlib.util
 
     share_device_memory()
-    if platform_kind == "cpu":  # a CPU run needs no accelerator plugin probing (and its warnings)
+    # A CPU run (no accelerator found, or device=cpu asked for) keeps JAX off any plugin: no probing warnings,
+    # and JAX times the host that run measures. Detection asks JAX itself wherever a GPU/TPU plugin is
+    # installed, so a machine with an accelerator JAX can use never reaches this as "cpu" unless told to.
+    if platform_kind == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if importlib.util.find_spec("jax") is None:
         return "jax is not installed (pip install 'xmfu[jax]')"
@@ -81,22 +103,60 @@ def jax_unavailable(platform_kind: str) -> str | None:
 
 
 def initialize_jax_distributed(platform_kind: str) -> None:
-    """Join the processes of a multi-process run (torchrun's or Slurm's environment) with
-    jax.distributed, before JAX first touches a device. The coordinator listens on MASTER_PORT + 1, beside
-    torch's store. No-op for one process or when already done."""
+    """Join the processes of a multi-process run (torchrun's or Slurm's environment) with jax.distributed,
+    before JAX first touches a device. The coordinator listens on MASTER_PORT + 1, beside torch's store.
+
+    On GPUs each process is pinned to its own GPU: without `local_device_ids` every process would see every
+    GPU of its node (jax 0.10.2 pins by itself only where its cluster detection knows the launcher, Slurm or
+    Open MPI, not torchrun: jax/_src/clusters/cluster.py auto_detect_unset_distributed_params).
+    No-op for one process or when jax.distributed is already up (a later job of a sweep in this process).
+    """
     from harness.machine.ranks import process_info
 
     proc = process_info()
-    if proc.world_size < 2 or os.environ.get("XMFU_JAX_DISTRIBUTED") == "1":
+    if proc.world_size < 2:
         return
     import jax
 
+    if jax.distributed.is_initialized():
+        return
     if platform_kind == "cpu":  # CPU devices of different processes talk through gloo
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     address = f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{int(os.environ.get('MASTER_PORT', '29500')) + 1}"
-    jax.distributed.initialize(coordinator_address=address, num_processes=proc.world_size,
-                               process_id=proc.rank)
-    os.environ["XMFU_JAX_DISTRIBUTED"] = "1"
+    # jax.distributed.initialize(coordinator_address, num_processes, process_id, local_device_ids, ...) in 0.10.2;
+    # local_device_ids restricts this process's GPUs (it sets jax_cuda/rocm_visible_devices).
+    jax.distributed.initialize(coordinator_address=address, num_processes=proc.world_size, process_id=proc.rank,
+                               local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank))
+
+
+# What limits the GPUs a process sees, per vendor; ROCm applies ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES.
+VISIBLE_DEVICE_VARIABLES = {"cuda": ("CUDA_VISIBLE_DEVICES",), "rocm": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
+
+
+def jax_local_device_ids(platform_kind: str, local_rank: int,
+                         environ: Mapping[str, str] | None = None) -> list[int] | None:
+    """The GPU a process of a multi-process run owns: its local rank's, counted among the GPUs it can see
+    (local_rank modulo their number, as Platform.device picks the torch device). None on CPUs and TPUs, and
+    where JAX_LOCAL_DEVICE_IDS already says (jax.distributed.initialize reads it itself)."""
+    env = os.environ if environ is None else environ
+    if platform_kind not in VISIBLE_DEVICE_VARIABLES or env.get("JAX_LOCAL_DEVICE_IDS"):
+        return None
+    for variable in VISIBLE_DEVICE_VARIABLES[platform_kind]:
+        if env.get(variable):
+            visible = [d for d in env[variable].split(",") if d.strip()]
+            return [local_rank % len(visible)] if visible else [local_rank]
+    return [local_rank]
+
+
+def local_jax_device() -> Any:
+    """The device this process measures with JAX: its first local device.
+
+    In a multi-process GPU run each process is pinned to its own GPU (above), so that is the one; jax.devices()
+    lists every process's devices, and indexing it by the local rank would pick another process's GPU.
+    """
+    import jax
+
+    return jax.local_devices()[0]
 
 
 def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:
@@ -179,6 +239,10 @@ def triton_unavailable(platform_kind: str) -> str | None:
     for package in ("torch", "triton"):
         if importlib.util.find_spec(package) is None:
             return f"{package} is not installed (pip install 'xmfu[triton]')"
+    if platform_kind in ("cuda", "rocm"):  # xmfu's Triton kernels take torch's GPU tensors
+        why = _torch_gpu_mismatch(platform_kind)
+        if why:
+            return why
     if platform_kind == "cpu" and not use_triton_interpreter():
         return TRITON_IMPORTED_TOO_EARLY
     return None

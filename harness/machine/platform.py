@@ -1,16 +1,22 @@
 """What is this machine: cuda | rocm | tpu | cpu, and the identity of the device a run uses.
 
-Detection asks the frameworks that are installed (torch first, then JAX for TPUs) and falls back to the
-CPU. The `describe_*` functions take plain objects so tests can feed them made-up device properties.
+Detection asks the frameworks that are installed: torch (a CUDA or ROCm build) first, then JAX (its CUDA or
+ROCm plugin, or a TPU), and falls back to the CPU. JAX is only asked where one of its accelerator plugins is
+installed, so a CPU run never pays for initialising it. The `describe_*` functions take plain objects so tests
+can feed them made-up device properties (tests/fakes).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import pkgutil
 import platform as _host
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from harness.machine.ranks import process_info
 
 KINDS = ("cuda", "rocm", "tpu", "cpu")
 
@@ -49,9 +55,9 @@ class Platform:
 
     @property
     def device(self) -> DeviceInfo:
-        """The device this process measures (LOCAL_RANK under torchrun, else the first)."""
-        rank = int(os.environ.get("LOCAL_RANK", "0"))
-        return self.devices[rank % len(self.devices)]
+        """The device this process measures: its local rank's (LOCAL_RANK under torchrun, SLURM_LOCALID under
+        Slurm), counted among the devices it sees; the first in a single-process run."""
+        return self.devices[process_info().local_rank % len(self.devices)]
 
     @property
     def has_accelerator(self) -> bool:
@@ -104,11 +110,67 @@ def describe_torch_device(props: Any, index: int, hip_version: str | None) -> De
 
 
 def describe_jax_device(device: Any, index: int) -> DeviceInfo:
-    """DeviceInfo from a `jax.Device` on a TPU (its `device_kind` names the chip generation)."""
-    return DeviceInfo(
-        kind="tpu", name=str(device.device_kind), vendor="google", index=index,
-        jax_device_kind=str(device.device_kind),
-    )
+    """DeviceInfo from a `jax.Device` on a GPU (CUDA or ROCm plugin) or a TPU.
+
+    The name is `device_kind` (the driver's device name on GPUs, the chip generation on TPUs); the rest are
+    PJRT device attributes, absent ones read as None. Memory is `bytes_limit` from memory_stats(): on GPUs
+    that is what JAX's allocator may take (75% of the memory unless XLA_PYTHON_CLIENT_MEM_FRACTION says
+    otherwise, docs/gpu_memory_allocation.rst in jax), not the whole device.
+    """
+    kind = jax_device_platform(device)
+    name = str(device.device_kind)
+    common = {"name": name, "index": index, "memory_bytes": _jax_bytes_limit(device), "jax_device_kind": name}
+    if kind == "tpu":  # TensorCores per JAX device (jax/_src/mesh.py reads `num_cores` on TPUs)
+        return DeviceInfo(kind="tpu", vendor="google", multiprocessors=_int_attribute(device, "num_cores"),
+                          **common)
+    if kind not in ("cuda", "rocm"):
+        raise ValueError(f"{device!r} is neither a GPU nor a TPU")
+    # PJRT GPU attributes (xla/pjrt/gpu: SetupDeviceDescription): core_count = SMs or CUs; compute_capability
+    # = "major.minor" on CUDA, the gfx version ("gfx942", the gcnArchName before its ':' flags) on ROCm.
+    capability = getattr(device, "compute_capability", None)
+    cores = _int_attribute(device, "core_count")
+    if kind == "rocm":
+        arch = str(capability) if capability else None
+        return DeviceInfo(kind="rocm", vendor="amd", multiprocessors=cores, arch=arch,
+                          cache_bytes=AMD_INFINITY_CACHE_BYTES.get(arch or ""), **common)
+    # JAX exposes no L2 size: the cold-cache option cannot size its copies on a JAX-only NVIDIA machine.
+    return DeviceInfo(kind="cuda", vendor="nvidia", multiprocessors=cores,
+                      compute_capability=str(capability) if capability else None, **common)
+
+
+def jax_device_platform(device: Any) -> str | None:
+    """cuda | rocm | tpu for a `jax.Device`, None for anything else (its CPU).
+
+    jaxlib reports both GPU plugins as platform "gpu" (jaxlib/py_device.cc, a compatibility shim; "cuda" and
+    "rocm" are accepted too should it go). CUDA and ROCm are told apart as JAX does it itself, by the client's
+    platform_version, "cuda <version>" or "rocm <version>" (jax/_src/array.py __dlpack_device__), with the
+    device_vendor attribute as a second witness.
+    """
+    platform = str(device.platform)
+    if platform in ("tpu", "cuda", "rocm"):
+        return platform
+    if platform != "gpu":
+        return None
+    version = str(getattr(device.client, "platform_version", "")).lower()
+    vendor = str(getattr(device, "device_vendor", "")).lower()
+    if "rocm" in version or "advanced micro devices" in vendor:
+        return "rocm"
+    if "cuda" in version or "nvidia" in vendor:
+        return "cuda"
+    return None
+
+
+def _int_attribute(device: Any, name: str) -> int | None:
+    value = getattr(device, name, None)  # jax.Device raises AttributeError for an attribute PJRT lacks
+    return int(value) if value is not None else None
+
+
+def _jax_bytes_limit(device: Any) -> int | None:
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # jaxlib raises for a device without allocator statistics
+        return None
+    return int(stats["bytes_limit"]) if "bytes_limit" in stats else None
 
 
 def _torch_devices() -> tuple[str, list[DeviceInfo]] | None:
@@ -124,21 +186,65 @@ def _torch_devices() -> tuple[str, list[DeviceInfo]] | None:
     return ("rocm" if hip else "cuda"), devices
 
 
-def _tpu_devices() -> list[DeviceInfo] | None:
-    # jax[tpu] installs the `libtpu` package (or an image points TPU_LIBRARY_PATH at libtpu.so); without
-    # either there is no TPU to find, and asking jax would only log a libtpu warning and slow CPU runs down.
-    if importlib.util.find_spec("libtpu") is None and "TPU_LIBRARY_PATH" not in os.environ:
-        return None
+# The packages that give JAX an accelerator, as jax 0.10.2 names them: the kernel halves of the GPU plugins
+# (jax_plugins/cuda/__init__.py and jax_plugins/rocm/__init__.py look them up by these names), their PJRT halves
+# in the `jax_plugins` namespace (xla_cuda12, xla_rocm7...: jax_plugins/*/setup.py), and libtpu (jax[tpu]).
+JAX_GPU_PACKAGES = {"cuda": ("jax_cuda13_plugin", "jax_cuda12_plugin"),
+                    "rocm": ("jax_rocm7_plugin", "jax_rocm60_plugin")}
+JAX_PJRT_PREFIXES = {"cuda": "xla_cuda", "rocm": "xla_rocm"}
+
+
+def jax_accelerator_plugins(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The accelerators JAX could drive here (cuda, rocm, tpu), from installed packages; imports nothing."""
+    env = os.environ if environ is None else environ
+    pjrt = _jax_plugin_modules()
+    found = [kind for kind, packages in JAX_GPU_PACKAGES.items()
+             if any(map(_installed, packages)) or any(m.startswith(JAX_PJRT_PREFIXES[kind]) for m in pjrt)]
+    # jax[tpu] installs `libtpu`, or an image points TPU_LIBRARY_PATH at libtpu.so.
+    if _installed("libtpu") or "TPU_LIBRARY_PATH" in env:
+        found.append("tpu")
+    return tuple(found)
+
+
+def _installed(package: str) -> bool:
     try:
-        import jax
-    except ImportError:
-        return None
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # ValueError: in sys.modules without a spec
+        return False
+
+
+def _jax_plugin_modules() -> list[str]:
+    """Modules of the `jax_plugins` namespace package, listed without importing any of them."""
     try:
-        devices = jax.devices()
-    except RuntimeError:
+        spec = importlib.util.find_spec("jax_plugins")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [m.name for m in pkgutil.iter_modules(list(spec.submodule_search_locations))]
+
+
+def _jax_devices() -> tuple[str, list[DeviceInfo]] | None:
+    """This process's JAX accelerators, asked for only where a JAX GPU or TPU plugin is installed."""
+    plugins = jax_accelerator_plugins()
+    if not plugins or not _installed("jax"):
         return None
-    tpus = [describe_jax_device(d, i) for i, d in enumerate(devices) if d.platform == "tpu"]
-    return tpus or None
+    from harness.machine.frameworks import initialize_jax_distributed, share_device_memory
+
+    share_device_memory()  # before JAX creates its GPU client, which would otherwise take 75% of the memory
+    # A multi-process run must join jax.distributed before JAX first touches a device (jax/_src/distributed.py
+    # refuses afterwards); the plugin says which kind of device it expects.
+    initialize_jax_distributed(plugins[0])
+    import jax
+
+    try:
+        devices = jax.local_devices()  # the default backend: the accelerator when its plugin works, else the CPU
+    except RuntimeError:  # a backend that failed to initialise where JAX_PLATFORMS insists on it
+        return None
+    kind = jax_device_platform(devices[0]) if devices else None
+    if kind is None:
+        return None
+    return kind, [describe_jax_device(d, i) for i, d in enumerate(devices)]
 
 
 def cpu_device() -> DeviceInfo:
@@ -152,20 +258,41 @@ def cpu_device() -> DeviceInfo:
     )
 
 
+class NoAcceleratorError(RuntimeError):
+    """device=gpu was asked for on a machine where neither torch nor JAX sees an accelerator. Its message is one
+    paragraph saying what was looked at, for the command line to print as is."""
+
+
 def detect(requested: str = "auto") -> Platform:
-    """Identify the platform. `requested` is the config's `device`: auto | cpu | gpu."""
-    if requested != "cpu":
-        found = _torch_devices()
-        if found:
-            kind, devices = found
-            return Platform(kind, tuple(devices), f"torch sees {len(devices)} {kind} device(s)")
-        tpus = _tpu_devices()
-        if tpus:
-            return Platform("tpu", tuple(tpus), f"jax sees {len(tpus)} TPU device(s)")
-        if requested == "gpu":
-            raise RuntimeError("device=gpu was asked for, but neither torch nor jax sees an accelerator")
-    why = "device=cpu was asked for" if requested == "cpu" else "no accelerator visible to torch or jax"
-    return Platform("cpu", (cpu_device(),), why)
+    """Identify the platform. `requested` is the config's `device`: auto | cpu | gpu (gpu: any accelerator)."""
+    if requested == "cpu":
+        return Platform("cpu", (cpu_device(),), "device=cpu was asked for")
+    found = _torch_devices()
+    source = "torch"
+    if not found:
+        found, source = _jax_devices(), "jax"
+    if found:
+        kind, devices = found
+        return Platform(kind, tuple(devices), f"{source} sees {len(devices)} {kind} device(s)")
+    if requested == "gpu":
+        raise NoAcceleratorError(_why_no_accelerator())
+    return Platform("cpu", (cpu_device(),), "no accelerator visible to torch or jax")
+
+
+def _why_no_accelerator() -> str:
+    try:
+        import torch
+
+        cpu_build = not (getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None))
+        torch_says = "torch is a CPU-only build" if cpu_build else "torch sees no GPU"
+    except ImportError:
+        torch_says = "torch is not installed"
+    plugins = jax_accelerator_plugins()
+    jax_says = (f"JAX has a {'/'.join(plugins)} plugin but finds no such device" if plugins else
+                "JAX has no GPU or TPU plugin (jax[cuda12], jax[cuda13], jax-rocm7-plugin or jax[tpu])")
+    return (f"device=gpu was asked for, but no accelerator is visible: {torch_says}, and {jax_says}. "
+            "Install the framework build for this machine's accelerator, or run with device=cpu to measure "
+            "the host.")
 
 
 def bench_overrides() -> str:

@@ -90,6 +90,8 @@ def test_mamf_sets_achievable_peak(tmp_path):
     (["run", "dtype=[bf16"], "malformed override"),
     (["run", "colour=blue"], "unknown setting 'colour'"),
     (["run", "-m", "dtype=fp32,int4"], "dtype"),
+    (["run", "device=gpu"], "device=gpu was asked for"),  # this test machine has no accelerator
+    (["env", "--device", "gpu"], "device=gpu was asked for"),
     (["frobnicate"], "unknown command"),
     (["validate"], "validate"),
 ])

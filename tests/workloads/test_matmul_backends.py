@@ -82,3 +82,34 @@ def test_triton_configs_are_vendor_specific():
     assert all("waves_per_eu" in k for k in amd) and any("matrix_instr_nonkdim" in k for k in amd)
     assert not any("waves_per_eu" in k or "matrix_instr_nonkdim" in k for k in nvidia)
     assert kernel.interpreting() and len(kernel.autotune_configs()) == 1  # one small tile in the interpreter
+
+
+def test_jax_measures_this_process_local_device(monkeypatch):
+    """Under torchrun each process owns one GPU: jax.local_devices() holds it, while jax.devices() lists every
+    process's devices (indexing it by the local rank picks another process's GPU)."""
+    import jax
+
+    from harness.engine.context import RunContext
+    from harness.machine.platform import Platform
+    from tests.conftest import gpu_device, run_config
+
+    mine = jax.local_devices()[0]
+    elsewhere = ["process 0's device", "process 1's device"]
+    monkeypatch.setattr(jax, "devices", lambda backend=None: elsewhere)
+    monkeypatch.setattr(jax, "local_devices", lambda process_index=None, backend=None, host_id=None: [mine])
+    for key, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(key, value)
+    plat = Platform("cuda", (gpu_device("H100", index=0), gpu_device("H100", index=1)), "test")
+    ctx = RunContext(run_config(), plat)
+    assert ctx.device.index == 1
+    prepared = jax_backend.prepare(MatmulCase(16, 16, 16, "fp32"), ctx)
+    assert prepared.notes["jax_device"] == str(mine)
+
+
+def test_no_jax_workload_indexes_the_global_device_list():
+    """Only collectives span every process's devices (jax.devices(), on purpose); the rest use their own."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "workloads"
+    offenders = [str(p) for p in root.glob("*/jax.py") if "jax.devices()[" in p.read_text()]
+    assert not offenders

@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.engine.case import Prepared, Unavailable
 from harness.engine.context import RunContext
-from harness.machine.frameworks import jax_unavailable, to_jax, xla_cost_flops
+from harness.machine.frameworks import jax_unavailable, local_jax_device, to_jax, xla_cost_flops
 from workloads.attention.reference import causal_mask
 from workloads.attention.spec import GRADS, AttentionCase
 
@@ -88,9 +88,7 @@ def _program(case: AttentionCase, attend: Callable, x: dict[str, Any]) -> tuple[
 
 def make_prepare(implementation: str) -> Callable[[AttentionCase, RunContext], Prepared]:
     def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
-        import jax
-
-        device = jax.devices()[ctx.device.index if ctx.platform.kind != "cpu" else 0]
+        device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
         inputs = {n: to_jax_layout(a) for n, a in case.inputs().items()}
         x = {n: to_jax(a, case.dtype, device) for n, a in inputs.items()}
         try:

@@ -103,7 +103,9 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devices = jax.devices()  # every process's devices, after jax.distributed in a multi-process run
+    # Deliberately every process's devices (after jax.distributed in a multi-process run), not jax.local_devices():
+    # the collective spans all of them.
+    devices = jax.devices()
     n = len(devices)
     if n == 1 and case.op != "all_reduce":
         raise Unavailable("one device: set XLA_FLAGS=--xla_force_host_platform_device_count=N on a CPU")

@@ -9,7 +9,7 @@ import numpy as np
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from harness.engine.timing import rotate
-from harness.machine.frameworks import jax_rows, jax_unavailable, to_jax, xla_cost_flops
+from harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
 from workloads.matmul.spec import MatmulCase
 
 
@@ -51,7 +51,7 @@ def _dot(case: MatmulCase):
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import jax
 
-    device = jax.devices()[ctx.device.index if ctx.platform.kind != "cpu" else 0]
+    device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
     a_np, b_np = case.stored_inputs()
     copies = ctx.input_copies(case.input_bytes())
     a0, b0 = to_jax(a_np, case.dtype, device), to_jax(b_np, case.dtype, device)

@@ -7,7 +7,7 @@ from functools import partial
 
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
-from harness.machine.frameworks import jax_unavailable
+from harness.machine.frameworks import jax_unavailable, local_jax_device
 from workloads.transformer.spec import TrainSpec
 
 ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the torch backends
@@ -31,7 +31,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
 
     from workloads.transformer.jax_model import global_norm, loss_fn
 
-    device = jax.devices()[ctx.device.index if ctx.platform.kind != "cpu" else 0]
+    device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
     dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32
     # fp32 means fp32: JAX's default matmul precision on GPUs is TF32 (and bf16 passes on TPUs).
     precision = "highest" if case.dtype == "fp32" else "default"

@@ -19,7 +19,7 @@ class TpuSampler:
     def __init__(self, index: int) -> None:
         import jax
 
-        self.device = jax.devices()[index]
+        self.device = jax.local_devices()[index]  # `index` counts this process's devices (Platform.device)
 
     def read(self) -> Reading:
         return Reading(t=time.perf_counter())

@@ -1,0 +1,90 @@
+"""jax.distributed under torchrun and Slurm: each GPU process is pinned to its own GPU (a fake `jax` records the
+call; its signature is jax 0.10.2's)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from harness.machine.frameworks import initialize_jax_distributed
+from tests.fakes import jax_devices as fj
+
+LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                      "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES",
+                      "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "JAX_LOCAL_DEVICE_IDS")
+
+
+@pytest.fixture
+def jax(monkeypatch):
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    module = fj.fake_jax([fj.h100(0)])
+    monkeypatch.setitem(sys.modules, "jax", module)
+    return module
+
+
+def torchrun(monkeypatch, rank: int, world: int, local: int) -> None:
+    values = {"TORCHELASTIC_RUN_ID": "r", "RANK": rank, "WORLD_SIZE": world, "LOCAL_RANK": local,
+              "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": 29500}
+    for key, value in values.items():
+        monkeypatch.setenv(key, str(value))
+
+
+def slurm(monkeypatch, rank: int, world: int, local: int) -> None:
+    for key, value in {"SLURM_JOB_ID": 7, "SLURM_PROCID": rank, "SLURM_NTASKS": world, "SLURM_LOCALID": local}.items():
+        monkeypatch.setenv(key, str(value))
+
+
+@pytest.mark.parametrize("kind", ["cuda", "rocm"])
+def test_torchrun_gpu_process_owns_its_local_rank_gpu(jax, monkeypatch, kind):
+    torchrun(monkeypatch, rank=11, world=16, local=3)
+    initialize_jax_distributed(kind)
+    assert jax.distributed.calls == [{"coordinator_address": "10.0.0.1:29501", "num_processes": 16,
+                                      "process_id": 11, "local_device_ids": [3]}]
+
+
+def test_slurm_gpu_process_owns_its_localid_gpu(jax, monkeypatch):
+    slurm(monkeypatch, rank=5, world=8, local=1)
+    initialize_jax_distributed("cuda")
+    assert jax.distributed.calls[0]["local_device_ids"] == [1] and jax.distributed.calls[0]["process_id"] == 5
+
+
+@pytest.mark.parametrize(("variable", "kind"), [("CUDA_VISIBLE_DEVICES", "cuda"), ("HIP_VISIBLE_DEVICES", "rocm"),
+                                                ("ROCR_VISIBLE_DEVICES", "rocm")])
+def test_a_process_that_sees_one_gpu_uses_that_one(jax, monkeypatch, variable, kind):
+    """srun --gpus-per-task=1 leaves each task one visible GPU: local id 0 whatever SLURM_LOCALID is (torch's
+    Platform.device takes local_rank modulo the devices it sees, the same GPU)."""
+    slurm(monkeypatch, rank=3, world=4, local=3)
+    monkeypatch.setenv(variable, "3")
+    initialize_jax_distributed(kind)
+    assert jax.distributed.calls[0]["local_device_ids"] == [0]
+
+
+def test_cpu_processes_are_not_pinned_and_talk_through_gloo(jax, monkeypatch):
+    torchrun(monkeypatch, rank=1, world=2, local=1)
+    initialize_jax_distributed("cpu")
+    assert jax.distributed.calls[0]["local_device_ids"] is None
+    assert ("jax_cpu_collectives_implementation", "gloo") in jax.config_updates
+
+
+def test_tpu_processes_are_not_pinned(jax, monkeypatch):
+    torchrun(monkeypatch, rank=1, world=2, local=1)
+    initialize_jax_distributed("tpu")
+    assert jax.distributed.calls[0]["local_device_ids"] is None
+
+
+def test_a_user_choice_of_local_devices_is_left_to_jax(jax, monkeypatch):
+    torchrun(monkeypatch, rank=1, world=2, local=1)
+    monkeypatch.setenv("JAX_LOCAL_DEVICE_IDS", "4,5")  # read by jax.distributed.initialize itself
+    initialize_jax_distributed("cuda")
+    assert jax.distributed.calls[0]["local_device_ids"] is None
+
+
+def test_one_process_or_an_initialized_runtime_is_left_alone(jax, monkeypatch):
+    initialize_jax_distributed("cuda")
+    assert jax.distributed.calls == []
+    torchrun(monkeypatch, rank=0, world=2, local=0)
+    initialize_jax_distributed("cuda")
+    initialize_jax_distributed("cuda")  # a second job of a sweep in the same process
+    assert len(jax.distributed.calls) == 1

@@ -1,0 +1,71 @@
+"""xmfu.benchmark picks its timer from where the work runs, not from what the callable happens to return."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.api import CallableCase, _implementation
+from harness.engine.case import Unavailable
+from harness.engine.context import RunContext
+from harness.engine.timing import timer_for
+from harness.machine.platform import Platform
+from tests.conftest import gpu_device, run_config
+
+
+class CudaTensor:
+    """What the timer choice looks at on a torch CUDA/ROCm tensor (both report is_cuda=True)."""
+
+    is_cuda = True
+
+
+CASE = CallableCase("k", "fp32", 1.0, 0.0, 1e-2, np.zeros(1))
+
+
+def _ctx(kind: str) -> RunContext:
+    device = gpu_device("NVIDIA H100 80GB HBM3", 132) if kind != "cpu" else gpu_device("cpu", kind="cpu")
+    return RunContext(run_config(), Platform(kind, (device,), "test"))
+
+
+@pytest.fixture
+def torch_sees_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
+@pytest.mark.parametrize("output", [CudaTensor(), (CudaTensor(), CudaTensor()), [CudaTensor()],
+                                    {"out": CudaTensor(), "aux": (1, CudaTensor())}, None, 3.5],
+                         ids=["tensor", "tuple", "list", "dict", "None", "float"])
+def test_gpu_work_is_timed_with_device_events_whatever_it_returns(torch_sees_a_gpu, output):
+    prepared = _implementation("c", lambda: output).prepare(CASE, _ctx("cuda"))
+    assert prepared.framework == "torch" and prepared.timing_valid
+    assert timer_for(prepared.framework, "cuda").name == "torch.cuda.Event"  # synchronizes before it starts
+
+
+@pytest.mark.parametrize("kind", ["cpu", "cuda"])
+def test_jax_arrays_anywhere_in_the_output_are_waited_on(kind):
+    import jax.numpy as jnp
+
+    x = jnp.ones(4)
+    for output in (x, (x, x), {"a": [x]}):
+        prepared = _implementation("c", lambda o=output: o).prepare(CASE, _ctx(kind))
+        assert prepared.framework == "jax", output
+
+
+def test_cuda_outputs_on_a_cpu_run_are_refused():
+    with pytest.raises(Unavailable, match="device='cpu'"):
+        _implementation("c", lambda: (CudaTensor(),)).prepare(CASE, _ctx("cpu"))
+
+
+def test_gpu_work_with_nothing_to_wait_on_is_checked_not_timed(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a JAX-only GPU machine
+    prepared = _implementation("c", lambda: None).prepare(CASE, _ctx("cuda"))
+    assert not prepared.timing_valid and "JAX arrays" in prepared.timing_note
+
+
+def test_host_work_on_a_cpu_run_uses_the_host_timer():
+    prepared = _implementation("c", lambda: np.ones(3)).prepare(CASE, _ctx("cpu"))
+    assert prepared.framework == "host" and prepared.timing_valid
