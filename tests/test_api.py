@@ -8,7 +8,7 @@ import pytest
 from harness.api import CallableCase, _implementation
 from harness.engine.case import Unavailable
 from harness.engine.context import RunContext
-from harness.engine.timing import timer_for
+from harness.engine.timers import timer_for
 from harness.machine.platform import Platform
 from tests.conftest import gpu_device, run_config
 

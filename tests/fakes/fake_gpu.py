@@ -55,8 +55,15 @@ class _GpuPlacement(TorchFunctionMode):
 
 
 @contextmanager
-def fake_gpu(index: int = 0) -> Iterator[type[OnGpu]]:
-    """Within this block, `cuda:N` tensors are host tensors of type OnGpu reporting cuda:`index`."""
+def fake_gpu(index: int = 0, kind: str = "cuda") -> Iterator[type[OnGpu]]:
+    """Within this block, `cuda:N` tensors are host tensors of type OnGpu reporting cuda:`index`, and torch
+    says it is a `kind` build that sees a GPU (torch.cuda.is_available(), torch.version.hip)."""
     gpu = type(f"OnGpu{index}", (OnGpu,), {"index": index})
-    with _GpuPlacement(gpu):
-        yield gpu
+    saved = torch.cuda.is_available, torch.version.hip
+    torch.cuda.is_available = lambda: True
+    torch.version.hip = "6.3.42131" if kind == "rocm" else None
+    try:
+        with _GpuPlacement(gpu):
+            yield gpu
+    finally:
+        torch.cuda.is_available, torch.version.hip = saved

@@ -36,7 +36,7 @@ def test_fp8_matmul_runs_in_the_devices_e4m3_variant(device, fmt, monkeypatch):
     assert case.fp8_format == fmt and case.params()["fp8_format"] == fmt
     monkeypatch.setattr(torch, "_scaled_mm", fake_scaled_mm(device))
     ctx = _ctx(device)
-    with fake_gpu(0):
+    with fake_gpu(0, device.kind):
         ok, why = torch_backend.available(case, ctx)
         assert ok, why
         prepared = torch_backend.prepare(case, ctx)
@@ -56,13 +56,16 @@ def test_the_run_resolves_the_fp8_format_for_its_device():
 
 def test_an_fp8_case_in_another_devices_format_is_refused():
     case = spec.MatmulCase(64, 64, 64, "fp8", fp8_format="e4m3fn")
-    ok, why = torch_backend.available(case, _ctx(MI300X))
+    with fake_gpu(0, "rocm"):
+        ok, why = torch_backend.available(case, _ctx(MI300X))
     assert not ok and "e4m3fnuz" in why
-    ok, why = torch_backend.available(replace(case, fp8_format=None), _ctx(H100))
+    with fake_gpu(0):
+        ok, why = torch_backend.available(replace(case, fp8_format=None), _ctx(H100))
     assert not ok and "format" in why
 
 
 def test_fp8_shapes_scaled_mm_cannot_take_are_skipped_with_the_reason():
     case = spec.MatmulCase(64, 30, 64, "fp8", fp8_format="e4m3fn")  # N = 30: not a multiple of 16
-    ok, why = torch_backend.available(case, _ctx(H100))
+    with fake_gpu(0):
+        ok, why = torch_backend.available(case, _ctx(H100))
     assert not ok and "16" in why

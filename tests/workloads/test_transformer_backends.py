@@ -65,8 +65,10 @@ def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
 
 def test_torch_compile_times_a_static_graph_compiled_before_timing(cpu_ctx):
     """The correctness pass runs a smaller shape: the timed step must not become a dynamic-shape recompile."""
+    import torch._dynamo
     from torch._dynamo.utils import counters
 
+    torch._dynamo.reset()  # graphs cached by earlier tests in this process would be reused, not compiled
     prepared = _prepared("torch_compile", TrainCase(TINY, "fp32"), cpu_ctx)
     assert prepared.notes["compile_dynamic"] is False and prepared.notes["compiles"] == 2
     before = counters["stats"]["unique_graphs"]
