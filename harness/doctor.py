@@ -71,8 +71,9 @@ def check_telemetry(plat: Platform, found: Findings) -> None:
                                 "reason": sampler.reason or None, "fields": report}
     if not sampler.available:
         found.problems.append(f"telemetry: {sampler.reason}")
-    clocks = (report.get("static") or report).get("clocks") if isinstance(report, dict) else None
-    found.facts["clocks"] = clocks
+    probe_clocks = report.get("clocks") if isinstance(report, dict) else None  # {"value", "source", "reason"}
+    found.facts["clocks"] = (probe_clocks or {}).get("value") or {"locked": None,
+                                                                   "reason": (probe_clocks or {}).get("reason")}
     found.facts["nccl"] = environment.nccl_version() if plat.has_accelerator else None
     found.facts["torch_settings"] = stack.torch_settings(plat.kind)
 
@@ -140,7 +141,8 @@ def render(found: Findings) -> str:
     lines.append(f"telemetry: {tel['sampler']} ({'available' if tel['available'] else tel['reason']})")
     for key, value in (tel["fields"] or {}).items():
         lines.append(f"  {key}: {json.dumps(value, default=str)[:160]}")
-    lines.append(f"clocks locked: {json.dumps(f['clocks'], default=str)}")
+    clocks = f["clocks"]
+    lines.append(f"clocks locked: {clocks.get('locked')} ({clocks.get('reason') or clocks.get('detail')})")
     lines.append(f"NCCL/RCCL: {f['nccl'] or 'not applicable here'}")
     lines += [f"PROBLEM: {p}" for p in found.problems] or ["no problems found"]
     return "\n".join(lines)

@@ -141,6 +141,17 @@ def _rank_fields(a: Attempt) -> dict[str, Any]:
             "rank_skew": max(medians) / float(np.median(medians))}
 
 
+def _clocks(sampler: Sampler | None) -> dict[str, Any]:
+    """Whether the device's clocks were locked for this run (NVML application/locked clocks, amdsmi performance
+    level, the CPU governor), as the telemetry sampler reads it; {} when there is no sampler."""
+    if sampler is None or not sampler.available:
+        return {"locked": None, "reason": getattr(sampler, "reason", "telemetry disabled") or "no sampler"}
+    try:
+        return dict(sampler.static().get("clocks") or {"locked": None, "reason": "not reported by the sampler"})
+    except Exception as exc:  # a static query that fails is recorded, not fatal
+        return {"locked": None, "reason": f"{type(exc).__name__}: {exc}"}
+
+
 def _launch_fields(s: Series, device_median: float) -> dict[str, Any]:
     """The host's time to issue one call against the measured time per call. When the host needs 90% or
     more of it, the device was (nearly) waiting for the host: the figure is launch overhead, not kernels."""
@@ -183,6 +194,7 @@ class CaseRunner:
                  progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None) -> None:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
         self.sampler = sampler
+        self.clocks = _clocks(sampler)
         self.readings: list[Reading] = []
         self.achievable: dict[str, Any] | None = None
         if ctx.config.achievable_tflops:
@@ -300,6 +312,7 @@ class CaseRunner:
             "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
+            "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks,
         }
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
