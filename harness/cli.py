@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 
@@ -22,9 +23,11 @@ commands:
                             xmfu run -m dtype=fp32,bf16        (one bundle per combination)
                             xmfu run experiment=smoke          (tiny sizes, seconds on a CPU)
                             xmfu run experiment=mamf           (maximum achievable matmul FLOPS)
-  compare A B [...]         matching cases side by side: speedup vs the baseline with a 95% CI and a
-                            verdict; refuses incomparable rows; diffs the environments; --format
-                            table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour
+  compare A B [...]         matching cases side by side: speedup vs the baseline with a 95% CI, a verdict
+  compare A1 A2 -- B1 B2    and the variance it used (repeats, several runs per side, --noise-from STORE);
+                            refuses incomparable rows; diffs the environments; --format
+                            table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour;
+                            --fail-on slower exits 1 on any slower verdict
   report BUNDLES -o F.html  one self-contained HTML report (plots, every row, environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
                             plot a metric over time or the gap between platforms (--gap rocm cuda),
@@ -64,54 +67,129 @@ def cmd_validate(args: Sequence[str]) -> int:
     return worst
 
 
-def cmd_compare(args: Sequence[str]) -> int:
-    from harness.results.compare import compare, render
-    from harness.results.cost import break_even, cost_figures, load_prices, parse_prices
-    from harness.results.reader import read_bundle
-    from harness.results.schema import ENVIRONMENT
-    from harness.results.validator import validate_bundle
+SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compare`
 
+
+def _compare_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="xmfu compare")
-    parser.add_argument("bundles", nargs="+")
-    parser.add_argument("--baseline", help="run id or position (0-based) of the baseline bundle; default the first")
+    parser.add_argument("bundles", nargs="*")
+    parser.add_argument("--baseline", help="run id or position (0-based) of the baseline side; default the first")
     parser.add_argument("--format", default="table", choices=("table", "csv", "json", "markdown"))
     parser.add_argument("--allow-incomparable", action="store_true",
                         help="compare rows whose comparability keys differ (they are marked)")
     parser.add_argument("--margin", type=float, default=0.02, help="speedups within 1 +- this are equivalent")
+    parser.add_argument("--noise-floor", type=float, default=0.10,
+                        help="with one run per side and no noise estimate, smaller differences are not called")
+    parser.add_argument("--noise-from", metavar="STORE", help="history store whose recent runs give the noise")
+    parser.add_argument("--fail-on", choices=("slower",), help="exit 1 when any verdict is slower")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
-    ns = parser.parse_args(args)
-    if len(ns.bundles) < 2:
-        return _usage_error("compare: give at least two bundles")
-    for folder in ns.bundles:
-        problems = validate_bundle(folder)
-        if problems:
-            return _usage_error(f"compare: {folder} is not a valid bundle: {problems[0]}")
-    bundles = [read_bundle(b) for b in ns.bundles]
-    ids = [b.manifest["run_id"] for b in bundles]
-    base = 0 if ns.baseline is None else (ids.index(ns.baseline) if ns.baseline in ids else None)
-    if base is None and ns.baseline.isdigit() and int(ns.baseline) < len(ids):
-        base = int(ns.baseline)
-    if base is None:
-        return _usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({', '.join(ids)}) "
-                            f"nor a position 0-{len(ids) - 1}")
+    return parser
+
+
+def _sides(tokens: list[str]) -> list[list[str]]:
+    """`A B C` -> three sides of one bundle; `A1 A2 -- B1 B2` -> two sides of two bundles."""
+    if SIDE not in tokens:
+        return [[t] for t in tokens]
+    sides, current = [], []
+    for t in tokens:
+        if t == SIDE:
+            sides.append(current)
+            current = []
+        else:
+            current.append(t)
+    return [*sides, current]
+
+
+def cmd_compare(args: Sequence[str]) -> int:
+    from harness.results.compare import Side, compare
+    from harness.results.compare_render import render
+
+    ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
+    sides = _sides(ns.bundles)
+    if len(sides) < 2 or any(not side for side in sides):
+        return _usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
+                            "(xmfu compare A1 A2 -- B1 B2)")
+    for name, value in (("--margin", ns.margin), ("--noise-floor", ns.noise_floor)):
+        if not 0 <= value < 1:
+            return _usage_error(f"compare: {name} {value} is out of range. Allowed: a fraction, 0 <= x < 1")
     try:
-        prices = {**load_prices(ns.prices), **parse_prices(ns.price)} if ns.prices else parse_prices(ns.price)
+        loaded = [Side([_validated_bundle("compare", f) for f in side]) for side in sides]
+        prices = _prices(ns)
+        noise = _history_noise(ns.noise_from) if ns.noise_from else None
+    except UsageFailure as exc:
+        return _usage_error(str(exc))
+    base = _baseline_index(ns.baseline, loaded)
+    if base is None:
+        labels = ", ".join(s.label for s in loaded)
+        return _usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
+                            f"nor a position 0-{len(loaded) - 1}")
+    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise)
+    if prices:
+        _add_costs(result, loaded, prices)
+    print(render(result, ns.format))
+    if result.unmatched and not result.rows and not result.refused:
+        print("xmfu: compare: no case matched: " + "; ".join(result.unmatched), file=sys.stderr)
+        return 2
+    if ns.fail_on == "slower" and any(r["verdict"] == "slower" for r in result.rows):
+        return 1
+    return 1 if result.refused and not result.rows else 0
+
+
+class UsageFailure(Exception):
+    """Bad input found while loading a command's inputs: one paragraph, exit 2."""
+
+
+def _validated_bundle(command: str, folder: str) -> Any:
+    from harness.results.reader import read_bundle
+    from harness.results.validator import validate_bundle
+
+    problems = validate_bundle(folder)
+    if problems:
+        raise UsageFailure(f"{command}: {folder} is not a valid bundle: {problems[0]}")
+    return read_bundle(folder)
+
+
+def _prices(ns: argparse.Namespace) -> dict[str, float]:
+    from harness.results.cost import load_prices, parse_prices
+
+    try:
+        return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
     except (ValueError, OSError) as exc:
-        return _usage_error(f"compare: {exc}")
-    envs = [json.loads((b.folder / ENVIRONMENT).read_text()) for b in bundles]
-    result = compare(bundles, envs, base, ns.allow_incomparable, ns.margin)
-    devices = {(r["run_id"], r["case_id"], r["backend"]): r for b in bundles for r in b.cases}
+        raise UsageFailure(f"compare: {exc}") from None
+
+
+def _history_noise(store: str) -> Any:
+    from harness.results import history
+
+    try:
+        return history.run_to_run_noise(history.load(Path(store)))
+    except (RuntimeError, OSError) as exc:
+        raise UsageFailure(f"compare: --noise-from {store}: {exc}") from None
+
+
+def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
+    if baseline is None:
+        return 0
+    labels = [s.label for s in sides]
+    runs = [[b.manifest["run_id"] for b in s.bundles] for s in sides]
+    for i, ids in enumerate(runs):
+        if baseline == labels[i] or baseline in ids:
+            return i
+    return int(baseline) if baseline.isdigit() and int(baseline) < len(sides) else None
+
+
+def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
+    from harness.results.cost import break_even, cost_figures
+
+    rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.cases}
     for row in result.rows:
-        cand, ref = devices[(row["run"], row["case_id"], row["backend"])], devices[
+        cand, ref = rows[(row["run"], row["case_id"], row["backend"])], rows[
             (row["baseline_run"], row["case_id"], row["backend"])]
         p_cand, p_ref = prices.get(cand["device"]), prices.get(ref["device"])
-        if prices:
-            row["cost"] = cost_figures(cand, p_cand)
-            row["baseline_cost"] = cost_figures(ref, p_ref)
-            row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
-    print(render(result, ns.format))
-    return 1 if result.refused and not result.rows else 0
+        row["cost"] = cost_figures(cand, p_cand)
+        row["baseline_cost"] = cost_figures(ref, p_ref)
+        row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
 
 
 def _history_add(ns: argparse.Namespace) -> int:

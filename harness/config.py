@@ -91,7 +91,7 @@ TOP_LEVEL = (
     "scale", "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
     "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
-    "telemetry", "rocm",
+    "telemetry", "rocm", "repeats",
 )
 
 
@@ -172,5 +172,6 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         baseline=baseline,
         telemetry=parse_telemetry(data.get("telemetry") or {}),
         rocm=parse_rocm(data.get("rocm") or {}),
+        repeats=positive_int("repeats", data.get("repeats", 1)),
         equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
     )

@@ -7,24 +7,21 @@ from __future__ import annotations
 
 import gc
 import resource
-import statistics
-import sys
-import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Case, Prepared, RunAborted, Unavailable
+from harness.engine.attempts import Attempt, gather_ranks, merge_repeats, prepare_and_check, release, time_attempts
+from harness.engine.case import Case, Prepared, RunAborted
 from harness.engine.context import RunContext
 from harness.engine.interrupts import raise_if_interrupted
 from harness.engine.metrics import throughput, utilization
 from harness.engine.registry import WorkloadDef
-from harness.engine.sampler import sample_fixed, sample_interleaved, stop_reason
+from harness.engine.sampler import ci_target_met, stop_reason
 from harness.engine.steady import steady_state
-from harness.engine.timers import flush_buffer, timer_for
+from harness.engine.timers import flush_buffer
 from harness.engine.timing import Series
 from harness.machine import stack
 from harness.machine.frameworks import release_cached_memory
@@ -33,7 +30,7 @@ from harness.machine.telemetry import Reading, Sampler
 from harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from harness.machine.telemetry.recorder import Recorder
 from harness.results.comparability import comparability_fields, comparability_key
-from harness.results.stats import paired_speedup, summarize
+from harness.results.stats import paired_speedup, spread, summarize
 from harness.results.writer import BundleWriter, utc_now
 
 
@@ -47,98 +44,25 @@ class Phase:
     backends: Sequence[str]
 
 
-@dataclass
-class Attempt:
-    """One backend's progress through a case: prepared, checked, then timed (or stopped with a reason)."""
-
-    backend: str
-    status: str = "ok"
-    reason: str | None = None
-    prepared: Prepared | None = None
-    check: dict[str, Any] | None = None
-    series: Series | None = None
-    rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
-
-
-def _failure_reason(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    if "out of memory" in text.lower():
-        return f"out of memory: {text}"
-    return text.splitlines()[0][:500] if text else type(exc).__name__
-
-
-def _prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
-    attempt = Attempt(backend)
-    impl = workload.implementations[backend]
-    try:
-        ok, why = impl.available(case, ctx)
-        if not ok:
-            return Attempt(backend, "skipped", why)
-        attempt.prepared = impl.prepare(case, ctx)
-        if attempt.prepared.timing_valid:
-            start = time.perf_counter()
-            attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
-            attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
-        rows = case.check_rows()
-        check = case.check(attempt.prepared.result(rows))
-        attempt.check = check.as_dict()
-        if not check.ok:
-            attempt.status = "incorrect"
-            attempt.reason = (f"{check.metric} {check.error:.3g} exceeds tolerance {check.tolerance:.3g} "
-                              f"({check.checked})")
-    except Unavailable as exc:
-        return Attempt(backend, "skipped", str(exc))
-    except RunAborted:
-        raise
-    except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
-        traceback.print_exc(limit=3, file=sys.stderr)
-        return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
-    return attempt
-
-
-def _time(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], Any] | None) -> bool:
-    """Time every attempt whose timing can mean something; the others (Triton's interpreter on a CPU) were
-    checked and are recorded as not timed. Fixed plans (multi-process collectives) run as planned, the same
-    on every rank. Returns True when the adaptive series ran out of time."""
-    cfg = ctx.config.timing
-    for a in attempts:
-        p = a.prepared
-        assert p is not None
-        if p.timing_valid:
-            timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush)
-            a.series = Series(a.backend, p.fn, timer)
-            a.series.fixed = p.fixed
-    adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
-    timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
-    for a in attempts:
-        if a.series and a.series.fixed:
-            sample_fixed(a.series)
-    for a in attempts:
-        if a.series and a.series.error:
-            a.status, a.reason = "failed", a.series.error
-    return timed_out
-
-
-def _gather_ranks(attempts: list[Attempt]) -> None:
-    """Collect every rank's samples (a collective call: all ranks reach it for the same case) and combine
-    them per sample index, so the row's statistics describe the whole group, not one rank."""
-    for a in attempts:
-        p, s = a.prepared, a.series
-        if not (p and p.gather and s):
-            continue
-        per_rank = p.gather(s.samples if s.error is None else [])
-        a.rank_samples = per_rank
-        if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
-            combine = max if p.rank_combine == "max" else statistics.fmean
-            s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
-
-
 def _rank_fields(a: Attempt) -> dict[str, Any]:
     if not a.rank_samples or not all(a.rank_samples):
         return {}
     medians = [float(np.median(r)) for r in a.rank_samples]
     return {"ranks": len(medians), "rank_combine": a.prepared.rank_combine, "per_rank_median_s": medians,
             "rank_skew": max(medians) / float(np.median(medians))}
+
+
+def _paired(s: Series) -> tuple[list[float], list[int], list[int]]:
+    return s.samples, s.rounds, s.sample_repeats
+
+
+def _repeat_fields(s: Series) -> dict[str, Any] | None:
+    """Each repeat's median and the spread between them (None for a single measurement)."""
+    ids = sorted(set(s.sample_repeats))
+    if len(ids) < 2:
+        return None
+    medians = [float(np.median([v for v, r in zip(s.samples, s.sample_repeats, strict=True) if r == i])) for i in ids]
+    return {"medians_s": medians, "inner": s.inners, **spread(medians)}
 
 
 def _clocks(sampler: Sampler | None) -> dict[str, Any]:
@@ -213,31 +137,53 @@ class CaseRunner:
             self._set_achievable(phase)
 
     def run_case(self, phase: Phase, case: Case) -> None:
-        started = utc_now()
+        """Measure the case `repeats` times (prepare, warm up, sample: the whole measurement, the backends'
+        order rotating between repeats), then write one row per backend from all of its repeats."""
+        started, repeats = utc_now(), self.ctx.config.repeats
+        self.readings = []
+        per_repeat: list[list[Attempt]] = []
+        timed_out = False
         try:
-            attempts = [_prepare_and_check(case, self.ctx, phase.workload, b) for b in phase.backends]
-            ready = [a for a in attempts if a.status == "ok"]
-            recorder = self._recorder() if ready else None
-            try:
-                timed_out = _time(ready, self.ctx, self._flush()) if ready else False
-            finally:
-                self.readings = recorder.stop() if recorder else []
-            _gather_ranks(ready)
+            for r in range(repeats):
+                attempts, out = self._measure(phase, case, r)
+                per_repeat.append(attempts)
+                timed_out = timed_out or out
         except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
             for b in phase.backends:
-                row, samples = self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started)
-                self.writer.append(row, samples)
-                self.rows.append(row)
-                self.progress(row)
+                self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started))
             raise
+        attempts = [merge_repeats([rep[i] for rep in per_repeat]) for i in range(len(phase.backends))]
         speedups = self._speedups(attempts) if phase.name == "main" else {}
         self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
         for a in attempts:
             row, samples = self._row(phase, case, a, timed_out, started)
             row["speedup"] = speedups.get(a.backend)
-            self.writer.append(row, samples)
-            self.rows.append(row)
-            self.progress(row)
+            self._emit(row, samples)
+
+    def _measure(self, phase: Phase, case: Case, repeat: int) -> tuple[list[Attempt], bool]:
+        """One repeat of the whole measurement, in the backends' order rotated by `repeat`; returns the
+        attempts in the phase's order and whether the time budget ran out."""
+        shift = repeat % len(phase.backends)
+        order = list(phase.backends[shift:]) + list(phase.backends[:shift])
+        by_backend = {b: prepare_and_check(case, self.ctx, phase.workload, b) for b in order}
+        ready = [by_backend[b] for b in order if by_backend[b].status == "ok"]
+        recorder = self._recorder() if ready else None
+        try:
+            timed_out = time_attempts(ready, self.ctx, self._flush(), repeat) if ready else False
+        finally:
+            self.readings += recorder.stop() if recorder else []
+        gather_ranks(ready)
+        attempts = [by_backend[b] for b in phase.backends]
+        if self.ctx.config.repeats > 1:
+            release(attempts)
+            gc.collect()
+            release_cached_memory()
+        return attempts, timed_out
+
+    def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        self.writer.append(row, samples)
+        self.rows.append(row)
+        self.progress(row)
 
     def _flush(self) -> Callable[[], Any] | None:
         """The last-level-cache flush of `timing.flush_l2`, allocated once per run."""
@@ -287,8 +233,7 @@ class CaseRunner:
         for a in attempts:
             if a is base or a.status != "ok" or not a.series or not a.prepared.timing_valid:
                 continue
-            result = paired_speedup(base.backend, (base.series.samples, base.series.rounds),
-                                    (a.series.samples, a.series.rounds), cfg.equivalence_margin,
+            result = paired_speedup(base.backend, _paired(base.series), _paired(a.series), cfg.equivalence_margin,
                                     cfg.timing.bootstrap_resamples)
             out[a.backend] = result.as_dict() if result else None
         return out
@@ -317,10 +262,12 @@ class CaseRunner:
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
         if a.status == "ok" and s and s.samples:
-            summary = summarize(s.samples, cfg.timing.bootstrap_resamples)
+            summary = summarize(s.samples, cfg.timing.bootstrap_resamples, s.sample_repeats)
             row["time_s"] = summary.as_dict()
             row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
+                            "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
                             **_launch_fields(s, summary.median), **self._method_fields(p)}
+            row["repeats"] = _repeat_fields(s)
             if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
                 tput = throughput(flops, case.bytes_moved(), summary)
         elif a.status == "ok" and not timing_valid:
@@ -344,7 +291,8 @@ class CaseRunner:
         samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
                    "rank_samples": a.rank_samples,
                    "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
-                   "samples": s.samples if s else [], "rounds": s.rounds if s else []}
+                   "samples": s.samples if s else [], "rounds": s.rounds if s else [],
+                   "repeats": s.sample_repeats if s else []}
         return row, samples
 
     def _method_fields(self, p: Prepared) -> dict[str, Any]:

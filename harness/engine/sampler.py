@@ -6,13 +6,16 @@ is shared by all of them instead of passing for a speedup of whichever ran first
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
+
+import numpy as np
 
 from harness.engine.case import RunAborted
 from harness.engine.settings import TimingConfig
 from harness.engine.timing import Series, warm_up
-from harness.results.stats import summarize
+from harness.results.stats import median_ci_binomial
 
 
 def _done(series: Series, cfg: TimingConfig) -> bool:
@@ -23,7 +26,16 @@ def _done(series: Series, cfg: TimingConfig) -> bool:
         return False  # a sustained run ends on time only (checked by the caller)
     if n < cfg.min_samples:
         return False
-    return summarize(series.samples, cfg.bootstrap_resamples).rel_ci_half_width <= cfg.target_rel_ci
+    return rel_half_width(series.samples) <= cfg.target_rel_ci
+
+
+def rel_half_width(samples: list[float]) -> float:
+    """The stop rule's precision: half the order-statistic 95% CI of the median, relative to it. Exact and
+    free of resampling, so recomputing it after every round costs microseconds, not a bootstrap; the final
+    figure's interval is still the bootstrap's (harness.results.stats.summarize)."""
+    low, high = median_ci_binomial(samples)
+    median = float(np.median(samples))
+    return (high - low) / 2 / median if median > 0 else float("inf")
 
 
 def sample_fixed(series: Series) -> None:
@@ -43,6 +55,13 @@ def sample_fixed(series: Series) -> None:
         series.error = f"{type(exc).__name__} while timing: {exc}"
 
 
+def ci_target_met(series: Series, cfg: TimingConfig, timed_out: bool) -> bool | None:
+    """Whether the median's CI reached `target_rel_ci`; None where no CI rule applied (fixed plans, sustained)."""
+    if series.fixed is not None or cfg.sustain_s > 0:
+        return None
+    return len(series.samples) >= cfg.min_samples and rel_half_width(series.samples) <= cfg.target_rel_ci
+
+
 def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
     n = len(series.samples)
     if series.fixed is not None:
@@ -56,6 +75,25 @@ def stop_reason(series: Series, cfg: TimingConfig, timed_out: bool) -> str:
     return f"95% CI half-width <= {cfg.target_rel_ci:g} of the median"
 
 
+def fit_inner_to_budget(series: Sequence[Series], cfg: TimingConfig, remaining_s: float) -> None:
+    """`min_samples` samples of every series must fit in what is left of `max_time_s`: where they would not,
+    take fewer back-to-back calls per sample (down to one) instead of stretching the case, and record it."""
+    live = [s for s in series if s.error is None and s.warmup_s]
+    if cfg.sustain_s > 0 or not live:
+        return
+    share = max(remaining_s, 0.0) / len(live)
+    for s in live:
+        single = min(s.warmup_s[-3:])
+        if single <= 0 or cfg.min_samples * s.inner * single <= share:
+            continue
+        fitted = max(1, math.floor(share / (cfg.min_samples * single)))
+        s.inner_note = (f"inner reduced from {s.inner} to {fitted} calls per sample so {cfg.min_samples} samples fit "
+                        f"the {cfg.max_time_s:g} s budget")
+        if fitted == 1 and cfg.min_samples * single > share:
+            s.inner_note += f" (one call takes {single:.3g} s: the case overruns the budget)"
+        s.inner = fitted
+
+
 def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
     """Warm every series up, then sample in rotating rounds. Returns True if the time budget ran out."""
     start = time.perf_counter()
@@ -64,6 +102,7 @@ def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
             warm_up(s, cfg)
         except Exception as exc:  # same rule as in a round: this backend fails, the others go on
             s.error = f"{type(exc).__name__} during warm-up: {exc}"
+    fit_inner_to_budget(series, cfg, cfg.max_time_s - (time.perf_counter() - start))
     round_no = 0
     sustain_start = time.perf_counter()
     while True:

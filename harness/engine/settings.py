@@ -100,6 +100,7 @@ class RunConfig:
     baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)
     telemetry: TelemetryConfig = TelemetryConfig()
     rocm: RocmConfig = RocmConfig()
+    repeats: int = 1  # the whole measurement (prepare, warm up, sample) this many times per case and backend
     equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
 
     @property

@@ -52,6 +52,10 @@ class Series:
     fixed: Any = None  # a harness.case.FixedPlan: deterministic sampling
     intervals: list[tuple[float, float]] = field(default_factory=list)  # perf_counter span of each sample
     host_samples: list[float] = field(default_factory=list)  # host time to issue each sample's calls, per call
+    inner_note: str | None = None  # why `inner` is below what min_sample_s asked for (the time budget)
+    repeat: int = 0  # which repeat of the measurement (repeats=N) this series is
+    sample_repeats: list[int] = field(default_factory=list)  # the repeat of each sample (merged series)
+    inners: list[int] = field(default_factory=list)  # `inner` of each repeat (merged series)
 
     def take(self, round_no: int) -> None:
         """One sample, remembering when it ran (telemetry is matched to these spans)."""
@@ -59,6 +63,7 @@ class Series:
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
         self.rounds.append(round_no)
+        self.sample_repeats.append(self.repeat)
         if self.timer.last_host_s is not None:
             self.host_samples.append(self.timer.last_host_s)
 
@@ -70,3 +75,21 @@ def warm_up(series: Series, cfg: TimingConfig) -> None:
         series.warmup_s.append(series.timer.measure(series.fn, 1))
     single = min(series.warmup_s[-3:])
     series.inner = 1 if single <= 0 else max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / single)))
+
+
+def merged_series(parts: list[Series]) -> Series:
+    """The series of several repeats as one: samples, rounds, spans and host times concatenated, each sample
+    keeping its repeat; the warm-up, timer and plan are the first repeat's."""
+    first = parts[0]
+    out = Series(first.backend, first.fn, first.timer, inner=first.inner, warmup_s=list(first.warmup_s),
+                 fixed=first.fixed, repeat=-1)
+    for part in parts:
+        out.samples += part.samples
+        out.rounds += part.rounds
+        out.intervals += part.intervals
+        out.host_samples += part.host_samples
+        out.sample_repeats += part.sample_repeats
+        out.inners.append(part.inner)
+        out.error = out.error or part.error
+        out.inner_note = out.inner_note or part.inner_note
+    return out

@@ -1,48 +1,83 @@
-"""`xmfu compare`: matching cases of several bundles side by side, with a ratio, its CI and a verdict.
+"""`xmfu compare`: matching cases of two or more sides, with a speedup, its CI, a verdict and the variance it used.
 
-Rows match on (case id, backend). Two rows are compared only when their comparability keys agree; otherwise
-the comparison is refused with the fields that differ, unless the caller allows it (then the row is marked).
-Each bundle is compared with the baseline bundle (the first, or `--baseline`).
+A side is one bundle or several runs of the same configuration (`xmfu compare A1 A2 A3 -- B1 B2 B3`). Rows match
+on (case id, backend) and are compared only when their comparability keys agree (else refused with the fields
+that differ, unless the caller allows it). Each side's figure is the median of its run medians, where a run is
+a bundle's row or one of its repeats (`repeats=N`).
+
+What decides a verdict is run-to-run variance, not the spread of one run's samples. Its source, named in every
+row: the runs and repeats themselves when each side has two or more (a two-stage bootstrap); otherwise a
+run-to-run noise estimate (from the other side's runs, or from the history store's recent runs of the series,
+`--noise-from`); otherwise none, and then a difference is called only beyond the noise floor.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.results.reader import Bundle
-from harness.results.stats import independent_speedup
+import numpy as np
 
+from harness.results.reader import Bundle
+from harness.results.stats import _percentiles, resampled_medians_sorted, two_stage_medians, verdict
+
+DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
+RESAMPLES = 1000
 ENV_FIELDS = (  # (label, path in environment.json) whose differences can explain different numbers
     ("driver", ("driver",)), ("torch cuda", ("torch", "cuda")), ("torch hip", ("torch", "hip")),
     ("nccl", ("nccl", "version")), ("power limit W", ("telemetry", "power_limit_w")),
     ("max SM clock MHz", ("telemetry", "max_sm_clock_mhz")), ("kernel", ("host", "kernel")),
+    ("BLAS library", ("torch_settings", "blas_library")), ("TunableOp", ("torch_settings", "tunableop", "enabled")),
 )
+Key = tuple[str, str]
+Noise = Callable[[dict[str, Any]], tuple[float, int] | None]  # row -> (run-to-run sd of log time, runs) or None
 
 
-class Incomparable(Exception):
-    """Rows that share a case id and backend but not a comparability key."""
+@dataclass
+class Side:
+    """One side of a comparison: one or more bundles of the same configuration."""
+
+    bundles: list[Bundle]
+
+    @property
+    def label(self) -> str:
+        return "+".join(b.manifest["run_id"] for b in self.bundles)
+
+    def rows(self) -> dict[Key, list[tuple[dict[str, Any], dict[str, Any]]]]:
+        """(case id, backend) -> [(row, samples record)] over the side's bundles, timed rows only."""
+        out: dict[Key, list] = {}
+        for b in self.bundles:
+            samples = {(s["case_id"], s["backend"]): s for s in b.samples}
+            for r in b.cases:
+                if r["status"] == "ok" and r.get("time_s") and (r["case_id"], r["backend"]) in samples:
+                    out.setdefault((r["case_id"], r["backend"]), []).append((r, samples[(r["case_id"], r["backend"])]))
+        return out
 
 
 @dataclass
 class Comparison:
-    baseline: str  # run id
+    baseline: str  # label of the baseline side
     rows: list[dict[str, Any]] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)  # why nothing matched, when nothing did
     env_diff: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _timed(row: dict[str, Any]) -> bool:
-    """An ok row with a time (a backend checked but not timed, e.g. Triton's interpreter, has none)."""
-    return row["status"] == "ok" and bool(row.get("time_s"))
-
-
-def _key(row: dict[str, Any]) -> tuple[str, str]:
-    return row["case_id"], row["backend"]
+def runs_of(entries: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[np.ndarray]:
+    """The runs behind a side's figure: each bundle's samples, split by repeat where the bundle has repeats."""
+    runs = []
+    for _, rec in entries:
+        values = np.asarray(rec["samples"], dtype=np.float64)
+        repeats = rec.get("repeats") or []
+        if len(set(repeats)) > 1 and len(repeats) == values.size:
+            ids = np.asarray(repeats)
+            runs += [values[ids == i] for i in sorted(set(repeats))]
+        else:
+            runs.append(values)
+    return runs
 
 
 def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -61,14 +96,119 @@ def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-def _dig(data: dict[str, Any], path: Sequence[str]) -> Any:
+def _log_sd(runs: list[np.ndarray]) -> float | None:
+    """Run-to-run standard deviation of log(run median), from two or more runs."""
+    if len(runs) < 2:
+        return None
+    return float(np.std(np.log([np.median(r) for r in runs]), ddof=1))
+
+
+def _draws(base: list[np.ndarray], cand: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap draws of log(baseline figure / candidate figure)."""
+    def side(runs: list[np.ndarray], seed: int) -> np.ndarray:
+        if len(runs) > 1:
+            return two_stage_medians(runs, RESAMPLES, seed)
+        return resampled_medians_sorted(np.sort(runs[0])[None, :], RESAMPLES, rng)[0]
+
+    return np.log(side(base, 1)) - np.log(side(cand, 2))
+
+
+def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor: float,
+            noise: tuple[float, int, str] | None, seed: int = 0) -> dict[str, Any]:
+    """Speedup = baseline figure / candidate figure, its 95% CI, the verdict and where its variance came from."""
+    rng = np.random.default_rng(seed)
+    value = float(np.median([np.median(r) for r in base]) / np.median([np.median(r) for r in cand]))
+    draws = _draws(base, cand, rng)
+    single = [len(runs) == 1 for runs in (base, cand)]
+    own = _log_sd(base if not single[0] else cand) if any(single) and not all(single) else None
+    if not any(single):
+        source = f"{len(base)} and {len(cand)} runs/repeats per side (two-stage bootstrap)"
+    elif own is not None:  # one side has runs: its run-to-run spread stands in for the other's
+        draws = draws + rng.normal(0.0, own, draws.size)
+        source = f"run-to-run spread of the side with runs (sd {100 * own:.1f}%) added to the single run"
+    elif noise is not None:
+        sd, n, where = noise
+        draws = draws + rng.normal(0.0, sd * math.sqrt(2), draws.size)
+        source = f"{where}: {n} recent runs, run-to-run sd {100 * sd:.1f}%"
+    else:
+        source = None
+    low, high = (math.exp(v) for v in _percentiles(draws))
+    if source is not None:
+        return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": verdict(low, high, margin),
+                "variance_source": source}
+    word = "faster" if low > 1 + floor else "slower" if high < 1 - floor else "inconclusive"
+    why = (f"beyond the {100 * floor:g}% noise floor" if word != "inconclusive"
+           else "one run per side: run-to-run noise unknown")
+    return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word,
+            "variance_source": f"none (one run per side; noise floor {100 * floor:g}%)", "verdict_reason": why}
+
+
+def _check_keys(ref: dict[str, Any], entries: list[tuple[dict, dict]]) -> list[str]:
+    return next((differing_fields(ref, r) for r, _ in entries if r["comparability_key"] != ref["comparability_key"]),
+                [])
+
+
+def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparable: bool, margin: float,
+                  floor: float, noise: Noise | None) -> int:
+    """Append the matching rows of `other` against `base`; returns how many keys matched at all."""
+    base_rows, other_rows = base.rows(), other.rows()
+    matched = 0
+    for key, entries in other_rows.items():
+        ref_entries = base_rows.get(key)
+        if not ref_entries:
+            continue
+        matched += 1
+        ref = ref_entries[0][0]
+        diff = _check_keys(ref, ref_entries[1:] + entries)
+        if diff and not allow_incomparable:
+            result.refused.append({"case_id": key[0], "backend": key[1], "run_id": other.label, "differs": diff})
+            continue
+        estimate = noise(ref) if noise else None
+        stats = speedup(runs_of(ref_entries), runs_of(entries), margin, floor,
+                        (*estimate, "history store") if estimate else None)
+        row = entries[0][0]
+        result.rows.append({"case_id": key[0], "backend": key[1], "baseline_run": base.label, "run": other.label,
+                            "baseline_median_s": ref["time_s"]["median"], "median_s": row["time_s"]["median"],
+                            **stats, "mfu": row.get("mfu"), "baseline_mfu": ref.get("mfu"),
+                            "incomparable": diff or None, "contended": _contended(ref_entries + entries),
+                            "timing_valid": bool(row.get("timing_valid") and ref.get("timing_valid"))})
+    return matched
+
+
+def _contended(entries: list[tuple[dict, dict]]) -> list[str] | None:
+    """The runs measured while another process competed for the device (flagged by the run itself)."""
+    found = [f"{r['run_id']}: {(r.get('contention') or {}).get('reason', 'contended')}" for r, _ in entries
+             if (r.get("contention") or {}).get("contended")]
+    return found or None
+
+
+def _unmatched(base: Side, other: Side) -> list[str]:
+    """Why no case of `other` matches `base`: the keys each side has."""
+    a, b = base.rows(), other.rows()
+    what = lambda rows: sorted({f"{r[0]['workload']} {r[0]['dtype']}" for e in rows.values() for r in e})  # noqa: E731
+    return [f"{base.label} has {', '.join(what(a)) or 'no timed rows'} ({len(a)} case/backend pairs); "
+            f"{other.label} has {', '.join(what(b)) or 'no timed rows'} ({len(b)}): no (case id, backend) in common"]
+
+
+def compare(sides: Sequence[Side], baseline: int = 0, allow_incomparable: bool = False, margin: float = 0.02,
+            floor: float = DEFAULT_NOISE_FLOOR, noise: Noise | None = None) -> Comparison:
+    base = sides[baseline]
+    result = Comparison(base.label)
+    for i, other in enumerate(sides):
+        if i != baseline and compare_sides(base, other, result, allow_incomparable, margin, floor, noise) == 0:
+            result.unmatched += _unmatched(base, other)
+    result.env_diff = environment_diff({b.manifest["run_id"]: b.environment() for s in sides for b in s.bundles})
+    return result
+
+
+def _dig(data: Any, path: Sequence[str]) -> Any:
     for part in path:
         data = data.get(part) if isinstance(data, dict) else None
     return data
 
 
 def environment_diff(envs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Conditions that differ between bundles: versions, driver, clocks, power limits, variables."""
+    """Conditions that differ between bundles: versions, driver, clocks, power limits, BLAS, variables."""
     names = list(envs)
     out = []
 
@@ -84,73 +224,3 @@ def environment_diff(envs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for var in sorted({v for e in envs.values() for v in (e.get("env") or {})}):
         add(f"env {var}", {n: (envs[n].get("env") or {}).get(var) for n in names})
     return out
-
-
-def compare(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]], baseline: int = 0,
-            allow_incomparable: bool = False, margin: float = 0.02) -> Comparison:
-    base = bundles[baseline]
-    base_rows = {_key(r): r for r in base.cases}
-    base_samples = {(s["case_id"], s["backend"]): s["samples"] for s in base.samples}
-    result = Comparison(base.manifest["run_id"])
-    for i, other in enumerate(bundles):
-        if i == baseline:
-            continue
-        samples = {(s["case_id"], s["backend"]): s["samples"] for s in other.samples}
-        for row in other.cases:
-            ref = base_rows.get(_key(row))
-            if ref is None or not (_timed(ref) and _timed(row)):
-                continue
-            diff = [] if ref["comparability_key"] == row["comparability_key"] else differing_fields(ref, row)
-            if diff and not allow_incomparable:
-                result.refused.append({"case_id": row["case_id"], "backend": row["backend"],
-                                       "run_id": other.manifest["run_id"], "differs": diff})
-                continue
-            s = independent_speedup(base.manifest["run_id"], base_samples[_key(row)], samples[_key(row)], margin)
-            result.rows.append({
-                "case_id": row["case_id"], "backend": row["backend"], "baseline_run": base.manifest["run_id"],
-                "run": other.manifest["run_id"], "baseline_median_s": ref["time_s"]["median"],
-                "median_s": row["time_s"]["median"], "speedup": s.value, "ci95_low": s.ci95_low,
-                "ci95_high": s.ci95_high, "verdict": s.verdict, "mfu": row.get("mfu"),
-                "baseline_mfu": ref.get("mfu"), "incomparable": diff or None,
-                "timing_valid": bool(row.get("timing_valid") and ref.get("timing_valid")),
-            })
-    result.env_diff = environment_diff({b.manifest["run_id"]: e for b, e in zip(bundles, envs, strict=True)})
-    return result
-
-
-COLUMNS = ("case_id", "backend", "run", "baseline_median_s", "median_s", "speedup", "ci95_low", "ci95_high",
-           "verdict", "mfu", "baseline_mfu")
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
-def render(result: Comparison, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps({"baseline": result.baseline, "rows": result.rows, "refused": result.refused,
-                           "environment_diff": result.env_diff}, indent=2, default=str)
-    if fmt == "csv":
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=[*COLUMNS, "incomparable"], extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(result.rows)
-        return out.getvalue()
-    rows = [[_cell(r.get(c)) + (" (INCOMPARABLE)" if c == "verdict" and r.get("incomparable") else "")
-             for c in COLUMNS] for r in result.rows]
-    if fmt == "markdown":
-        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    else:
-        widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-    lines.append(f"speedup = baseline time / time (baseline run {result.baseline}); 95% CI by bootstrap")
-    for r in result.refused:
-        lines.append(f"refused {r['case_id']} {r['backend']} ({r['run_id']}): " + "; ".join(r["differs"]))
-    for d in result.env_diff:
-        lines.append(f"environment differs: {d['field']}: " + ", ".join(f"{k}={v}" for k, v in d.items()
-                                                                          if k != "field"))
-    return "\n".join(lines)

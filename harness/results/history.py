@@ -8,10 +8,11 @@ appending at once cannot corrupt it. pandas (or any Parquet reader) reads the fo
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from harness.results.reader import Bundle
 
-SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype")
+SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
     "median_s": lambda r: (r.get("time_s") or {}).get("median"),
     "ci95_low_s": lambda r: (r.get("time_s") or {}).get("ci95_low"),
@@ -137,3 +138,22 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: 
                             "baseline": base, "change": latest / base - 1 if base else None, "limit": limit,
                             "at": points[-1][0]})
     return flagged
+
+
+def run_to_run_noise(rows: Sequence[dict[str, Any]], window: int = 10,
+                     minimum: int = 3) -> Callable[[dict[str, Any]], tuple[float, int] | None]:
+    """For `xmfu compare --noise-from STORE`: a bundle row -> (run-to-run standard deviation of log median
+    time over the series' last `window` runs, runs used), or None with fewer than `minimum` runs. The
+    deviation is 1.4826 x the median absolute deviation (a robust standard deviation: one outlier run does
+    not set the noise)."""
+    found = series(rows, "median_s")
+
+    def noise(row: dict[str, Any]) -> tuple[float, int] | None:
+        points = found.get(tuple(row.get(k) for k in SERIES_KEY), [])[-window:]
+        if len(points) < minimum:
+            return None
+        logs = [math.log(v) for _, v in points if v > 0]
+        center = statistics.median(logs)
+        return 1.4826 * statistics.median(abs(v - center) for v in logs), len(logs)
+
+    return noise

@@ -1,17 +1,26 @@
-"""Summary statistics of timing samples: median, spread, and a bootstrap CI of the median.
+"""Statistics of timing samples: the median, how well it is known, and speedups with the variance that decides.
 
-The median is the headline statistic (robust to the occasional preempted or throttled sample); the
-bootstrap interval says how well it is known, and drives the stop rule.
+The median is the headline statistic (robust to the occasional preempted or throttled sample). Three kinds of
+interval, each for its job:
+- the order-statistic (binomial) interval of the median: exact coverage, no resampling, cheap enough for the
+  stop rule to recompute after every round;
+- the percentile bootstrap of the median, for the final figure of one run (Efron & Tibshirani, An
+  Introduction to the Bootstrap, ch. 13), vectorised with numpy;
+- the two-stage (hierarchical) bootstrap when a figure has several runs or repeats behind it: resample runs,
+  then samples within each, so run-to-run variance, the quantity that decides a verdict, is in the interval
+  (Davison & Hinkley, Bootstrap Methods and their Application, 1997, section 3.8).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 CI_LEVEL = 0.95
+VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -27,8 +36,9 @@ class Summary:
     ci95_low: float
     ci95_high: float
     cv: float  # coefficient of variation (stdev / mean)
+    ci_method: str = "bootstrap of the median"
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
 
     @property
@@ -37,37 +47,104 @@ class Summary:
         return (self.ci95_high - self.ci95_low) / 2 / self.median if self.median > 0 else float("inf")
 
 
-def bootstrap_median_ci(samples: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap 95% CI of the median (Efron & Tibshirani, An Introduction to the Bootstrap, ch. 13).
+def median_ci_binomial(samples: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float]:
+    """Distribution-free CI of the median from order statistics: the number of samples below the median is
+    Binomial(n, 1/2), so [x_(j), x_(n-j+1)] covers it with probability 1 - 2 P(B <= j-1) (Conover, Practical
+    Nonparametric Statistics, 3rd ed., section 3.2). Below n = 6 no pair reaches 95%: the range is returned."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ValueError("no samples")
+    alpha = (1 - level) / 2
+    log_half = n * math.log(0.5)
+    cdf, r = 0.0, 0  # the largest r with P(B <= r - 1) <= alpha: the interval is [x_(r), x_(n-r+1)]
+    while r < n // 2:
+        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1) + log_half)  # P(B = r)
+        if cdf > alpha:
+            break
+        r += 1
+    if r == 0:  # not even [x_(1), x_(n)] reaches the level
+        return float(x[0]), float(x[-1])
+    return float(x[r - 1]), float(x[n - r])
 
-    Seeded, so the same samples always give the same interval.
-    """
-    x = np.asarray(samples, dtype=np.float64)
+
+def resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of `draws` bootstrap resamples of `samples` (as np.median computes them), drawn without
+    building the resamples. A resample's k-th smallest value is x_(ceil(n U_(k))), with U_(k) the k-th order
+    statistic of n uniforms, Beta(k, n-k+1), and U_(k+1) = U_(k) + (1 - U_(k)) Beta(1, n-k) (David & Nagaraja,
+    Order Statistics, 3rd ed., 2.2-2.3). Exact in distribution, O(draws) instead of O(draws x n)."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
     if x.size < 2:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(resamples, x.size))
-    medians = np.median(x[idx], axis=1)
+        return np.full(draws, float(x[0]) if x.size else np.nan)
+    return resampled_medians_sorted(x[None, :], draws, rng)[0]
+
+
+def resampled_medians_sorted(x: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws).
+    Beta(1, b) is drawn by inversion, 1 - V^(1/b), which is cheaper than a general beta draw."""
+    rows, n = x.shape
+    m = (n + 1) // 2
+    u = rng.beta(m, n - m + 1, (rows, draws))
+    low = np.take_along_axis(x, np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1), axis=1)
+    if n % 2:
+        return low
+    u_next = u + (1 - u) * (1 - rng.random((rows, draws)) ** (1 / (n - m)))
+    return (low + np.take_along_axis(x, np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1), axis=1)) / 2
+
+
+def bootstrap_median_ci(samples: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% CI of the median. Seeded, so the same samples always give the same interval."""
+    return _percentiles(resampled_medians(samples, resamples, np.random.default_rng(seed)))
+
+
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
     alpha = (1 - CI_LEVEL) / 2
-    low, high = np.quantile(medians, [alpha, 1 - alpha])
+    low, high = np.quantile(values, [alpha, 1 - alpha])
     return float(low), float(high)
 
 
-def summarize(samples: Sequence[float], resamples: int = 1000) -> Summary:
+def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """Bootstrap distribution of the median of group medians: each resample draws the groups with replacement,
+    then each drawn group's samples with replacement."""
+    arrays = [np.asarray(g, dtype=np.float64) for g in groups]
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))
+    medians = np.empty(picks.shape)
+    for g, values in enumerate(arrays):  # one vectorised draw per group for every slot that picked it
+        slots = picks == g
+        medians[slots] = resampled_medians(values, int(slots.sum()), rng)
+    return np.median(medians, axis=1)
+
+
+def summarize(samples: Sequence[float], resamples: int = 1000, groups: Sequence[int] | None = None) -> Summary:
+    """Descriptive statistics of all samples; with `groups` (the repeat of each sample) naming two or more
+    repeats, the headline median is the median of the repeat medians and its CI the two-stage bootstrap."""
     x = np.asarray(samples, dtype=np.float64)
     if x.size == 0:
         raise ValueError("no samples to summarize")
-    low, high = bootstrap_median_ci(x, resamples)
+    median, method = float(np.median(x)), "bootstrap of the median"
+    ids = sorted(set(groups)) if groups is not None else []
+    if len(ids) > 1:
+        g = np.asarray(groups)
+        parts = [x[g == i] for i in ids]
+        median = float(np.median([np.median(p) for p in parts]))
+        low, high = _percentiles(two_stage_medians(parts, resamples))
+        method = f"two-stage bootstrap over {len(ids)} repeats (median of repeat medians)"
+    else:
+        low, high = bootstrap_median_ci(x, resamples)
     mean = float(x.mean())
     cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
     p10, p90, p99 = np.percentile(x, [10, 90, 99])
-    return Summary(
-        n=int(x.size), median=float(np.median(x)), mean=mean, min=float(x.min()), max=float(x.max()),
-        p10=float(p10), p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv,
-    )
+    return Summary(n=int(x.size), median=median, mean=mean, min=float(x.min()), max=float(x.max()), p10=float(p10),
+                   p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv, ci_method=method)
 
 
-VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
+def spread(medians: Sequence[float]) -> dict[str, float | int]:
+    """Between-repeat (or between-run) spread of medians: (max - min) / median, and their CV."""
+    m = np.asarray(medians, dtype=np.float64)
+    center = float(np.median(m))
+    cv = float(m.std(ddof=1) / m.mean()) if m.size > 1 and m.mean() > 0 else 0.0
+    return {"n": int(m.size), "spread_rel": float((m.max() - m.min()) / center) if center > 0 else 0.0, "cv": cv}
 
 
 @dataclass(frozen=True)
@@ -80,39 +157,10 @@ class Speedup:
     ci95_high: float
     rounds: int
     verdict: str
+    variance_source: str = "interleaved rounds of one run"
 
     def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
-
-
-def _by_round(samples: Sequence[float], rounds: Sequence[int]) -> dict[int, list[float]]:
-    grouped: dict[int, list[float]] = {}
-    for value, r in zip(samples, rounds, strict=True):
-        grouped.setdefault(r, []).append(value)
-    return grouped
-
-
-def paired_speedup(baseline: str, base: tuple[Sequence[float], Sequence[int]],
-                   cand: tuple[Sequence[float], Sequence[int]], margin: float = 0.02,
-                   resamples: int = 1000, seed: int = 0) -> Speedup | None:
-    """Speedup of a candidate over a baseline timed in the same interleaved rounds.
-
-    The bootstrap resamples whole rounds (a block bootstrap), so drift that hit both contenders in the same
-    round stays paired instead of widening or biasing the interval. Verdict: the 95% interval above 1+margin
-    is faster, below 1-margin slower, inside [1-margin, 1+margin] equivalent, otherwise inconclusive.
-    """
-    b, c = _by_round(*base), _by_round(*cand)
-    shared = sorted(set(b) & set(c))
-    if not shared:
-        return None
-    value = float(np.median(np.concatenate([b[r] for r in shared])) / np.median(np.concatenate([c[r] for r in shared])))
-    rng = np.random.default_rng(seed)
-    ratios = []
-    for _ in range(resamples):
-        pick = rng.choice(shared, size=len(shared))
-        ratios.append(np.median(np.concatenate([b[r] for r in pick])) / np.median(np.concatenate([c[r] for r in pick])))
-    low, high = (float(x) for x in np.quantile(ratios, [(1 - CI_LEVEL) / 2, 1 - (1 - CI_LEVEL) / 2]))
-    return Speedup(baseline, value, low, high, len(shared), verdict(low, high, margin))
 
 
 def verdict(low: float, high: float, margin: float) -> str:
@@ -126,13 +174,71 @@ def verdict(low: float, high: float, margin: float) -> str:
     return "inconclusive"
 
 
-def independent_speedup(baseline: str, base: Sequence[float], cand: Sequence[float], margin: float = 0.02,
-                        resamples: int = 2000, seed: int = 0) -> Speedup:
-    """Speedup between runs that were not interleaved (two bundles): each side's samples are resampled
-    on its own (percentile bootstrap of the ratio of medians)."""
-    b, c = np.asarray(base, dtype=np.float64), np.asarray(cand, dtype=np.float64)
+def _blocks(samples: Sequence[float], rounds: Sequence[int],
+            repeats: Sequence[int] | None = None) -> dict[tuple, list]:
+    keys = repeats if repeats is not None else [0] * len(samples)
+    out: dict[tuple, list] = {}
+    for value, r, k in zip(samples, rounds, keys, strict=True):
+        out.setdefault((k, r), []).append(value)
+    return out
+
+
+def _padded(blocks: list[list[float]]) -> np.ndarray:
+    """Rows of unequal length as one NaN-padded matrix (rounds may hold different sample counts)."""
+    width = max(len(b) for b in blocks)
+    out = np.full((len(blocks), width), np.nan)
+    for i, b in enumerate(blocks):
+        out[i, : len(b)] = b
+    return out
+
+
+def _paired_draws(base: np.ndarray, cand: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Block-bootstrap ratios of medians: whole rounds resampled, the same rounds for both contenders."""
+    picks = rng.integers(0, base.shape[0], size=(draws, base.shape[0]))
+    b = np.nanmedian(base[picks].reshape(draws, -1), axis=1)
+    c = np.nanmedian(cand[picks].reshape(draws, -1), axis=1)
+    return b / c
+
+
+def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02, resamples: int = 1000,
+                   seed: int = 0) -> Speedup | None:
+    """Speedup of a candidate over a baseline timed in the same interleaved rounds.
+
+    `base` and `cand` are (samples, rounds) or (samples, rounds, repeats). The bootstrap resamples whole rounds
+    (a block bootstrap), so drift that hit both contenders in the same round stays paired instead of widening
+    or biasing the interval. With several repeats it is two-stage: repeats are drawn with replacement, then
+    rounds within each (a repeat drawn twice reuses its inner draw: the interval is, if anything, wider), and
+    the speedup is the geometric mean of the repeats' speedups.
+    """
+    b_blocks, c_blocks = _blocks(*base), _blocks(*cand)
+    shared = sorted(set(b_blocks) & set(c_blocks))
+    if not shared:
+        return None
+    repeats = sorted({k for k, _ in shared})
     rng = np.random.default_rng(seed)
-    mb = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
-    mc = np.median(c[rng.integers(0, c.size, (resamples, c.size))], axis=1)
-    low, high = (float(x) for x in np.quantile(mb / mc, [(1 - CI_LEVEL) / 2, 1 - (1 - CI_LEVEL) / 2]))
-    return Speedup(baseline, float(np.median(b) / np.median(c)), low, high, 0, verdict(low, high, margin))
+    logs, values = [], []
+    for k in repeats:
+        keys = [key for key in shared if key[0] == k]
+        b, c = _padded([b_blocks[x] for x in keys]), _padded([c_blocks[x] for x in keys])
+        values.append(math.log(np.nanmedian(b) / np.nanmedian(c)))
+        logs.append(np.log(_paired_draws(b, c, resamples, rng)))
+    if len(repeats) == 1:
+        draws = logs[0]
+    else:
+        picks = rng.integers(0, len(repeats), size=(resamples, len(repeats)))
+        draws = np.mean(np.stack(logs)[picks, np.arange(resamples)[:, None]], axis=1)
+    low, high = (math.exp(v) for v in _percentiles(draws))
+    source = "interleaved rounds of one run" if len(repeats) == 1 else f"{len(repeats)} repeats of interleaved rounds"
+    return Speedup(baseline, math.exp(float(np.mean(values))), low, high, len(shared), verdict(low, high, margin),
+                   source)
+
+
+def runs_speedup(baseline: str, base_runs: Sequence[Sequence[float]], cand_runs: Sequence[Sequence[float]],
+                 margin: float = 0.02, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """(speedup, ci low, ci high) between runs that were not interleaved: each side's figure is the median of
+    its run medians, resampled two-stage (runs, then samples) on its own."""
+    b = two_stage_medians(base_runs, resamples, seed)
+    c = two_stage_medians(cand_runs, resamples, seed + 1)
+    value = float(np.median([np.median(r) for r in base_runs]) / np.median([np.median(r) for r in cand_runs]))
+    low, high = _percentiles(b / c)
+    return value, low, high

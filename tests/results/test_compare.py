@@ -8,61 +8,93 @@ import json
 import numpy as np
 import pytest
 
-from harness.results.compare import compare, environment_diff, render
+from harness.results.compare import Side, compare, environment_diff
+from harness.results.compare_render import render
 from harness.results.cost import break_even, cost_figures, parse_prices
 from harness.results.reader import read_bundle
-from harness.results.stats import independent_speedup
 from harness.results.writer import BundleWriter
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
 
 
-def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="now"):
-    rng = np.random.default_rng(len(name))
-    samples = list(median * (1 + 0.01 * rng.standard_normal(40)))
+def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="now", spread=0.01,
+            repeats=1, case_id="c", seed=None):
+    rng = np.random.default_rng(len(name) if seed is None else seed)
+    samples = list(median * (1 + spread * rng.standard_normal(40 * repeats)))
     writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
                                             "argv": [], "overrides": [], "comparability_key": key},
                           "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
-    row = {"run_id": name, "case_id": "c", "workload": "matmul", "backend": "torch", "platform": "cuda",
+    row = {"run_id": name, "case_id": case_id, "workload": "matmul", "backend": "torch", "platform": "cuda",
            "device": "GPU", "dtype": "bf16", "params": {}, "status": "ok", "reason": None, "flops": 1e12,
            "flop_convention": "x", "bytes": 0, "time_s": {"median": float(np.median(samples))},
            "tflops": 1e12 / float(np.median(samples)) / 1e12, "peak_tflops": 1000, "peak_source": "s",
            "mfu": 0.5, "mfu_vs_achievable": None, "timing_valid": True, "comparability_key": key,
            "comparability": fields, "throughput": {"tokens_per_s": 1e6 / median}}
-    writer.append(row, {"case_id": "c", "backend": "torch", "samples": samples})
+    writer.append(row, {"case_id": case_id, "backend": "torch", "samples": samples,
+                        "repeats": [i // 40 for i in range(len(samples))]})
     writer.finalize("complete")
     return read_bundle(tmp_path / name)
 
 
-def test_independent_speedup_known_answers():
-    rng = np.random.default_rng(0)
-    base = 1.0 + 0.01 * rng.standard_normal(200)
-    assert independent_speedup("a", base, base / 1.5).verdict == "faster"
-    s = independent_speedup("a", base, base / 1.5)
-    assert s.value == pytest.approx(1.5, rel=1e-3) and s.ci95_low < 1.5 < s.ci95_high
-    assert independent_speedup("a", base, base * 1.2).verdict == "slower"
-    assert independent_speedup("a", base, 1.0 + 0.01 * rng.standard_normal(200)).verdict == "equivalent"
-    assert independent_speedup("a", base[:5], (1.0 + 0.2 * rng.standard_normal(5))).verdict == "inconclusive"
+def _sides(*bundles):
+    return [Side([b]) for b in bundles]
 
 
-def test_compare_matching_rows(tmp_path):
+def test_one_run_per_side_is_called_only_beyond_the_noise_floor(tmp_path):
     a, b = _bundle(tmp_path, "a", 2.0), _bundle(tmp_path, "b", 1.0)
-    result = compare([a, b], [{}, {}])
-    (row,) = result.rows
+    (row,) = compare(_sides(a, b)).rows
     assert row["speedup"] == pytest.approx(2.0, rel=0.02) and row["verdict"] == "faster"
+    assert row["variance_source"].startswith("none (one run per side") and "noise floor" in row["verdict_reason"]
+    close = _bundle(tmp_path, "close", 1.06)  # 6%: precise within the run, but under the 10% floor
+    (row,) = compare(_sides(close, _bundle(tmp_path, "one", 1.0))).rows
+    assert row["ci95_low"] > 1.02 and row["verdict"] == "inconclusive"
+    assert row["verdict_reason"] == "one run per side: run-to-run noise unknown"
+    result = compare(_sides(a, b))
     assert "speedup" in render(result, "table") and render(result, "csv").startswith("case_id,")
     assert json.loads(render(result, "json"))["rows"][0]["verdict"] == "faster"
     assert render(result, "markdown").startswith("| case_id")
 
 
+def test_repeats_inside_each_bundle_give_the_run_to_run_variance(tmp_path):
+    a = _bundle(tmp_path, "a", 1.06, repeats=5)
+    b = _bundle(tmp_path, "b", 1.0, repeats=5)
+    (row,) = compare(_sides(a, b)).rows
+    assert row["variance_source"] == "5 and 5 runs/repeats per side (two-stage bootstrap)"
+    assert row["verdict"] == "faster"  # the repeats agree with each other: 6% is real here
+
+
+def test_several_bundles_per_side(tmp_path):
+    side_a = Side([_bundle(tmp_path, f"a{i}", 1.0 * (1 + 0.05 * (i - 1)), seed=i) for i in range(3)])
+    side_b = Side([_bundle(tmp_path, f"b{i}", 1.0 * (1 + 0.05 * (1 - i)), seed=10 + i) for i in range(3)])
+    (row,) = compare([side_a, side_b]).rows
+    assert row["run"] == "b0+b1+b2" and "3 and 3 runs" in row["variance_source"]
+    assert row["verdict"] == "inconclusive"  # runs that disagree by 5% cannot call a 0% difference equivalent
+
+
+def test_noise_from_history_replaces_the_floor(tmp_path):
+    a, b = _bundle(tmp_path, "a", 1.06), _bundle(tmp_path, "b", 1.0)
+    quiet = compare(_sides(a, b), noise=lambda row: (0.005, 8))
+    (row,) = quiet.rows
+    assert row["verdict"] == "faster" and row["variance_source"] == "history store: 8 recent runs, run-to-run sd 0.5%"
+    (noisy,) = compare(_sides(a, b), noise=lambda row: (0.2, 8)).rows
+    assert noisy["verdict"] == "inconclusive"
+
+
+def test_nothing_in_common_is_said(tmp_path):
+    a = _bundle(tmp_path, "a", 1.0)
+    b = _bundle(tmp_path, "b", 1.0, case_id="attention-x")
+    result = compare(_sides(a, b))
+    assert not result.rows and "no (case id, backend) in common" in result.unmatched[0]
+
+
 def test_incomparable_rows_are_refused_with_the_fields_that_differ(tmp_path):
     other = {**KEY_FIELDS, "dtype": "fp16", "protocol": {**KEY_FIELDS["protocol"], "cold_cache": True}}
     a, b = _bundle(tmp_path, "a", 1.0), _bundle(tmp_path, "b", 1.0, key="k2", fields=other)
-    result = compare([a, b], [{}, {}])
+    result = compare(_sides(a, b))
     assert not result.rows and result.refused
     assert result.refused[0]["differs"] == ["dtype: 'bf16' vs 'fp16'", "protocol.cold_cache: False vs True"]
-    allowed = compare([a, b], [{}, {}], allow_incomparable=True)
+    allowed = compare(_sides(a, b), allow_incomparable=True)
     assert allowed.rows[0]["incomparable"] and "INCOMPARABLE" in render(allowed, "table")
 
 

@@ -67,3 +67,57 @@ def test_paired_speedup_cancels_drift_shared_by_a_round():
     cand = _rounds([[d / 1.25, d / 1.25] for d in drift])
     s = paired_speedup("b", base, cand)
     assert s.value == pytest.approx(1.25) and s.verdict == "faster"
+
+
+def test_binomial_median_ci_has_exact_coverage_and_needs_six_samples():
+    from harness.results.stats import median_ci_binomial
+
+    x = list(range(1, 101))  # n = 100: the 95% interval is [x_(40), x_(61)] (Conover, table A3)
+    assert median_ci_binomial(x) == (40.0, 61.0)
+    assert median_ci_binomial([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few for 95%: the whole range
+    rng = np.random.default_rng(5)
+    covered = 0
+    for _ in range(2000):
+        low, high = median_ci_binomial(rng.exponential(1.0, 25))
+        covered += low <= np.log(2) <= high
+    assert 0.94 <= covered / 2000 <= 0.99  # the true median of Exp(1) is ln 2
+
+
+def test_resampled_medians_match_a_brute_force_bootstrap():
+    from harness.results.stats import resampled_medians
+
+    rng = np.random.default_rng(7)
+    for n in (9, 40):
+        x = rng.lognormal(0, 0.3, n)
+        brute = np.median(x[rng.integers(0, n, (40000, n))], axis=1)
+        fast = resampled_medians(x, 40000, rng)
+        assert np.quantile(fast, [0.025, 0.5, 0.975]) == pytest.approx(np.quantile(brute, [0.025, 0.5, 0.975]),
+                                                                      rel=0.01)
+
+
+def test_repeats_make_the_figure_the_median_of_repeat_medians_with_a_wider_interval():
+    rng = np.random.default_rng(2)
+    offsets = [0.9, 1.0, 1.1, 1.0, 0.95]  # run-to-run shifts the samples of one repeat cannot see
+    samples = [v for o in offsets for v in o * (1 + 0.001 * rng.standard_normal(50))]
+    groups = [i for i in range(5) for _ in range(50)]
+    one = summarize(samples[:50])
+    rep = summarize(samples, groups=groups)
+    assert rep.median == pytest.approx(1.0, rel=0.01) and "two-stage" in rep.ci_method
+    assert rep.rel_ci_half_width > 10 * one.rel_ci_half_width
+
+
+def test_paired_speedup_over_repeats():
+    from harness.results.stats import paired_speedup
+
+    rng = np.random.default_rng(3)
+    samples_b, samples_c, rounds, repeats = [], [], [], []
+    for k in range(4):
+        for r in range(10):
+            for _ in range(3):
+                samples_b.append(1.0 + 0.01 * rng.standard_normal())
+                samples_c.append((1.0 + 0.01 * rng.standard_normal()) / 1.2)
+                rounds.append(r)
+                repeats.append(k)
+    s = paired_speedup("b", (samples_b, rounds, repeats), (samples_c, rounds, repeats))
+    assert s.value == pytest.approx(1.2, rel=0.02) and s.verdict == "faster"
+    assert s.variance_source == "4 repeats of interleaved rounds" and s.rounds == 40

@@ -1,0 +1,146 @@
+"""One backend's way through a case: prepared, checked, timed (or stopped with a reason), and, with
+`repeats=N`, the N independent measurements of it merged into one.
+
+A failure in one (case, backend) becomes that attempt's status and reason; the other backends go on.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.engine.case import Case, Prepared, RunAborted, Unavailable
+from harness.engine.context import RunContext
+from harness.engine.registry import WorkloadDef
+from harness.engine.sampler import sample_fixed, sample_interleaved
+from harness.engine.timers import timer_for
+from harness.engine.timing import Series, merged_series
+
+STATUS_ORDER = ("failed", "incorrect", "skipped", "ok")  # the worst status of a backend's repeats is its row's
+
+
+@dataclass
+class Attempt:
+    """One backend's progress through a case: prepared, checked, then timed (or stopped with a reason)."""
+
+    backend: str
+    status: str = "ok"
+    reason: str | None = None
+    prepared: Prepared | None = None
+    check: dict[str, Any] | None = None
+    series: Series | None = None
+    rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
+
+
+def _failure_reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if "out of memory" in text.lower():
+        return f"out of memory: {text}"
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
+    attempt = Attempt(backend)
+    impl = workload.implementations[backend]
+    try:
+        ok, why = impl.available(case, ctx)
+        if not ok:
+            return Attempt(backend, "skipped", why)
+        attempt.prepared = impl.prepare(case, ctx)
+        if attempt.prepared.timing_valid:
+            start = time.perf_counter()
+            attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
+            attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
+        rows = case.check_rows()
+        check = case.check(attempt.prepared.result(rows))
+        attempt.check = check.as_dict()
+        if not check.ok:
+            attempt.status = "incorrect"
+            attempt.reason = (f"{check.metric} {check.error:.3g} exceeds tolerance {check.tolerance:.3g} "
+                              f"({check.checked})")
+    except Unavailable as exc:
+        return Attempt(backend, "skipped", str(exc))
+    except RunAborted:
+        raise
+    except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
+        traceback.print_exc(limit=3, file=sys.stderr)
+        return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
+    return attempt
+
+
+def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], Any] | None,
+                  repeat: int = 0) -> bool:
+    """Time every attempt whose timing can mean something; the others (Triton's interpreter on a CPU) were
+    checked and are recorded as not timed. Fixed plans (multi-process collectives) run as planned, the same
+    on every rank. Returns True when the adaptive series ran out of time."""
+    cfg = ctx.config.timing
+    for a in attempts:
+        p = a.prepared
+        assert p is not None
+        if p.timing_valid:
+            timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush)
+            a.series = Series(a.backend, p.fn, timer, repeat=repeat)
+            a.series.fixed = p.fixed
+    adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
+    timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
+    for a in attempts:
+        if a.series and a.series.fixed:
+            sample_fixed(a.series)
+    for a in attempts:
+        if a.series and a.series.error:
+            a.status, a.reason = "failed", a.series.error
+    return timed_out
+
+
+def gather_ranks(attempts: list[Attempt]) -> None:
+    """Collect every rank's samples (a collective call: all ranks reach it for the same case) and combine
+    them per sample index, so the row's statistics describe the whole group, not one rank."""
+    for a in attempts:
+        p, s = a.prepared, a.series
+        if not (p and p.gather and s):
+            continue
+        per_rank = p.gather(s.samples if s.error is None else [])
+        a.rank_samples = per_rank
+        if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
+            combine = max if p.rank_combine == "max" else statistics.fmean
+            s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
+
+
+def release(attempts: Sequence[Attempt]) -> None:
+    """Drop the callables (and the device buffers they hold) once an attempt is timed: its row needs only the
+    samples, the notes and the check, and the next repeat or case needs the memory."""
+
+    def released(*args: Any) -> Any:
+        raise RuntimeError("this backend's callable was released after timing")
+
+    for a in attempts:
+        if a.prepared is not None:
+            a.prepared.fn, a.prepared.result = released, released
+        if a.series is not None:
+            a.series.fn = released
+
+
+def merge_repeats(repeats: Sequence[Attempt]) -> Attempt:
+    """One backend's attempts over `repeats=N` as one: the worst status (naming its repeat), every sample with
+    the repeat it came from, every rank's samples, the notes and check of the first repeat."""
+    if len(repeats) == 1:
+        return repeats[0]
+    worst = min(range(len(repeats)), key=lambda i: STATUS_ORDER.index(repeats[i].status))
+    first = repeats[0]
+    merged = Attempt(first.backend, repeats[worst].status, None, first.prepared, repeats[worst].check)
+    if merged.status != "ok":
+        merged.reason = f"repeat {worst + 1} of {len(repeats)}: {repeats[worst].reason}"
+        merged.prepared = repeats[worst].prepared
+        return merged
+    timed = [a.series for a in repeats if a.series is not None]
+    if timed:
+        merged.series = merged_series(timed)
+    ranks = [a.rank_samples for a in repeats if a.rank_samples]
+    if ranks and len(ranks) == len(timed):
+        merged.rank_samples = [[v for r in ranks for v in r[i]] for i in range(len(ranks[0]))]
+    return merged
