@@ -33,12 +33,17 @@ def _cells(row: dict[str, Any]) -> list[str]:
     median = t.get("median")
     ci = (t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None
     tflops = _num(row.get("tflops"), ".3f") if row.get("timing_valid") else "-"
+    missed = (row.get("timer") or {}).get("ci_target_met") is False
     note = row.get("reason") or _bandwidth(row) or row.get("mfu_reason") or row.get("timing_note") or ""
+    if missed:  # a figure less precise than asked for must not read like one that made it
+        note = f"CI target missed: {(row.get('timer') or {}).get('stop')}; {note}".rstrip("; ")
     sp = row.get("speedup")
     speedup = (f"{sp['value']:.2f}x [{sp['ci95_low']:.2f},{sp['ci95_high']:.2f}] {sp['verdict']}" if sp else "-")
-    return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), row["status"],
-            _num(median * 1e3 if median else None, ".4g"), _pct(ci), tflops, _num(row.get("peak_tflops"), ".4g"),
-            _pct(row.get("mfu")), _pct(row.get("mfu_vs_achievable")), speedup, note[:70]]
+    status = f"{row['status']}, CI missed" if missed else row["status"]
+    return [row.get("phase", ""), row["workload"], row["backend"], row["dtype"], _params(row), status,
+            _num(median * 1e3 if median else None, ".4g"), _pct(ci) + ("!" if missed else ""), tflops,
+            _num(row.get("peak_tflops"), ".4g"), _pct(row.get("mfu")), _pct(row.get("mfu_vs_achievable")), speedup,
+            note[:70]]
 
 
 HEADER = ["phase", "workload", "backend", "dtype", "shape", "status", "median ms", "±CI95", "TFLOP/s",
