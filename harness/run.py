@@ -21,7 +21,7 @@ from harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
 from harness.engine.registry import Registry
 from harness.engine.runner import CaseRunner, Phase
 from harness.engine.settings import RunConfig
-from harness.machine import environment, stack
+from harness.machine import contention, environment, stack
 from harness.machine.frameworks import use_triton_interpreter
 from harness.machine.platform import DeviceInfo, detect
 from harness.machine.ranks import ProcessInfo, process_info
@@ -101,7 +101,19 @@ def tunableop_session(cfg: RunConfig, kind: str) -> dict[str, Any] | None:
     return {"applied": True, **stack.tunableop_start(torch, str(scratch), cfg.rocm.tunableop_max_tuning_ms)}
 
 
-def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo) -> None:
+def _run_conditions(runner: CaseRunner, start: contention.Snapshot) -> dict[str, Any]:
+    """Load, the busiest other processes over the whole run, contended cases, and clock/temperature drift."""
+    end = contention.snapshot()
+    flagged = [r["case_id"] + " " + r["backend"] for r in runner.rows if (r.get("contention") or {}).get("contended")]
+    return {"load_avg": {"start": start.load_avg, "end": end.load_avg},
+            "busiest_others": contention.busiest(start, end, runner.own_pids),
+            "contended_rows": flagged, "drift": runner.drift(), "clocks": runner.clocks}
+
+
+def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo,
+            start: contention.Snapshot | None = None) -> None:
+    if start is not None:
+        writer.update(conditions=_run_conditions(runner, start))
     if (writer.manifest.get("tunableop") or {}).get("applied"):
         import torch  # the tuned GEMM solutions, kept with the numbers they produced
 
@@ -163,18 +175,19 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     say = (lambda row: print(progress_line(row), file=sys.stderr, flush=True)) if proc.writes_bundle else (
         lambda row: None)
     runner = CaseRunner(ctx, writer, run_id, say, sampler)
+    start = contention.snapshot()
     try:
         with interrupts_as_keyboard_interrupt():
             for phase in phases:
                 runner.run_phase(phase)
     except (KeyboardInterrupt, RunAborted) as exc:
-        _finish(writer, runner, phases, "partial", proc)
+        _finish(writer, runner, phases, "partial", proc, start)
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
         print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
         return Outcome(folder, 130 if isinstance(exc, KeyboardInterrupt) else 1)
     except BaseException:
         writer.finalize("partial")
         raise
-    _finish(writer, runner, phases, "complete", proc)
+    _finish(writer, runner, phases, "complete", proc, start)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)

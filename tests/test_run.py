@@ -52,3 +52,14 @@ def test_triton_stays_interpreted_after_the_environment_was_restored(monkeypatch
     assert frameworks.use_triton_interpreter()
     monkeypatch.delenv("TRITON_INTERPRET")
     assert frameworks.use_triton_interpreter() and os.environ["TRITON_INTERPRET"] == "1"
+
+
+def test_rows_and_manifest_record_contention_and_drift(tmp_path):
+    from harness.results.reader import read_bundle
+
+    outcome = _run(tmp_path, _registry(), "conditions")
+    bundle = read_bundle(outcome.bundle)
+    record = bundle.cases[0]["contention"]
+    assert set(record) >= {"contended", "reason", "busiest_others", "load_avg", "gpu_processes"}
+    conditions = bundle.manifest["conditions"]
+    assert conditions["load_avg"]["start"] and "contended_rows" in conditions and "drift" in conditions

@@ -23,7 +23,7 @@ from harness.engine.sampler import ci_target_met, stop_reason
 from harness.engine.steady import steady_state
 from harness.engine.timers import flush_buffer
 from harness.engine.timing import Series
-from harness.machine import stack
+from harness.machine import contention, stack
 from harness.machine.frameworks import release_cached_memory
 from harness.machine.peaks import lookup
 from harness.machine.telemetry import Reading, Sampler
@@ -119,6 +119,11 @@ class CaseRunner:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
         self.sampler = sampler
         self.clocks = _clocks(sampler)
+        self.own_pids = contention.own_processes(contention.snapshot())
+        self.contention: dict[str, Any] | None = None
+        self.case_count = 0
+        self.first_reading: Reading | None = None  # the run's first and last telemetry readings (drift)
+        self.last_reading: Reading | None = None
         self.readings: list[Reading] = []
         self.achievable: dict[str, Any] | None = None
         if ctx.config.achievable_tflops:
@@ -141,6 +146,8 @@ class CaseRunner:
         order rotating between repeats), then write one row per backend from all of its repeats."""
         started, repeats = utc_now(), self.ctx.config.repeats
         self.readings = []
+        before = contention.snapshot()
+        self.case_count += 1
         per_repeat: list[list[Attempt]] = []
         timed_out = False
         try:
@@ -153,6 +160,7 @@ class CaseRunner:
                 self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started))
             raise
         attempts = [merge_repeats([rep[i] for rep in per_repeat]) for i in range(len(phase.backends))]
+        self.contention = self._contention(before)
         speedups = self._speedups(attempts) if phase.name == "main" else {}
         self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
         for a in attempts:
@@ -171,7 +179,11 @@ class CaseRunner:
         try:
             timed_out = time_attempts(ready, self.ctx, self._flush(), repeat) if ready else False
         finally:
-            self.readings += recorder.stop() if recorder else []
+            new = recorder.stop() if recorder else []
+            self.readings += new
+            if new:
+                self.first_reading = self.first_reading or new[0]
+                self.last_reading = new[-1]
         gather_ranks(ready)
         attempts = [by_backend[b] for b in phase.backends]
         if self.ctx.config.repeats > 1:
@@ -179,6 +191,17 @@ class CaseRunner:
             gc.collect()
             release_cached_memory()
         return attempts, timed_out
+
+    def _contention(self, before: contention.Snapshot) -> dict[str, Any]:
+        """Other processes on this host (and on the timed GPU) during the case just measured."""
+        gpu = None
+        if self.sampler is not None and self.sampler.available and hasattr(self.sampler, "processes"):
+            try:
+                gpu = self.sampler.processes()
+            except Exception:  # a process list that cannot be read is unknown, not empty
+                gpu = None
+        on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
+        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
         self.writer.append(row, samples)
@@ -257,7 +280,7 @@ class CaseRunner:
             "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
-            "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks,
+            "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
         }
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
@@ -314,3 +337,17 @@ class CaseRunner:
         self.achievable = {"tflops": best["tflops"], "source": "mamf sweep in this run", "dtype": best["dtype"],
                            "backend": best["backend"], "case_id": best["case_id"], "params": best["params"]}
         self.writer.update(achievable=self.achievable)
+
+    def drift(self) -> dict[str, Any]:
+        """Clock and temperature at the run's first and last readings: a run that heated up and slowed down
+        says so, whatever its rows' CIs say."""
+        a, b = self.first_reading, self.last_reading
+        if a is None or b is None:
+            return {"readings": 0}
+        out: dict[str, Any] = {"seconds": b.t - a.t}
+        for name in ("sm_clock_mhz", "temp_c", "power_w"):
+            first, last = getattr(a, name), getattr(b, name)
+            out[name] = [first, last]
+            if name == "sm_clock_mhz" and first and last:
+                out["clock_change"] = last / first - 1
+        return out

@@ -1,0 +1,103 @@
+"""Was anything else competing for the device while a case was measured?
+
+On a host: the load average and the CPU time every other process used between two snapshots (Linux
+/proc/<pid>/stat, fields utime + stime in clock ticks, proc(5)). A process other than xmfu's own that used more
+than 10% of one core during a CPU case marks it `contended`. On a GPU: any other compute process on the timed
+device (NVML / amdsmi process lists through the telemetry sampler) marks it. xmfu's own processes are itself and
+its children, and under torchrun every rank of the same launch (the launcher's descendants).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROC = Path("/proc")
+CPU_SHARE_LIMIT = 0.10  # of one core
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass
+class Snapshot:
+    t: float
+    load_avg: tuple[float, float, float] | None
+    cpu_ticks: dict[int, int] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    parents: dict[int, int] = field(default_factory=dict)
+
+
+def _stat(pid_dir: Path) -> tuple[str, int, int] | None:
+    """(name, parent pid, utime + stime ticks) from /proc/<pid>/stat; the name may hold spaces and parentheses."""
+    try:
+        text = (pid_dir / "stat").read_text()
+    except OSError:  # the process ended between listing and reading
+        return None
+    name = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return name, int(fields[1]), int(fields[11]) + int(fields[12])  # ppid is field 4, utime/stime 14/15 (1-based)
+
+
+def snapshot(proc: Path = PROC) -> Snapshot:
+    load = None
+    with contextlib.suppress(OSError, ValueError):
+        load = tuple(float(v) for v in (proc / "loadavg").read_text().split()[:3])  # type: ignore[assignment]
+    snap = Snapshot(time.monotonic(), load)
+    for pid_dir in proc.glob("[0-9]*"):
+        stat = _stat(pid_dir)
+        if stat:
+            pid = int(pid_dir.name)
+            snap.names[pid], snap.parents[pid], snap.cpu_ticks[pid] = stat
+    return snap
+
+
+def own_processes(snap: Snapshot, pid: int | None = None, under_launcher: bool | None = None) -> set[int]:
+    """This process and its descendants; under torchrun, every descendant of the launcher (the other ranks)."""
+    pid = os.getpid() if pid is None else pid
+    if under_launcher is None:
+        under_launcher = "TORCHELASTIC_RUN_ID" in os.environ
+    root = snap.parents.get(pid, pid) if under_launcher else pid
+    own, frontier = {pid, root}, [root]
+    children: dict[int, list[int]] = {}
+    for child, parent in snap.parents.items():
+        children.setdefault(parent, []).append(child)
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in own:
+                own.add(child)
+                frontier.append(child)
+    return own
+
+
+def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int = 3) -> list[dict[str, Any]]:
+    """Other processes by the share of one core they used between the snapshots, busiest first."""
+    seconds = max(end.t - start.t, 1e-6)
+    used = []
+    for pid, ticks in end.cpu_ticks.items():
+        if pid in own:
+            continue
+        share = (ticks - start.cpu_ticks.get(pid, ticks)) / TICKS / seconds
+        if share > 0:
+            used.append({"pid": pid, "name": end.names.get(pid), "core_share": round(share, 3)})
+    return sorted(used, key=lambda u: -u["core_share"])[:top]
+
+
+def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[dict[str, Any]] | None,
+           on_gpu: bool) -> dict[str, Any]:
+    """The contention record of one case: the busiest other processes, the load average, other GPU compute
+    processes, and whether it counts as contended (with why)."""
+    others = busiest(start, end, own)
+    gpu_others = [p for p in gpu_processes or [] if not p.get("is_self") and p.get("pid") not in own]
+    reasons = []
+    if on_gpu and gpu_others:
+        reasons.append(f"{len(gpu_others)} other process(es) on the timed GPU: "
+                       + ", ".join(f"{p.get('name') or '?'} (pid {p['pid']})" for p in gpu_others))
+    if not on_gpu and others and others[0]["core_share"] > CPU_SHARE_LIMIT:
+        top = others[0]
+        reasons.append(f"{top['name']} (pid {top['pid']}) used {100 * top['core_share']:.0f}% of a core")
+    return {"contended": bool(reasons), "reason": "; ".join(reasons) or None, "busiest_others": others,
+            "load_avg": end.load_avg, "gpu_processes": gpu_others if gpu_processes is not None else None,
+            "window_s": end.t - start.t}

@@ -1,0 +1,47 @@
+"""Contention: other processes on the host or the timed GPU while a case is measured (a made-up /proc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.machine import contention
+
+
+def _proc(root: Path, procs: dict[int, tuple[str, int, int]], load: str = "2.50 1.20 0.80 3/200 999") -> Path:
+    """A /proc with `pid -> (name, ppid, utime+stime ticks)` in proc(5)'s stat layout."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "loadavg").write_text(load + "\n")
+    for pid, (name, ppid, ticks) in procs.items():
+        (root / str(pid)).mkdir(exist_ok=True)
+        fields = ["S", str(ppid)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 30
+        (root / str(pid) / "stat").write_text(f"{pid} ({name}) {' '.join(fields)}\n")
+    return root
+
+
+def test_a_busy_neighbour_on_a_cpu_run_is_flagged(tmp_path):
+    start = contention.snapshot(_proc(tmp_path / "a", {1: ("init", 0, 0), 10: ("python", 1, 100),
+                                                         20: ("stress (x) y", 1, 0), 30: ("idle", 1, 5)}))
+    end = contention.snapshot(_proc(tmp_path / "b", {1: ("init", 0, 0), 10: ("python", 1, 400),
+                                                       20: ("stress (x) y", 1, 50), 30: ("idle", 1, 5)}))
+    end.t = start.t + 1.0  # one second: 50 ticks of another process = half a core
+    record = contention.assess(start, end, own={10}, gpu_processes=None, on_gpu=False)
+    assert record["contended"] and record["reason"] == "stress (x) y (pid 20) used 50% of a core"
+    assert record["busiest_others"][0]["core_share"] == 0.5 and record["load_avg"] == (2.5, 1.2, 0.8)
+    quiet = contention.assess(start, start, own={10}, gpu_processes=None, on_gpu=False)
+    assert not quiet["contended"] and quiet["busiest_others"] == []
+
+
+def test_any_other_compute_process_on_the_timed_gpu_is_contention(tmp_path):
+    snap = contention.snapshot(_proc(tmp_path, {10: ("python", 1, 0)}))
+    gpu = [{"pid": 10, "is_self": True, "name": "python"}, {"pid": 77, "is_self": False, "name": "trainer"}]
+    record = contention.assess(snap, snap, own={10}, gpu_processes=gpu, on_gpu=True)
+    assert record["contended"] and "trainer (pid 77)" in record["reason"]
+    alone = contention.assess(snap, snap, own={10}, gpu_processes=gpu[:1], on_gpu=True)
+    assert not alone["contended"] and alone["gpu_processes"] == []
+
+
+def test_own_processes_include_the_other_ranks_under_torchrun(tmp_path):
+    snap = contention.snapshot(_proc(tmp_path, {1: ("init", 0, 0), 5: ("torchrun", 1, 0), 10: ("rank0", 5, 0),
+                                                  11: ("rank1", 5, 0), 12: ("worker", 11, 0), 99: ("other", 1, 0)}))
+    assert contention.own_processes(snap, pid=10, under_launcher=True) == {5, 10, 11, 12}
+    assert contention.own_processes(snap, pid=10, under_launcher=False) == {10}
