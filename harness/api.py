@@ -135,8 +135,11 @@ class Result:
 def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[], Any] | Any, *,
               flops: float = 0.0, bytes_moved: float = 0.0, name: str = "kernel", dtype: str = "fp32",
               tolerance: float = 1e-2, baseline: str | None = None, timing: Mapping[str, Any] | None = None,
-              results_dir: str = "results", device: str = "auto") -> Result:
+              results_dir: str = "results", device: str = "auto", repeats: int = 1) -> Result:
     """Check, time and compare `candidates`; returns the bundle path and its rows.
+
+    `repeats` runs the whole measurement that many times (interleaved): the CI then includes the spread
+    between repeats, and `xmfu compare` has run-to-run variance to base its verdict on.
 
     `device` says where the candidates' work runs: "auto" (the accelerator torch or JAX sees, else the host),
     "cpu", or "gpu" (harness.machine.platform.NoAcceleratorError where there is none).
@@ -151,7 +154,7 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
                              {n: _implementation(n, fn) for n, fn in candidates.items()}))
     data = {"workload": {"name": "custom"}, "backends": names, "dtype": dtype, "baseline": baseline,
             "timing": dict(timing or {"warmup_s": 0.2, "max_time_s": 5.0, "target_rel_ci": 0.02}), "mamf": {},
-            "results_dir": results_dir, "device": device}
+            "results_dir": results_dir, "device": device, "repeats": repeats}
     cfg = parse_run_config(data, registry.backends_by_workload())
     outcome = execute(cfg, registry, f"# xmfu.benchmark: {name}\n", ["xmfu.benchmark"], [])
     return Result(str(outcome.bundle), outcome.exit_code, read_bundle(outcome.bundle).cases)

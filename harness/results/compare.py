@@ -14,7 +14,6 @@ run-to-run noise estimate (from the other side's runs, or from the history store
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from harness.results.reader import Bundle
-from harness.results.stats import _percentiles, resampled_medians_sorted, two_stage_medians, verdict
+from harness.results.stats import _percentiles, resampled_medians_sorted, runs_ratio_ci, verdict
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
 RESAMPLES = 1000
@@ -96,46 +95,39 @@ def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-def _log_sd(runs: list[np.ndarray]) -> float | None:
-    """Run-to-run standard deviation of log(run median), from two or more runs."""
-    if len(runs) < 2:
-        return None
-    return float(np.std(np.log([np.median(r) for r in runs]), ddof=1))
+def _medians(runs: list[np.ndarray]) -> list[float]:
+    return [float(np.median(r)) for r in runs]
 
 
-def _draws(base: list[np.ndarray], cand: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
-    """Bootstrap draws of log(baseline figure / candidate figure)."""
-    def side(runs: list[np.ndarray], seed: int) -> np.ndarray:
-        if len(runs) > 1:
-            return two_stage_medians(runs, RESAMPLES, seed)
-        return resampled_medians_sorted(np.sort(runs[0])[None, :], RESAMPLES, rng)[0]
-
-    return np.log(side(base, 1)) - np.log(side(cand, 2))
+def _within_run(base: np.ndarray, cand: np.ndarray, seed: int) -> tuple[float, float]:
+    """The bootstrap interval of one run against one run: the samples' own precision, nothing more."""
+    rng = np.random.default_rng(seed)
+    draws = (resampled_medians_sorted(np.sort(base)[None, :], RESAMPLES, rng)[0]
+             / resampled_medians_sorted(np.sort(cand)[None, :], RESAMPLES, rng)[0])
+    return _percentiles(draws)
 
 
 def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor: float,
             noise: tuple[float, int, str] | None, seed: int = 0) -> dict[str, Any]:
-    """Speedup = baseline figure / candidate figure, its 95% CI, the verdict and where its variance came from."""
-    rng = np.random.default_rng(seed)
-    value = float(np.median([np.median(r) for r in base]) / np.median([np.median(r) for r in cand]))
-    draws = _draws(base, cand, rng)
-    single = [len(runs) == 1 for runs in (base, cand)]
-    own = _log_sd(base if not single[0] else cand) if any(single) and not all(single) else None
-    if not any(single):
-        source = f"{len(base)} and {len(cand)} runs/repeats per side (two-stage bootstrap)"
-    elif own is not None:  # one side has runs: its run-to-run spread stands in for the other's
-        draws = draws + rng.normal(0.0, own, draws.size)
-        source = f"run-to-run spread of the side with runs (sd {100 * own:.1f}%) added to the single run"
-    elif noise is not None:
-        sd, n, where = noise
-        draws = draws + rng.normal(0.0, sd * math.sqrt(2), draws.size)
-        source = f"{where}: {n} recent runs, run-to-run sd {100 * sd:.1f}%"
-    else:
-        source = None
-    low, high = (math.exp(v) for v in _percentiles(draws))
-    if source is not None:
+    """Speedup = baseline figure / candidate figure, its 95% CI, the verdict and where its variance came from.
+
+    With runs (bundles or repeats) on at least one side, or a run-to-run noise estimate, the interval is
+    Welch's t on the log run medians (harness.results.stats.runs_ratio_ci). With one run per side and no
+    estimate, the interval is the two runs' own bootstrap, and a difference is called only beyond `floor`."""
+    mb, mc = _medians(base), _medians(cand)
+    known = (noise[0], noise[1]) if noise else None
+    if len(mb) > 1 or len(mc) > 1 or known:
+        value, low, high = runs_ratio_ci(mb, mc, None if len(mb) > 1 or len(mc) > 1 else known)
+        if len(mb) > 1 and len(mc) > 1:
+            source = f"{len(mb)} and {len(mc)} runs/repeats per side (Welch t on log run medians)"
+        elif len(mb) > 1 or len(mc) > 1:
+            source = "run-to-run spread of the side with runs, applied to the single run (Welch t)"
+        else:
+            source = f"{noise[2]}: {noise[1]} recent runs, run-to-run sd {100 * noise[0]:.1f}%"
         return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": verdict(low, high, margin),
                 "variance_source": source}
+    value = mb[0] / mc[0]
+    low, high = _within_run(base[0], cand[0], seed)
     word = "faster" if low > 1 + floor else "slower" if high < 1 - floor else "inconclusive"
     why = (f"beyond the {100 * floor:g}% noise floor" if word != "inconclusive"
            else "one run per side: run-to-run noise unknown")

@@ -8,6 +8,8 @@ between a row and the checksums that cover it.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -37,10 +39,19 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class BundleWriteError(OSError):
+    """The bundle could not be written (disk full, permissions): the last consistent state is kept."""
+
+
 def _atomic_write(path: Path, text: str) -> None:
+    """Write beside the target, then rename: a reader sees the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class BundleWriter:
@@ -55,19 +66,37 @@ class BundleWriter:
                          "counts": dict.fromkeys(ROW_STATUSES, 0)}
         (folder / CONFIG).write_text(config_yaml)
         (folder / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
-        for name in (CASES, SAMPLES, TELEMETRY):
+        # Append-only files keep a running SHA-256 and their length: the checksums cost O(new bytes) per row
+        # instead of rehashing whole files, and a failed append can be cut back to the last whole row.
+        self._hashes = {name: hashlib.sha256() for name in (CASES, SAMPLES, TELEMETRY)}
+        self._sizes = dict.fromkeys(self._hashes, 0)
+        for name in self._hashes:
             (folder / name).touch()
         self._sync()
 
-    def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
-        lines = [(name, json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n")
-                 for name, record in ((CASES, row), (SAMPLES, samples))]
-        with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
-            for name, line in lines:
-                with (self.folder / name).open("a") as f:
-                    f.write(line)
+    def _append(self, parts: list[tuple[str, bytes]]) -> None:
+        """Append to one or more files as one unit: all of it, or (on an error such as a full disk) none."""
+        saved = {name: (self._hashes[name].copy(), self._sizes[name]) for name, _ in parts}
+        try:
+            for name, data in parts:
+                with (self.folder / name).open("ab") as f:
+                    f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
+                self._hashes[name].update(data)
+                self._sizes[name] += len(data)
+        except OSError as exc:
+            for name, (digest, size) in saved.items():
+                with contextlib.suppress(OSError):
+                    os.truncate(self.folder / name, size)
+                self._hashes[name], self._sizes[name] = digest, size
+            raise BundleWriteError(exc.errno, f"could not write {self.folder}: {exc.strerror or exc}") from exc
+
+    def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        parts = [(name, (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
+                 for name, record in ((CASES, row), (SAMPLES, samples))]
+        with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
+            self._append(parts)
             self.manifest["counts"][row["status"]] += 1
             self._sync()
 
@@ -78,8 +107,7 @@ class BundleWriter:
         text = "".join(json.dumps({"case_id": case_id, **r}, sort_keys=True, allow_nan=False) + "\n"
                        for r in readings)
         with self.guard():
-            with (self.folder / TELEMETRY).open("a") as f:
-                f.write(text)
+            self._append([(TELEMETRY, text.encode())])
             self._sync()
 
     def update(self, **fields: Any) -> None:
@@ -108,10 +136,18 @@ class BundleWriter:
         self._sync()
 
     def _sync(self) -> None:
-        _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
-        names = [*REQUIRED_FILES, *([TELEMETRY] if (self.folder / TELEMETRY).exists() else []), *self.attachments]
-        sums = "".join(f"{sha256_file(self.folder / n)}  {n}\n" for n in names)
-        _atomic_write(self.folder / SUMS, sums)
+        try:
+            _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+            names = [*REQUIRED_FILES, TELEMETRY, *self.attachments]
+            sums = "".join(f"{self._digest(n)}  {n}\n" for n in names)
+            _atomic_write(self.folder / SUMS, sums)
+        except OSError as exc:
+            raise BundleWriteError(exc.errno, f"could not write {self.folder}: {exc.strerror or exc}") from exc
+
+    def _digest(self, name: str) -> str:
+        if name in self._hashes:
+            return self._hashes[name].copy().hexdigest()
+        return sha256_file(self.folder / name)
 
 
 class NullWriter:

@@ -60,7 +60,7 @@ def test_repeats_inside_each_bundle_give_the_run_to_run_variance(tmp_path):
     a = _bundle(tmp_path, "a", 1.06, repeats=5)
     b = _bundle(tmp_path, "b", 1.0, repeats=5)
     (row,) = compare(_sides(a, b)).rows
-    assert row["variance_source"] == "5 and 5 runs/repeats per side (two-stage bootstrap)"
+    assert row["variance_source"] == "5 and 5 runs/repeats per side (Welch t on log run medians)"
     assert row["verdict"] == "faster"  # the repeats agree with each other: 6% is real here
 
 

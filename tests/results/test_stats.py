@@ -121,3 +121,17 @@ def test_paired_speedup_over_repeats():
     s = paired_speedup("b", (samples_b, rounds, repeats), (samples_c, rounds, repeats))
     assert s.value == pytest.approx(1.2, rel=0.02) and s.verdict == "faster"
     assert s.variance_source == "4 repeats of interleaved rounds" and s.rounds == 40
+
+
+def test_welch_interval_on_run_medians():
+    from harness.results.stats import runs_ratio_ci, t975
+
+    assert t975(4) == 2.776 and abs(t975(60) - 2.000) < 0.002 and abs(t975(1e6) - 1.96) < 0.001
+    value, low, high = runs_ratio_ci([1.0, 1.02, 0.98, 1.01, 0.99], [0.5, 0.51, 0.49, 0.505, 0.495])
+    assert value == pytest.approx(2.0, rel=1e-3) and 1.9 < low < 2.0 < high < 2.1
+    wide = runs_ratio_ci([1.0, 1.3], [1.0, 0.8])  # two runs a side that disagree: the interval says so
+    assert wide[2] / wide[1] > 5
+    one = runs_ratio_ci([1.0], [0.9], sd_known=(0.01, 8))
+    assert 1.07 < one[1] < 1.111 < one[2] < 1.15  # two sides, each with the known run-to-run sd
+    with pytest.raises(ValueError):
+        runs_ratio_ci([1.0], [0.9])
