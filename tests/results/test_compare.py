@@ -56,20 +56,25 @@ def test_one_run_per_side_is_called_only_beyond_the_noise_floor(tmp_path):
     assert render(result, "markdown").startswith("| case_id")
 
 
-def test_repeats_inside_each_bundle_give_the_run_to_run_variance(tmp_path):
+def test_repeats_inside_each_bundle_give_the_interval_but_not_between_process_noise(tmp_path):
     a = _bundle(tmp_path, "a", 1.06, repeats=5)
     b = _bundle(tmp_path, "b", 1.0, repeats=5)
     (row,) = compare(_sides(a, b)).rows
-    assert row["variance_source"] == "5 and 5 runs/repeats per side (Welch t on log run medians)"
-    assert row["verdict"] == "faster"  # the repeats agree with each other: 6% is real here
+    assert row["variance_source"] == "5 and 5 repeats/runs per side (Welch t; repeats share a process)"
+    assert row["ci95_low"] > 1.02  # the repeats agree with each other...
+    assert row["verdict"] == "inconclusive" and "noise floor" in row["verdict_reason"]  # ...but 6% < the 10% floor
+    big = _bundle(tmp_path, "big", 1.5, repeats=5)
+    assert compare(_sides(big, b)).rows[0]["verdict"] == "faster"
 
 
 def test_several_bundles_per_side(tmp_path):
     side_a = Side([_bundle(tmp_path, f"a{i}", 1.0 * (1 + 0.05 * (i - 1)), seed=i) for i in range(3)])
     side_b = Side([_bundle(tmp_path, f"b{i}", 1.0 * (1 + 0.05 * (1 - i)), seed=10 + i) for i in range(3)])
     (row,) = compare([side_a, side_b]).rows
-    assert row["run"] == "b0+b1+b2" and "3 and 3 runs" in row["variance_source"]
+    assert row["run"] == "b0+b1+b2" and row["variance_source"].startswith("3 and 3 bundles per side")
     assert row["verdict"] == "inconclusive"  # runs that disagree by 5% cannot call a 0% difference equivalent
+    steady = Side([_bundle(tmp_path, f"c{i}", 1.2 * (1 + 0.002 * i), seed=20 + i) for i in range(3)])
+    assert compare([steady, side_b]).rows[0]["verdict"] == "slower"  # independent runs decide without a floor
 
 
 def test_noise_from_history_replaces_the_floor(tmp_path):
