@@ -141,13 +141,14 @@ class UsageFailure(Exception):
 
 
 def _validated_bundle(command: str, folder: str) -> Any:
-    from harness.results.reader import read_bundle
-    from harness.results.validator import validate_bundle
+    """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
+    from harness.results.validator import load_bundle
 
-    problems = validate_bundle(folder)
-    if problems:
-        raise UsageFailure(f"{command}: {folder} is not a valid bundle: {problems[0]}")
-    return read_bundle(folder)
+    loaded = load_bundle(folder)
+    if loaded.problems or loaded.bundle is None:
+        more = f" (and {len(loaded.problems) - 1} more: xmfu validate {folder})" if len(loaded.problems) > 1 else ""
+        raise UsageFailure(f"{command}: {folder} is not a valid bundle: {loaded.problems[0]}{more}")
+    return loaded.bundle
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
@@ -194,16 +195,13 @@ def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
 
 def _history_add(ns: argparse.Namespace) -> int:
     from harness.results import history
-    from harness.results.reader import read_bundle
-    from harness.results.schema import ENVIRONMENT
-    from harness.results.validator import validate_bundle
 
     for folder in ns.bundles:
-        problems = validate_bundle(folder)
-        if problems:
-            return _usage_error(f"history add: {folder} is not a valid bundle: {problems[0]}")
-        bundle = read_bundle(folder)
-        added = history.add(Path(ns.store), bundle, json.loads((bundle.folder / ENVIRONMENT).read_text()))
+        try:
+            bundle = _validated_bundle("history add", folder)
+        except UsageFailure as exc:
+            return _usage_error(str(exc))
+        added = history.add(Path(ns.store), bundle, bundle.environment())
         print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
@@ -287,25 +285,17 @@ def _history_columns() -> list[str]:
 
 def cmd_report(args: Sequence[str]) -> int:
     from harness.results import report
-    from harness.results.reader import read_bundle
-    from harness.results.schema import ENVIRONMENT, TELEMETRY
-    from harness.results.validator import validate_bundle
 
     parser = _Parser(prog="xmfu report")
     parser.add_argument("bundles", nargs="+")
     parser.add_argument("-o", "--output", default="report.html")
     ns = parser.parse_args(args)
-    for folder in ns.bundles:
-        problems = validate_bundle(folder)
-        if problems:
-            return _usage_error(f"report: {folder} is not a valid bundle: {problems[0]}")
-    bundles = [read_bundle(b) for b in ns.bundles]
-    envs = [json.loads((b.folder / ENVIRONMENT).read_text()) for b in bundles]
-    telemetry = {}
-    for b in bundles:
-        path = b.folder / TELEMETRY
-        text = path.read_text() if path.exists() else ""
-        telemetry[b.manifest["run_id"]] = [json.loads(line) for line in text.splitlines() if line.strip()]
+    try:
+        bundles = [_validated_bundle("report", b) for b in ns.bundles]
+    except UsageFailure as exc:
+        return _usage_error(str(exc))
+    envs = [b.environment() for b in bundles]
+    telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
     Path(ns.output).write_text(report.build(bundles, envs, telemetry))
     print(f"report: {ns.output}")
     return 0

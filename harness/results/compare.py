@@ -102,12 +102,23 @@ def _medians(runs: list[np.ndarray]) -> list[float]:
     return [float(np.median(r)) for r in runs]
 
 
-def _within_run(base: np.ndarray, cand: np.ndarray, seed: int) -> tuple[float, float]:
-    """The bootstrap interval of one run against one run: the samples' own precision, nothing more."""
+def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> list[tuple[float, float]]:
+    """The bootstrap interval of baseline median / candidate median for each (one run, one run) pair: the
+    samples' own precision, nothing more. Pairs with the same sample counts are resampled together, one
+    vectorised draw per group of rows (harness.results.stats.resampled_medians_sorted)."""
     rng = np.random.default_rng(seed)
-    draws = (resampled_medians_sorted(np.sort(base)[None, :], RESAMPLES, rng)[0]
-             / resampled_medians_sorted(np.sort(cand)[None, :], RESAMPLES, rng)[0])
-    return _percentiles(draws)
+    out: list[tuple[float, float] | None] = [None] * len(pairs)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (b, c) in enumerate(pairs):
+        groups.setdefault((b.size, c.size), []).append(i)
+    for index in groups.values():
+        base = np.sort(np.stack([pairs[i][0] for i in index]), axis=1)
+        cand = np.sort(np.stack([pairs[i][1] for i in index]), axis=1)
+        ratios = resampled_medians_sorted(base, RESAMPLES, rng) / resampled_medians_sorted(cand, RESAMPLES, rng)
+        lows, highs = np.quantile(ratios, [0.025, 0.975], axis=1)
+        for j, i in enumerate(index):
+            out[i] = (float(lows[j]), float(highs[j]))
+    return out  # type: ignore[return-value]
 
 
 def _beyond_floor(low: float, high: float, margin: float, floor: float, why_not: str) -> tuple[str, str]:
@@ -119,7 +130,8 @@ def _beyond_floor(low: float, high: float, margin: float, floor: float, why_not:
 
 
 def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor: float,
-            noise: tuple[float, int, str] | None, bundles: tuple[int, int] = (1, 1), seed: int = 0) -> dict[str, Any]:
+            noise: tuple[float, int, str] | None, bundles: tuple[int, int] = (1, 1),
+            within: tuple[float, float] | None = None) -> dict[str, Any]:
     """Speedup = baseline figure / candidate figure, its 95% CI, the verdict and where its variance came from.
 
     Several bundles per side are independent runs: Welch's t on their log run medians decides alone. Repeats
@@ -144,7 +156,8 @@ def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor
             word, why = _beyond_floor(low, high, margin, floor, "repeats share a process: a difference under "
                                       f"the {100 * floor:g}% noise floor is not called between single runs")
     else:
-        value, (low, high) = mb[0] / mc[0], _within_run(base[0], cand[0], seed)
+        value = mb[0] / mc[0]
+        low, high = within or within_run_intervals([(base[0], cand[0])])[0]
         source = f"none (one run per side; noise floor {100 * floor:g}%)"
         word, why = _beyond_floor(low, high, margin, floor, "one run per side: run-to-run noise unknown")
     out = {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word, "variance_source": source}
@@ -162,27 +175,31 @@ def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparabl
                   floor: float, noise: Noise | None) -> int:
     """Append the matching rows of `other` against `base`; returns how many keys matched at all."""
     base_rows, other_rows = base.rows(), other.rows()
-    matched = 0
+    todo = []
     for key, entries in other_rows.items():
         ref_entries = base_rows.get(key)
         if not ref_entries:
             continue
-        matched += 1
         ref = ref_entries[0][0]
         diff = _check_keys(ref, ref_entries[1:] + entries)
         if diff and not allow_incomparable:
             result.refused.append({"case_id": key[0], "backend": key[1], "run_id": other.label, "differs": diff})
             continue
         estimate = noise(ref) if noise else None
-        stats = speedup(runs_of(ref_entries), runs_of(entries), margin, floor,
-                        (*estimate, "history store") if estimate else None, (len(ref_entries), len(entries)))
-        row = entries[0][0]
+        todo.append((key, ref_entries, entries, diff, runs_of(ref_entries), runs_of(entries),
+                     (*estimate, "history store") if estimate else None))
+    single = [i for i, t in enumerate(todo) if len(t[4]) == 1 and len(t[5]) == 1 and t[6] is None]
+    intervals = dict(zip(single, within_run_intervals([(todo[i][4][0], todo[i][5][0]) for i in single]),
+                         strict=True))
+    for i, (key, ref_entries, entries, diff, b_runs, c_runs, estimate) in enumerate(todo):
+        stats = speedup(b_runs, c_runs, margin, floor, estimate, (len(ref_entries), len(entries)), intervals.get(i))
+        ref, row = ref_entries[0][0], entries[0][0]
         result.rows.append({"case_id": key[0], "backend": key[1], "baseline_run": base.label, "run": other.label,
                             "baseline_median_s": ref["time_s"]["median"], "median_s": row["time_s"]["median"],
                             **stats, "mfu": row.get("mfu"), "baseline_mfu": ref.get("mfu"),
                             "incomparable": diff or None, "contended": _contended(ref_entries + entries),
                             "timing_valid": bool(row.get("timing_valid") and ref.get("timing_valid"))})
-    return matched
+    return len(todo) + sum(1 for r in result.refused if r["run_id"] == other.label)
 
 
 def _contended(entries: list[tuple[dict, dict]]) -> list[str] | None:

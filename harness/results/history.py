@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -68,10 +69,23 @@ def locked(store: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # the bundle schema's run id: a plain file name
+
+
+def store_file(store: Path, run_id: Any) -> Path:
+    """Where a run lives in the store; refuses any run id that would name a file outside it."""
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise ValueError(f"run id {run_id!r} is not a plain name (letters, digits, '.', '_', '-'; 128 at most)")
+    target = (store / f"{run_id}.parquet").resolve()
+    if target.parent != store.resolve():
+        raise ValueError(f"run id {run_id!r} would write outside the store {store}")
+    return target
+
+
 def add(store: Path, bundle: Bundle, environment: dict[str, Any]) -> bool:
     """Append one bundle; False when its run id is already stored (idempotent)."""
     pa = _pyarrow()
-    target = store / f"{bundle.manifest['run_id']}.parquet"
+    target = store_file(store, bundle.manifest.get("run_id"))
     with locked(store):
         if target.exists():
             return False

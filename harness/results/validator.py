@@ -1,91 +1,224 @@
-"""`xmfu validate`: is a folder a complete, untouched `xmfu.bundle/1` bundle? Every problem, by name."""
+"""`xmfu validate`: is a folder a complete, untouched `xmfu.bundle/1` bundle? Every problem, by name.
+
+Every command that reads bundles (compare, report, history add, export) loads them through `load_bundle`, which
+validates as it reads, so nothing a bundle holds is trusted before it is checked:
+- the files: regular files inside the folder, opened without following a link and never a device (a
+  `telemetry.jsonl` linked to /dev/zero must not hang a reader), each read once, within a size limit;
+- the checksums in SHA256SUMS;
+- the records, against the published JSON Schema (harness/results/schema/xmfu.bundle-1.schema.json): types,
+  ranges, statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
+- the derived figures, which a consistent forgery would also have to get right: tflops = flops / median time,
+  mfu = tflops / peak_tflops, the manifest's counts by status, one samples record per row, finite samples.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from harness.results.reader import Bundle
 from harness.results.schema import (
     CASES,
     MANIFEST,
-    MANIFEST_FIELDS,
     REQUIRED_FILES,
-    ROW_FIELDS,
     ROW_STATUSES,
-    SAMPLE_FIELDS,
     SAMPLES,
-    SCHEMA,
-    STATUSES,
     SUMS,
-    sha256_file,
+    TELEMETRY,
 )
 
+SCHEMA_FILE = Path(__file__).parent / "schema" / "xmfu.bundle-1.schema.json"
+MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
+REL_TOL = 1e-6  # derived figures are recomputed in double precision; JSON keeps 17 significant digits
 
-def _check_sums(folder: Path) -> list[str]:
-    problems = []
-    listed = {}
-    for line in (folder / SUMS).read_text().splitlines():
+
+@dataclass
+class Loaded:
+    bundle: Bundle | None
+    problems: list[str] = field(default_factory=list)
+
+
+class _Reject(ValueError):
+    pass
+
+
+def _no_constants(token: str) -> Any:
+    raise _Reject(f"{token} is not JSON (bundles are strict JSON)")
+
+
+def _parse(text: str) -> Any:
+    return json.loads(text, parse_constant=_no_constants)
+
+
+@lru_cache(maxsize=1)
+def _validators() -> dict[str, Any]:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    schema = json.loads(SCHEMA_FILE.read_text())
+    registry = Registry().with_resource(schema["$id"], Resource.from_contents(schema))
+    return {name: Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{name}"}, registry=registry)
+            for name in ("manifest", "row", "samples")}
+
+
+def _read(folder: Path, name: str) -> bytes:
+    """A file of the bundle: a regular file, not through a link, not a device, within the size limit."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(folder / name, flags)
+    except FileNotFoundError:
+        raise _Reject(f"missing file {name}") from None
+    except OSError as exc:  # ELOOP: a link, which a bundle never holds
+        raise _Reject(f"{name}: cannot be opened as a plain file ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Reject(f"{name}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise _Reject(f"{name}: {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _schema_problems(kind: str, record: Any, where: str) -> list[str]:
+    out = []
+    for error in sorted(_validators()[kind].iter_errors(record), key=lambda e: list(e.path))[:5]:
+        path = ".".join(str(p) for p in error.path) or "(record)"
+        out.append(f"{where}: {path}: {error.message[:200]}")
+    return out
+
+
+def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
+    problems, listed = [], {}
+    for line in data[SUMS].decode(errors="replace").splitlines():
         digest, _, name = line.partition("  ")
-        listed[name.strip()] = digest
-    for name in REQUIRED_FILES:
-        if name not in listed:
-            problems.append(f"{SUMS} does not list {name}")
-    for name in listed:
-        if not (folder / name).exists():
-            problems.append(f"{name} is listed in {SUMS} but missing")
-        elif sha256_file(folder / name) != listed[name]:
+        name = name.strip()
+        if not name or Path(name).name != name or name.startswith("."):
+            problems.append(f"{SUMS} names {name!r}, which is not a plain file name in the bundle")
+            continue
+        listed[name] = digest
+    problems += [f"{SUMS} does not list {name}" for name in REQUIRED_FILES if name not in listed]
+    for name, digest in listed.items():
+        if name not in data:
+            try:
+                data[name] = _read(folder, name)
+            except _Reject as exc:
+                problems.append(str(exc))
+                continue
+        if hashlib.sha256(data[name]).hexdigest() != digest:
             problems.append(f"{name}: checksum mismatch (file changed or truncated after the run wrote it)")
     return problems
 
 
-def _check_jsonl(folder: Path, name: str, required: Iterable[str]) -> tuple[list[dict], list[str]]:
-    rows, problems = [], []
-    text = (folder / name).read_text()
+def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
+    records, problems = [], []
+    text = raw.decode(errors="replace")
     if text and not text.endswith("\n"):
         problems.append(f"{name}: last line is incomplete (truncated)")
     for number, line in enumerate(text.splitlines(), 1):
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{name} line {number}: not valid JSON ({exc.msg})")
+            record = _parse(line)
+        except (ValueError, _Reject) as exc:
+            problems.append(f"{name} line {number}: not valid JSON ({exc})"[:300])
             continue
-        missing = [k for k in required if k not in row]
-        if missing:
-            problems.append(f"{name} line {number}: missing fields {', '.join(missing)}")
-        rows.append(row)
-    return rows, problems
+        problems += _schema_problems(kind, record, f"{name} line {number}")
+        records.append(record)
+    return records, problems
 
 
-def validate_bundle(folder: str | Path) -> list[str]:
-    """Every problem found in the bundle at `folder`; an empty list means it is valid."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return [f"{folder}: not a folder"]
-    missing = [n for n in (*REQUIRED_FILES, SUMS) if not (folder / n).is_file()]
-    if missing:
-        return [f"missing file {n}" for n in missing]
-    problems = _check_sums(folder)
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except json.JSONDecodeError as exc:
-        return [*problems, f"{MANIFEST}: not valid JSON ({exc.msg})"]
-    problems += [f"{MANIFEST}: missing field {k}" for k in MANIFEST_FIELDS if k not in manifest]
-    if manifest.get("schema") != SCHEMA:
-        problems.append(f"{MANIFEST}: schema is {manifest.get('schema')!r}, expected {SCHEMA!r}")
-    if manifest.get("status") not in STATUSES:
-        problems.append(f"{MANIFEST}: status {manifest.get('status')!r} is not one of {', '.join(STATUSES)}")
-    rows, row_problems = _check_jsonl(folder, CASES, ROW_FIELDS)
-    samples, sample_problems = _check_jsonl(folder, SAMPLES, SAMPLE_FIELDS)
-    problems += row_problems + sample_problems
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-300)
+
+
+def _derived(row: dict[str, Any], where: str) -> list[str]:
+    """Figures a row states that follow from its other figures."""
+    out, t = [], row.get("time_s")
+    if not isinstance(t, dict) or not isinstance(t.get("median"), (int, float)) or t["median"] <= 0:
+        return out
+    tflops, flops, peak = row.get("tflops"), row.get("flops"), row.get("peak_tflops")
+    if isinstance(tflops, (int, float)) and isinstance(flops, (int, float)) and flops > 0:
+        if not _close(tflops, flops / t["median"] / 1e12):
+            out.append(f"{where}: tflops {tflops} is not flops / median time ({flops / t['median'] / 1e12})")
+    mfu = row.get("mfu")
+    if isinstance(mfu, (int, float)) and isinstance(tflops, (int, float)) and isinstance(peak, (int, float)):
+        if not _close(mfu, tflops / peak):
+            out.append(f"{where}: mfu {mfu} is not tflops / peak_tflops ({tflops / peak})")
+    return out
+
+
+def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
+    problems = []
     counts = dict.fromkeys(ROW_STATUSES, 0)
     for number, row in enumerate(rows, 1):
-        if row.get("status") not in ROW_STATUSES:
-            problems.append(f"{CASES} line {number}: status {row.get('status')!r} is not one of {ROW_STATUSES}")
-        else:
+        if row.get("status") in counts:
             counts[row["status"]] += 1
+        if row.get("run_id") != manifest.get("run_id"):
+            problems.append(f"{CASES} line {number}: run_id {row.get('run_id')!r} is not the manifest's")
+        problems += _derived(row, f"{CASES} line {number}")
     if isinstance(manifest.get("counts"), dict) and manifest["counts"] != counts:
         problems.append(f"{MANIFEST}: counts {manifest['counts']} do not match {CASES} {counts}")
     if len(samples) != len(rows):
         problems.append(f"{SAMPLES} has {len(samples)} records for {len(rows)} rows in {CASES}")
+    for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1):
+        if (rec.get("case_id"), rec.get("backend")) != (row.get("case_id"), row.get("backend")):
+            problems.append(f"{SAMPLES} line {number} is not the samples of {CASES} line {number}")
+        values = rec.get("samples")
+        if isinstance(values, list) and values:
+            try:
+                x = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                problems.append(f"{SAMPLES} line {number}: samples are not all numbers")
+                continue
+            if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any(x < 0):
+                problems.append(f"{SAMPLES} line {number}: samples must be finite, non-negative seconds")
     return problems
+
+
+def load_bundle(folder: str | Path) -> Loaded:
+    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return Loaded(None, [f"{folder}: not a folder"])
+    data: dict[str, bytes] = {}
+    problems: list[str] = []
+    for name in (*REQUIRED_FILES, SUMS):
+        try:
+            data[name] = _read(folder, name)
+        except _Reject as exc:
+            problems.append(str(exc))
+    if problems:
+        return Loaded(None, problems)
+    if (folder / TELEMETRY).exists() or (folder / TELEMETRY).is_symlink():
+        try:
+            data[TELEMETRY] = _read(folder, TELEMETRY)
+        except _Reject as exc:
+            problems.append(str(exc))
+    problems += _sums(folder, data)
+    try:
+        manifest = _parse(data[MANIFEST].decode(errors="replace"))
+    except (ValueError, _Reject) as exc:
+        return Loaded(None, [*problems, f"{MANIFEST}: not valid JSON ({exc})"])
+    problems += _schema_problems("manifest", manifest, MANIFEST)
+    rows, row_problems = _jsonl(CASES, data[CASES], "row")
+    samples, sample_problems = _jsonl(SAMPLES, data[SAMPLES], "samples")
+    problems += row_problems + sample_problems
+    if isinstance(manifest, dict):
+        problems += _consistency(manifest, rows, samples)
+    bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
+    return Loaded(bundle, problems)
+
+
+def validate_bundle(folder: str | Path) -> list[str]:
+    """Every problem found in the bundle at `folder`; an empty list means it is valid."""
+    return load_bundle(folder).problems

@@ -10,14 +10,13 @@ from harness.results.reader import read_bundle
 from harness.results.schema import CASES, MANIFEST
 from harness.results.validator import validate_bundle
 from harness.results.writer import BundleWriter
+from tests.results.rows import untimed_row, valid_row
 
 
 def _row(status="ok", case_id="c1"):
-    return {"run_id": "r", "case_id": case_id, "workload": "matmul", "backend": "torch", "platform": "cpu",
-            "device": "cpu", "dtype": "fp32", "params": {"m": 1}, "status": status, "reason": None, "flops": 2.0,
-            "flop_convention": "x", "bytes": 1.0, "time_s": {"median": 1.0}, "tflops": 1e-12,
-            "peak_tflops": None, "peak_source": None, "mfu": None, "mfu_vs_achievable": None,
-            "timing_valid": True, "comparability_key": "k"}
+    if status == "ok":
+        return valid_row([1.0, 1.1], flops=2.0, peak=None, case_id=case_id)
+    return untimed_row(status, case_id=case_id)
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_unfinished_writer_leaves_a_valid_partial_bundle(tmp_path):
 
 
 def test_tampered_file_fails_checksum(bundle):
-    text = (bundle / CASES).read_text().replace('"tflops": 1e-12', '"tflops": 9e-12')
+    text = (bundle / CASES).read_text().replace('"bytes": 1.0', '"bytes": 9.0')
     (bundle / CASES).write_text(text)
     assert any("checksum mismatch" in p for p in validate_bundle(bundle))
 
@@ -87,3 +86,54 @@ def test_attachments_are_covered_by_the_checksums(tmp_path):
     for bad in ("../escape.csv", "sub/dir.csv", ".hidden", "cases.jsonl", ""):
         with pytest.raises(ValueError):
             writer.attach(bad, "x")
+
+
+def _rewrite(bundle, name, text):
+    """Change a file and its checksum, as a careful forger would."""
+    import hashlib
+
+    (bundle / name).write_text(text)
+    sums = (bundle / "SHA256SUMS").read_text().splitlines()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (bundle / "SHA256SUMS").write_text("".join(
+        f"{digest}  {name}\n" if line.endswith(f"  {name}") else line + "\n" for line in sums))
+
+
+def test_a_consistent_forgery_of_a_figure_is_caught(bundle):
+    rows = [json.loads(line) for line in (bundle / CASES).read_text().splitlines()]
+    rows[0]["tflops"] *= 2  # checksums re-made: only the derived-figure check can see it
+    _rewrite(bundle, CASES, "".join(json.dumps(r) + "\n" for r in rows))
+    assert any("tflops" in p and "flops / median time" in p for p in validate_bundle(bundle))
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("tflops", "fast", "tflops: 'fast' is not of type"),
+    ("status", "great", "status: 'great' is not one of"),
+    ("flops", -1, "flops: -1 is less than the minimum of 0"),
+    ("run_id", "../x", "run_id: '../x' does not match"),
+])
+def test_types_and_ranges_are_checked_against_the_schema(bundle, field, value, needle):
+    rows = [json.loads(line) for line in (bundle / CASES).read_text().splitlines()]
+    rows[0][field] = value
+    _rewrite(bundle, CASES, "".join(json.dumps(r) + "\n" for r in rows))
+    assert any(needle in p for p in validate_bundle(bundle)), validate_bundle(bundle)
+
+
+def test_nan_tokens_and_unsafe_run_ids_are_refused(bundle):
+    text = (bundle / CASES).read_text()
+    _rewrite(bundle, CASES, text.replace('"reason": null', '"reason": NaN', 1))
+    assert any("NaN is not JSON" in p for p in validate_bundle(bundle))
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest["run_id"] = "/abs/path"
+    _rewrite(bundle, MANIFEST, json.dumps(manifest))
+    assert any("manifest.json: run_id: '/abs/path' does not match" in p for p in validate_bundle(bundle))
+
+
+def test_links_and_devices_are_never_followed(bundle):
+    (bundle / "telemetry.jsonl").unlink()
+    (bundle / "telemetry.jsonl").symlink_to("/dev/zero")
+    problems = validate_bundle(bundle)  # returns at once: /dev/zero is never read
+    assert any("telemetry.jsonl: cannot be opened as a plain file" in p for p in problems)
+    (bundle / "cases.jsonl").unlink()
+    (bundle / "cases.jsonl").symlink_to(bundle.parent / "elsewhere.jsonl")
+    assert any("cases.jsonl" in p for p in validate_bundle(bundle))

@@ -13,6 +13,7 @@ from harness.results.compare_render import render
 from harness.results.cost import break_even, cost_figures, parse_prices
 from harness.results.reader import read_bundle
 from harness.results.writer import BundleWriter
+from tests.results.rows import valid_row
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
@@ -25,12 +26,9 @@ def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, creat
     writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
                                             "argv": [], "overrides": [], "comparability_key": key},
                           "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
-    row = {"run_id": name, "case_id": case_id, "workload": "matmul", "backend": "torch", "platform": "cuda",
-           "device": "GPU", "dtype": "bf16", "params": {}, "status": "ok", "reason": None, "flops": 1e12,
-           "flop_convention": "x", "bytes": 0, "time_s": {"median": float(np.median(samples))},
-           "tflops": 1e12 / float(np.median(samples)) / 1e12, "peak_tflops": 1000, "peak_source": "s",
-           "mfu": 0.5, "mfu_vs_achievable": None, "timing_valid": True, "comparability_key": key,
-           "comparability": fields, "throughput": {"tokens_per_s": 1e6 / median}}
+    row = valid_row(samples, flops=1e12, peak=1000.0, run_id=name, case_id=case_id, platform="cuda", device="GPU",
+                    dtype="bf16", params={}, comparability_key=key, comparability=fields,
+                    throughput={"tokens_per_s": 1e6 / median})
     writer.append(row, {"case_id": case_id, "backend": "torch", "samples": samples,
                         "repeats": [i // 40 for i in range(len(samples))]})
     writer.finalize("complete")

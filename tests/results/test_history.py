@@ -74,3 +74,11 @@ def test_cli_add_trend_check(tmp_path):
     assert trend.returncode == 0 and "4 points" in trend.stdout
     assert (tmp_path / "t.svg").read_text().startswith("<svg")
     assert xmfu("check", "--metric", "median_s").returncode == 0
+
+
+@pytest.mark.parametrize("run_id", ["../x", "/abs/path", "a/b", ".hidden", "", "x" * 300, 5])
+def test_the_store_only_ever_writes_inside_itself(tmp_path, run_id):
+    with pytest.raises(ValueError, match="run id"):
+        history.store_file(tmp_path / "store", run_id)
+    assert history.store_file(tmp_path / "store", "20261123T000000Z-matmul-bf16-abc").parent == (
+        tmp_path / "store").resolve()
