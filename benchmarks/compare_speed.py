@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.results.compare import Side, compare  # noqa: E402
-from harness.results.reader import read_bundle  # noqa: E402
+from harness.results.validator import load_bundle  # noqa: E402
 from harness.results.writer import BundleWriter  # noqa: E402
 
 FIELDS = {"workload": "matmul", "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
@@ -39,10 +39,13 @@ def write(folder: Path, name: str, rows: int, samples: int, scale: float) -> Pat
         values = scale * (1e-3 + 1e-6 * i) * (1 + 0.02 * rng.standard_normal(samples))
         median = float(np.median(values))
         fields = {**FIELDS, "params": {"m": i}}
+        time_s = {"n": samples, "median": median, "mean": float(values.mean()), "min": float(values.min()),
+                  "max": float(values.max()), "ci95_low": float(np.quantile(values, 0.4)),
+                  "ci95_high": float(np.quantile(values, 0.6)), "cv": float(values.std() / values.mean())}
         row = {"run_id": name, "case_id": f"matmul-bf16-{i}", "workload": "matmul", "backend": "torch",
                "platform": "cpu", "device": "CPU", "dtype": "bf16", "params": {"m": i}, "status": "ok", "reason": None,
-               "flops": 1e9, "flop_convention": "matmul-2mnk/1", "bytes": 0, "time_s": {"median": median},
-               "tflops": 1e9 / median / 1e12, "peak_tflops": 1.0, "peak_source": "s", "mfu": None,
+               "flops": 1e9, "flop_convention": "matmul-2mnk/1", "bytes": 0, "time_s": time_s,
+               "tflops": 1e9 / median / 1e12, "peak_tflops": 1.0, "peak_source": "s", "mfu": 1e9 / median / 1e12,
                "mfu_vs_achievable": None, "timing_valid": True, "comparability_key": f"k{i}", "comparability": fields}
         writer.append(row, {"case_id": row["case_id"], "backend": "torch", "samples": values.tolist(),
                             "rounds": [j // 5 for j in range(samples)]})
@@ -60,8 +63,12 @@ def main() -> int:
         a, b = (write(Path(tmp), n, ns.rows, ns.samples, s) for n, s in (("a", 1.0), ("b", 0.97)))
         print(f"wrote two bundles of {ns.rows} rows x {ns.samples} samples in {time.perf_counter() - start:.1f} s")
         start = time.perf_counter()
-        result = compare([Side([read_bundle(a)]), Side([read_bundle(b)])])
-        print(f"compare in-process (read + statistics): {time.perf_counter() - start:.2f} s, {len(result.rows)} rows")
+        loaded = [load_bundle(x) for x in (a, b)]
+        assert not any(x.problems for x in loaded), [x.problems[:3] for x in loaded]
+        print(f"validate and read both (in-process): {time.perf_counter() - start:.2f} s")
+        start = time.perf_counter()
+        result = compare([Side([x.bundle]) for x in loaded])
+        print(f"compare statistics (in-process): {time.perf_counter() - start:.2f} s, {len(result.rows)} rows")
         start = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(a), str(b), "--format", "json"],

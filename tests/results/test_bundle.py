@@ -137,3 +137,17 @@ def test_links_and_devices_are_never_followed(bundle):
     (bundle / "cases.jsonl").unlink()
     (bundle / "cases.jsonl").symlink_to(bundle.parent / "elsewhere.jsonl")
     assert any("cases.jsonl" in p for p in validate_bundle(bundle))
+
+
+def test_the_compiled_checker_agrees_with_jsonschema():
+    """Every mutation of a valid row: the fast checker and jsonschema reach the same verdict."""
+    from harness.results.validator import _fast_checks, _validators
+    from tests.results.rows import valid_row
+
+    row = valid_row()
+    values = [None, True, 0, -1, 1.5, "x", "", [], {}, "../x", float(2), "ok", "failed", 1e300]
+    mutated = [row] + [{**row, key: value} for key in row for value in values]
+    mutated += [{k: v for k, v in row.items() if k != key} for key in row]
+    mutated += [{**row, "time_s": {**row["time_s"], key: value}} for key in row["time_s"] for value in values]
+    for candidate in mutated:
+        assert _fast_checks()["row"](candidate) == _validators()["row"].is_valid(candidate), candidate
