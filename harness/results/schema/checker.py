@@ -20,21 +20,23 @@ SUPPORTED = {"type", "minimum", "exclusiveMinimum", "minLength", "enum", "const"
              "properties", "$ref", "title", "description", "$schema", "$id", "$defs", "items"}
 
 # JSON Schema 2020-12 core, section 4.2.1 (instance data model) and the validation vocabulary, 6.1.1: an
-# integer is a number with a zero fractional part; booleans are not numbers.
-TYPES: dict[str, Check] = {
-    "null": lambda x: x is None,
-    "boolean": lambda x: isinstance(x, bool),
-    "object": lambda x: isinstance(x, dict),
-    "array": lambda x: isinstance(x, list),
-    "string": lambda x: isinstance(x, str),
-    "number": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-    "integer": lambda x: (isinstance(x, int) and not isinstance(x, bool)) or (
-        isinstance(x, float) and math.isfinite(x) and x.is_integer()),
-}
+# integer is a number with a zero fractional part; booleans are not numbers. Checked by exact Python type
+# (type(True) is bool, never int), which is also the fastest test.
+EXACT: dict[str, tuple[type, ...]] = {"null": (type(None),), "boolean": (bool,), "object": (dict,), "array": (list,),
+                                      "string": (str,), "number": (int, float), "integer": (int,)}
+NUMBERS = (int, float)
+_MISSING = object()
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _type_check(kinds: list[str]) -> Check:
+    exact = frozenset(t for k in kinds for t in EXACT[k])
+    integral_float = "integer" in kinds and "number" not in kinds
+
+    def check(x: Any) -> bool:
+        t = type(x)
+        return t in exact or (integral_float and t is float and math.isfinite(x) and x.is_integer())
+
+    return check
 
 
 def compile_schema(node: dict[str, Any], defs: dict[str, Any]) -> Check:
@@ -46,33 +48,55 @@ def compile_schema(node: dict[str, Any], defs: dict[str, Any]) -> Check:
     if "$ref" in node:
         checks.append(_ref(node["$ref"], defs))
     if "type" in node:
-        kinds = [node["type"]] if isinstance(node["type"], str) else list(node["type"])
-        tests = [TYPES[k] for k in kinds]
-        checks.append(lambda x: any(t(x) for t in tests))
+        checks.append(_type_check([node["type"]] if isinstance(node["type"], str) else list(node["type"])))
     checks += _scalar_checks(node)
-    if "required" in node:
-        required = tuple(node["required"])
-        checks.append(lambda x: not isinstance(x, dict) or all(k in x for k in required))
-    if "properties" in node:
-        props = {k: compile_schema(v, defs) for k, v in node["properties"].items()}
-        checks.append(lambda x: not isinstance(x, dict) or all(p(x[k]) for k, p in props.items() if k in x))
+    if "required" in node or "properties" in node:
+        checks.append(_object_check(node, defs))
     if "items" in node:
         item = compile_schema(node["items"], defs)
-        checks.append(lambda x: not isinstance(x, list) or all(item(v) for v in x))
-    return lambda x: all(c(x) for c in checks)
+        checks.append(lambda x: type(x) is not list or all(item(v) for v in x))
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(x: Any) -> bool:
+        for c in checks:  # noqa: SIM110  (a plain loop: all() over a generator costs a frame per row)
+            if not c(x):
+                return False
+        return True
+
+    return check
+
+
+def _object_check(node: dict[str, Any], defs: dict[str, Any]) -> Check:
+    required = tuple(node.get("required", ()))
+    props = [(k, compile_schema(v, defs)) for k, v in node.get("properties", {}).items()]
+
+    def check(x: Any) -> bool:
+        if type(x) is not dict:
+            return True  # other types are the `type` keyword's business
+        for key in required:
+            if key not in x:
+                return False
+        for key, prop in props:
+            value = x.get(key, _MISSING)
+            if value is not _MISSING and not prop(value):
+                return False
+        return True
+
+    return check
 
 
 def _scalar_checks(node: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
     if "minimum" in node:
         low = node["minimum"]
-        checks.append(lambda x: not _is_number(x) or x >= low)
+        checks.append(lambda x: type(x) not in NUMBERS or x >= low)
     if "exclusiveMinimum" in node:
         above = node["exclusiveMinimum"]
-        checks.append(lambda x: not _is_number(x) or x > above)
+        checks.append(lambda x: type(x) not in NUMBERS or x > above)
     if "minLength" in node:
         length = node["minLength"]
-        checks.append(lambda x: not isinstance(x, str) or len(x) >= length)
+        checks.append(lambda x: type(x) is not str or len(x) >= length)
     if "enum" in node:
         allowed = node["enum"]
         checks.append(lambda x: any(_same(x, a) for a in allowed))
@@ -81,17 +105,19 @@ def _scalar_checks(node: dict[str, Any]) -> list[Check]:
         checks.append(lambda x: _same(x, value))
     if "pattern" in node:
         pattern = re.compile(node["pattern"])
-        checks.append(lambda x: not isinstance(x, str) or pattern.search(x) is not None)
+        checks.append(lambda x: type(x) is not str or pattern.search(x) is not None)
     return checks
 
 
 def _same(x: Any, y: Any) -> bool:
     """JSON equality: 1 and 1.0 are equal, true and 1 are not."""
-    return type(x) is type(y) and x == y if isinstance(x, bool) or isinstance(y, bool) else x == y
+    if type(x) is bool or type(y) is bool:
+        return type(x) is type(y) and x == y
+    return x == y
 
 
 def _ref(ref: str, defs: dict[str, Any]) -> Check:
-    if not ref.startswith("#/$defs/") and "#/$defs/" not in ref:
+    if "#/$defs/" not in ref:
         raise ValueError(f"only local $defs references are supported, not {ref!r}")
     name = ref.rsplit("/", 1)[1]
     compiled: dict[str, Check] = {}
