@@ -102,12 +102,13 @@ def _medians(runs: list[np.ndarray]) -> list[float]:
     return [float(np.median(r)) for r in runs]
 
 
-def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> list[tuple[float, float]]:
-    """The bootstrap interval of baseline median / candidate median for each (one run, one run) pair: the
+def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
+                         seed: int = 0) -> list[tuple[float, float, float]]:
+    """(ratio of medians, bootstrap low, high) of baseline / candidate for each (one run, one run) pair: the
     samples' own precision, nothing more. Pairs with the same sample counts are resampled together, one
     vectorised draw per group of rows (harness.results.stats.resampled_medians_sorted)."""
     rng = np.random.default_rng(seed)
-    out: list[tuple[float, float] | None] = [None] * len(pairs)
+    out: list[tuple[float, float, float] | None] = [None] * len(pairs)
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (b, c) in enumerate(pairs):
         groups.setdefault((b.size, c.size), []).append(i)
@@ -116,8 +117,9 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int =
         cand = np.sort(np.stack([pairs[i][1] for i in index]), axis=1)
         ratios = resampled_medians_sorted(base, RESAMPLES, rng) / resampled_medians_sorted(cand, RESAMPLES, rng)
         lows, highs = np.quantile(ratios, [0.025, 0.975], axis=1)
+        values = np.median(base, axis=1) / np.median(cand, axis=1)
         for j, i in enumerate(index):
-            out[i] = (float(lows[j]), float(highs[j]))
+            out[i] = (float(values[j]), float(lows[j]), float(highs[j]))
     return out  # type: ignore[return-value]
 
 
@@ -131,7 +133,7 @@ def _beyond_floor(low: float, high: float, margin: float, floor: float, why_not:
 
 def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor: float,
             noise: tuple[float, int, str] | None, bundles: tuple[int, int] = (1, 1),
-            within: tuple[float, float] | None = None) -> dict[str, Any]:
+            within: tuple[float, float, float] | None = None) -> dict[str, Any]:
     """Speedup = baseline figure / candidate figure, its 95% CI, the verdict and where its variance came from.
 
     Several bundles per side are independent runs: Welch's t on their log run medians decides alone. Repeats
@@ -140,26 +142,26 @@ def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor
     machine, 6% between processes whose repeats agreed within 4%), so between single bundles a difference
     is called only beyond `floor`, unless the history store supplied the between-run noise. With one run per
     side and no estimate, the interval is the two runs' own bootstrap, under the same floor rule."""
-    mb, mc = _medians(base), _medians(cand)
     independent = bundles[0] > 1 and bundles[1] > 1
-    if len(mb) > 1 or len(mc) > 1 or noise:
-        use_known = noise is not None and len(mb) == 1 and len(mc) == 1
-        value, low, high = runs_ratio_ci(mb, mc, (noise[0], noise[1]) if use_known else None)
-        if use_known:
-            source = f"{noise[2]}: {noise[1]} recent runs, run-to-run sd {100 * noise[0]:.1f}%"
-            word, why = verdict(low, high, margin), ""
-        elif independent:
-            source = f"{bundles[0]} and {bundles[1]} bundles per side (Welch t on log run medians)"
-            word, why = verdict(low, high, margin), ""
-        else:
-            source = f"{len(mb)} and {len(mc)} repeats/runs per side (Welch t; repeats share a process)"
-            word, why = _beyond_floor(low, high, margin, floor, "repeats share a process: a difference under "
-                                      f"the {100 * floor:g}% noise floor is not called between single runs")
-    else:
-        value = mb[0] / mc[0]
-        low, high = within or within_run_intervals([(base[0], cand[0])])[0]
+    if len(base) == 1 and len(cand) == 1 and noise is None:
+        value, low, high = within or within_run_intervals([(base[0], cand[0])])[0]
         source = f"none (one run per side; noise floor {100 * floor:g}%)"
         word, why = _beyond_floor(low, high, margin, floor, "one run per side: run-to-run noise unknown")
+        return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word, "variance_source": source,
+                **({"verdict_reason": why} if why else {})}
+    mb, mc = _medians(base), _medians(cand)
+    use_known = noise is not None and len(mb) == 1 and len(mc) == 1
+    value, low, high = runs_ratio_ci(mb, mc, (noise[0], noise[1]) if use_known else None)
+    if use_known:
+        source = f"{noise[2]}: {noise[1]} recent runs, run-to-run sd {100 * noise[0]:.1f}%"
+        word, why = verdict(low, high, margin), ""
+    elif independent:
+        source = f"{bundles[0]} and {bundles[1]} bundles per side (Welch t on log run medians)"
+        word, why = verdict(low, high, margin), ""
+    else:
+        source = f"{len(mb)} and {len(mc)} repeats/runs per side (Welch t; repeats share a process)"
+        word, why = _beyond_floor(low, high, margin, floor, "repeats share a process: a difference under "
+                                  f"the {100 * floor:g}% noise floor is not called between single runs")
     out = {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word, "variance_source": source}
     if why:
         out["verdict_reason"] = why
