@@ -18,6 +18,7 @@ waited on with jax.block_until_ready. A JAX callable must return its arrays: JAX
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,11 +32,16 @@ from harness.machine.frameworks import jax_rows, torch_rows
 from harness.results.reader import read_bundle
 
 
-def to_numpy(x: Any) -> np.ndarray:
-    """A float64 host copy of a torch tensor, a JAX array or anything numpy understands."""
+def to_numpy(x: Any) -> np.ndarray | None:
+    """A float64 host copy of a torch tensor, a JAX array or anything numpy understands; None for None."""
+    if x is None:
+        return None
     if hasattr(x, "detach"):  # torch
         return torch_rows(x.detach(), None)
-    return jax_rows(x, None)  # np.asarray + float64: JAX arrays and plain arrays alike
+    try:
+        return jax_rows(x, None)  # np.asarray + float64: JAX arrays and plain arrays alike
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the output is not numbers ({type(x).__name__}: {exc})") from None
 
 
 def leaves(x: Any) -> list[Any]:
@@ -107,19 +113,35 @@ class CallableCase:
     def check_rows(self) -> None:
         return None
 
-    def check(self, result: np.ndarray) -> Check:
-        ref = self.reference
+    def check(self, result: np.ndarray | str | None) -> Check:
+        """max|X - Xref| / max|Xref|; a missing, misshapen or non-finite result is incorrect, never a speed."""
+        ref, metric = self.reference, "max|X-Xref|/max|Xref|"
+        if result is None:
+            return Check(False, math.inf, self.tolerance, metric, "the candidate returned None")
+        if isinstance(result, str):  # what _as_result says of an output that is not numbers
+            return Check(False, math.inf, self.tolerance, metric, result)
         if result.shape != ref.shape:
-            return Check(False, float("inf"), self.tolerance, "shape", f"{result.shape} vs reference {ref.shape}")
+            return Check(False, math.inf, self.tolerance, metric, f"shape {result.shape} vs reference {ref.shape}")
+        bad = int(np.size(result) - np.count_nonzero(np.isfinite(result)))
+        if bad:
+            return Check(False, math.inf, self.tolerance, metric, f"{bad} of {result.size} values are NaN or infinite")
         scale = float(np.max(np.abs(ref))) or 1.0
-        error = float(np.max(np.abs(result - ref))) / scale
-        return Check(error <= self.tolerance, error, self.tolerance, "max|X-Xref|/max|Xref|", f"all {ref.size} values")
+        error = float(np.max(np.abs(result - ref))) / scale if result.size else 0.0
+        return Check(error <= self.tolerance, error, self.tolerance, metric, f"all {ref.size} values")
+
+
+def _as_result(output: Any) -> np.ndarray | str | None:
+    """The candidate's output as float64 numbers, or the reason it is not numbers (an incorrect row)."""
+    try:
+        return to_numpy(output)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _implementation(name: str, fn: Callable[[], Any]) -> Implementation:
     def prepare(case: CallableCase, ctx: Any) -> Prepared:
         framework, untimed = timer_framework(fn(), ctx.platform.kind)
-        return Prepared(fn, lambda select: to_numpy(fn()), framework, timing_valid=not untimed,
+        return Prepared(fn, lambda select: _as_result(fn()), framework, timing_valid=not untimed,
                         timing_note=untimed)
 
     return Implementation(name, lambda case, ctx: (True, ""), prepare)
@@ -132,8 +154,18 @@ class Result:
     rows: list[dict[str, Any]]
 
 
+def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
+    """A positive, finite number for `name`, or a ValueError naming it and what is allowed."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: {value!r} is not usable. Allowed: a positive finite number"
+                         + (", or None (not known)" if allow_none else ""))
+    return float(value)
+
+
 def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[], Any] | Any, *,
-              flops: float = 0.0, bytes_moved: float = 0.0, name: str = "kernel", dtype: str = "fp32",
+              flops: float | None = None, bytes_moved: float | None = None, name: str = "kernel", dtype: str = "fp32",
               tolerance: float = 1e-2, baseline: str | None = None, timing: Mapping[str, Any] | None = None,
               results_dir: str = "results", device: str = "auto", repeats: int = 1) -> Result:
     """Check, time and compare `candidates`; returns the bundle path and its rows.
@@ -146,8 +178,14 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     """
     from harness.run import execute
 
+    flops_value = _positive("flops", flops, allow_none=True)
+    bytes_value = _positive("bytes_moved", bytes_moved, allow_none=True)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+        raise ValueError(f"tolerance: {tolerance!r} is not usable. Allowed: a number >= 0 (relative error)")
     ref = to_numpy(reference() if callable(reference) else reference)
-    case = CallableCase(name, dtype, float(flops), float(bytes_moved), tolerance, ref)
+    if ref is None or not np.all(np.isfinite(ref)):
+        raise ValueError("reference: it returned None or non-finite values. Allowed: finite numbers to compare with")
+    case = CallableCase(name, dtype, flops_value or 0.0, bytes_value or 0.0, float(tolerance), ref)
     names = list(candidates)
     registry = Registry()
     registry.add(WorkloadDef("custom", lambda cfg, dt, seed: [case],

@@ -376,6 +376,16 @@ COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "histo
             "peaks": cmd_peaks, "env": cmd_env}
 
 
+def _strip_run_from_completion_line() -> None:
+    """Hydra's completion reads COMP_LINE and drops the program name; drop our `run` too, so the words it
+    completes are the overrides (`xmfu run workload=ma<TAB>`)."""
+    line = os.environ.get("COMP_LINE")
+    if line:
+        words = line.split(" ")
+        if len(words) > 1 and words[1] == "run":
+            os.environ["COMP_LINE"] = " ".join([words[0], *words[2:]])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -384,11 +394,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[0] == "--version":
         print(f"xmfu {__version__}")
         return 0
+    if args[0] in ("-sc", "--shell-completion"):  # the completion script Hydra installs calls `xmfu -sc query=...`
+        _strip_run_from_completion_line()
+        args = ["run", *args]
     command = COMMANDS.get(args[0])
     if command is None:
         return _usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
     try:
         return command(args[1:])
+    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, imports)
+        print("xmfu: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback

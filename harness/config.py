@@ -7,8 +7,10 @@ field and what is allowed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from harness.engine.settings import (
@@ -28,8 +30,10 @@ from harness.engine.settings import (
     positive_int,
 )
 from harness.machine.dtypes import DTYPES
+from harness.results.schema import RUN_ID
 
 DEVICES = ("auto", "cpu", "gpu")
+MAX_RESAMPLES = 100_000
 
 
 NON_NEGATIVE = ("warmup_s", "sustain_s")  # zero means "no timed warm-up" (warmup_min_iters still applies)
@@ -52,6 +56,12 @@ def parse_timing(data: Mapping[str, Any]) -> TimingConfig:
         else:
             values[f.name] = positive_float(path, raw)
     timing = TimingConfig(**values)
+    if timing.bootstrap_resamples > MAX_RESAMPLES:
+        raise ConfigError("timing.bootstrap_resamples", f"{timing.bootstrap_resamples} is too many",
+                          f"1 to {MAX_RESAMPLES} (1000 gives a stable 95% interval)")
+    if timing.min_sample_s > timing.max_time_s:
+        raise ConfigError("timing.min_sample_s", f"{timing.min_sample_s} exceeds timing.max_time_s "
+                          f"{timing.max_time_s}: not one sample would fit the budget", "min_sample_s <= max_time_s")
     if timing.max_samples < timing.min_samples:
         raise ConfigError("timing.max_samples", "is below timing.min_samples", f">= {timing.min_samples}")
     if timing.target_rel_ci >= 1:
@@ -84,6 +94,31 @@ def parse_rocm(data: Mapping[str, Any]) -> RocmConfig:
     return RocmConfig(tunableop=boolean("rocm.tunableop", data.get("tunableop", False)),
                       tunableop_max_tuning_ms=None if limit is None else positive_int("rocm.tunableop_max_tuning_ms",
                                                                                        limit))
+
+
+
+
+def parse_run_id(value: Any) -> str | None:
+    """null, or a plain folder name (numbers are taken as names: run_id=123)."""
+    if value is None:
+        return None
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not RUN_ID.match(text):
+        raise ConfigError("run_id", f"{value!r} is not a usable folder name",
+                          "null, or up to 128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return text
+
+
+def parse_results_dir(value: Any) -> str:
+    """A folder that is, or can become, a directory: not empty, not an existing file."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("results_dir", f"{value!r} is not a folder", "a path to a folder (created if missing)")
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise ConfigError("results_dir", f"{value!r} is a file, not a folder", "a path to a folder")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError("results_dir", f"{value!r} is not writable", "a folder this user can write in")
+    return value
 
 
 SCALES = ("full", "smoke")
@@ -153,9 +188,8 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
     baseline = data.get("baseline")
     if baseline is not None:
         choice("baseline", baseline, list(chosen))
-    run_id = data.get("run_id")
-    if run_id is not None and (not isinstance(run_id, str) or not run_id or "/" in run_id):
-        raise ConfigError("run_id", f"{run_id!r} is not a usable folder name", "null or a name without '/'")
+    run_id = parse_run_id(data.get("run_id"))
+    results_dir = parse_results_dir(data.get("results_dir", "results"))
     return RunConfig(
         workload=dict(workload),
         backends=chosen,
@@ -163,7 +197,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         timing=parse_timing(data.get("timing") or {}),
         mamf=parse_mamf(data.get("mamf") or {}, backends_by_workload.get("matmul", [])),
         device=choice("device", data.get("device", "auto"), DEVICES),
-        results_dir=str(data.get("results_dir", "results")),
+        results_dir=results_dir,
         run_id=run_id,
         seed=number("seed", data.get("seed", 0), integer=True, minimum=0, inclusive=True),
         peak_tflops=optional_positive_float("peak_tflops", data.get("peak_tflops")),

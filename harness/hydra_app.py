@@ -6,8 +6,10 @@ paragraph and exit status 2, never a traceback halfway through a sweep.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +19,25 @@ from harness.engine.settings import ConfigError, RunConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 MULTIRUN_FLAGS = ("-m", "--multirun")
+# Hydra flags whose next word is theirs, not an override
 VALUE_FLAGS = ("-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",
-               "--config-dir", "--experimental-rerun")  # Hydra flags whose next word is theirs, not an override
+               "--config-dir", "--experimental-rerun", "-sc", "--shell-completion")
+
+
+INFO_FLAGS = ("-i", "--info")
+INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")  # hydra/_internal/utils.py
 
 
 def split_args(args: Sequence[str]) -> list[str]:
     """The overrides among `xmfu run`'s arguments (Hydra's own flags and their values left out)."""
     overrides, skip = [], False
-    for a in args:
+    for i, a in enumerate(args):
         if skip:
             skip = False
         elif a in VALUE_FLAGS:
             skip = True
+        elif a in INFO_FLAGS:  # its value is optional: only one of Hydra's info topics belongs to it
+            skip = i + 1 < len(args) and args[i + 1] in INFO_CHOICES
         elif not a.startswith("-"):
             overrides.append(a)
     return overrides
@@ -97,6 +106,20 @@ def _unknown_key(exc: Exception, base: dict[str, Any]) -> str | None:
     return f"unknown setting '{key}'. Allowed {'in ' + parent if parent else 'top-level settings'}: {allowed}"
 
 
+def _composition_error(exc: Exception, overrides: Sequence[str]) -> str:
+    """Hydra's error as one paragraph; an unknown key lists the keys of the config the user chose (the
+    overrides that pick groups are kept, so `workload=transformer workload.foo=1` lists the transformer's)."""
+    from hydra import compose
+    from omegaconf import OmegaConf
+
+    groups = [o for o in overrides if "." not in o.split("=", 1)[0].lstrip("+~")]
+    try:
+        base = OmegaConf.to_container(compose("config", overrides=groups), resolve=False)
+    except Exception:  # the group choices themselves are wrong: fall back to the defaults
+        base = OmegaConf.to_container(compose("config"), resolve=False)
+    return _unknown_key(exc, base) or " ".join(str(exc).split())
+
+
 def compose_job(job: Sequence[str]) -> tuple[dict[str, Any], str]:
     """Compose one job's config as Hydra will (its hydra.* overrides aside); returns (mapping, yaml)."""
     from hydra import compose, initialize_config_dir
@@ -108,9 +131,7 @@ def compose_job(job: Sequence[str]) -> tuple[dict[str, Any], str]:
         try:
             cfg = compose("config", overrides=plain)
         except Exception as exc:  # Hydra's composition errors: translated below, never a traceback
-            base = OmegaConf.to_container(compose("config"), resolve=False)
-            message = _unknown_key(exc, base) or " ".join(str(exc).split())
-            raise UsageError(message) from None
+            raise UsageError(_composition_error(exc, plain)) from None
     try:
         return OmegaConf.to_container(cfg, resolve=True), OmegaConf.to_yaml(cfg, resolve=True)
     except Exception as exc:  # interpolation errors in user values
@@ -131,11 +152,60 @@ def run_command(args: Sequence[str], registry: Registry) -> int:
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     overrides = split_args(args)
     try:
-        for job in split_jobs(overrides, multirun):
-            validate_job(job, registry)
+        configs = [validate_job(job, registry) for job in split_jobs(overrides, multirun)]
     except ConfigError as exc:
         raise UsageError(f"invalid configuration: {exc}") from None
-    return _launch(args, registry)
+    if not multirun or _is_info_request(args):
+        return _launch(args, registry)
+    sweep_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")), None)
+    if sweep_dir is None:  # chosen here, so the jobs' outcomes can be read back whatever launcher ran them
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        sweep_dir = str(Path(configs[0].results_dir) / "multirun" / stamp)
+        args = [*args, f"hydra.sweep.dir={sweep_dir}"]
+    code = _launch(args, registry)
+    return max(code, sweep_summary(Path(sweep_dir), len(configs)))
+
+
+def _is_info_request(args: Sequence[str]) -> bool:
+    return any(a in ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "-sc", "--shell-completion")
+               for a in args)
+
+
+JOB_FILE = "xmfu-job.json"
+
+
+def sweep_summary(sweep_dir: Path, expected: int) -> int:
+    """Print every job's outcome, numbered, and one closing line; returns the sweep's exit status (a job that
+    left no outcome, e.g. a Slurm job that died, counts as failed)."""
+    found = {}
+    for path in sorted(sweep_dir.glob(f"*/{JOB_FILE}")):
+        try:
+            record = json.loads(path.read_text())
+            found[int(record["job"])] = record
+        except (OSError, ValueError, KeyError):
+            continue
+    for num in range(expected):
+        r = found.get(num)
+        if r is None:
+            print(f"job {num}: no outcome recorded (the job failed before it finished)")
+        else:
+            print(f"job {num} ({' '.join(r['overrides'])}): exit {r['exit_code']}, bundle: {r['bundle']}")
+    failed = expected - sum(1 for r in found.values() if r["exit_code"] == 0)
+    print(f"sweep: {expected} jobs, {expected - failed} succeeded, {failed} did not; outcomes in {sweep_dir}")
+    return 0 if failed == 0 else max([1, *(r["exit_code"] for r in found.values())])
+
+
+def _record_job(hydra_cfg: Any, outcome: Any, overrides: list[str]) -> None:
+    """In a multirun, each job leaves its outcome in its own sweep folder for the closing summary."""
+    from hydra.types import RunMode
+
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return
+    folder = Path(hydra_cfg.runtime.output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"job": int(hydra_cfg.job.num), "overrides": overrides, "exit_code": outcome.exit_code,
+              "bundle": str(outcome.bundle)}
+    (folder / JOB_FILE).write_text(json.dumps(record) + "\n")
 
 
 def _launch(args: Sequence[str], registry: Registry) -> int:
@@ -144,7 +214,7 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     from omegaconf import DictConfig, OmegaConf
 
     from harness.machine.platform import NoAcceleratorError
-    from harness.run import execute
+    from harness.run import SetupError, execute
 
     codes: list[int] = []
 
@@ -156,9 +226,10 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
         resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit)))  # what actually ran
         try:
             outcome = execute(run_cfg, registry, resolved, ["xmfu", "run", *args], task_overrides)
-        except NoAcceleratorError as exc:
+        except (NoAcceleratorError, SetupError) as exc:
             raise _JobRefused(str(exc)) from None
         codes.append(outcome.exit_code)
+        _record_job(HydraConfig.get(), outcome, task_overrides)
         if outcome.exit_code == 130:
             raise SystemExit(130)  # Ctrl-C stops the rest of a sweep too
 

@@ -28,7 +28,7 @@ from harness.machine.ranks import ProcessInfo, process_info
 from harness.machine.telemetry import open_sampler
 from harness.results.comparability import comparability_key
 from harness.results.table import progress_line, table
-from harness.results.writer import BundleWriter, NullWriter, utc_now
+from harness.results.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
@@ -147,6 +147,35 @@ def restored_environment() -> Iterator[None]:
         os.environ.update(saved)
 
 
+class SetupError(ValueError):
+    """The run cannot start where it was asked to write (one paragraph for the user, exit status 2)."""
+
+
+def _open_bundle(folder: Path, manifest: dict[str, Any], config_yaml: str, env: dict[str, Any]) -> BundleWriter:
+    try:
+        return BundleWriter(folder, manifest, config_yaml, env, guard=shielded)
+    except FileExistsError:
+        raise SetupError(f"run_id: {folder} already exists (an earlier or concurrent run used run_id "
+                         f"{folder.name!r}). Allowed: a run_id no run has used, or null for a fresh one") from None
+    except OSError as exc:
+        raise SetupError(f"results_dir: cannot create {folder} ({exc.strerror or exc}). Allowed: a folder this "
+                         "user can write in") from None
+
+
+def _write_failed(writer: Any, folder: Path, exc: BundleWriteError) -> Outcome:
+    """The disk filled up (or the folder became unwritable): the bundle keeps its last whole row; try once to
+    mark it partial, and say what happened in one paragraph."""
+    closed = True
+    try:
+        writer.finalize("partial")
+    except OSError:
+        closed = False
+    state = "status partial" if closed else "its manifest still says partial from the last whole row"
+    print(f"xmfu: {exc.strerror or exc}. The run stopped; the bundle {folder} keeps every row written before "
+          f"the failure ({state}); `xmfu validate {folder}` checks it.", file=sys.stderr)
+    return Outcome(folder, 1)
+
+
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
     with restored_environment():
@@ -168,7 +197,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)
-        writer: Any = BundleWriter(folder, manifest, config_yaml, env, guard=shielded)
+        writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:
         writer = NullWriter(folder, manifest)
@@ -185,9 +214,14 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
         print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
         return Outcome(folder, 130 if isinstance(exc, KeyboardInterrupt) else 1)
+    except BundleWriteError as exc:
+        return _write_failed(writer, folder, exc)
     except BaseException:
         writer.finalize("partial")
         raise
-    _finish(writer, runner, phases, "complete", proc, start)
+    try:
+        _finish(writer, runner, phases, "complete", proc, start)
+    except BundleWriteError as exc:
+        return _write_failed(writer, folder, exc)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)

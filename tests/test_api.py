@@ -69,3 +69,33 @@ def test_gpu_work_with_nothing_to_wait_on_is_checked_not_timed(monkeypatch):
 def test_host_work_on_a_cpu_run_uses_the_host_timer():
     prepared = _implementation("c", lambda: np.ones(3)).prepare(CASE, _ctx("cpu"))
     assert prepared.framework == "host" and prepared.timing_valid
+
+
+@pytest.mark.parametrize(("output", "reason"), [
+    (lambda: float("nan") * np.ones(4), "4 of 4 values are NaN or infinite"),
+    (lambda: None, "the candidate returned None"),
+    (lambda: np.ones(3), "shape (3,) vs reference (4,)"),
+    (lambda: "not a tensor", "the output is not numbers"),
+])
+def test_a_bad_result_is_incorrect_and_the_run_goes_on(tmp_path, output, reason):
+    import xmfu
+
+    result = xmfu.benchmark({"bad": output, "good": lambda: np.ones(4)}, reference=np.ones(4), flops=4.0,
+                            results_dir=str(tmp_path), timing={"max_time_s": 0.3, "warmup_s": 0.0}, device="cpu")
+    rows = {r["backend"]: r for r in result.rows}
+    assert rows["bad"]["status"] == "incorrect" and reason in rows["bad"]["reason"]
+    assert rows["good"]["status"] == "ok"
+    from harness.results.validator import validate_bundle
+
+    assert validate_bundle(result.bundle) == []  # strict JSON: the infinite error became null, and is said
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"flops": 0}, "flops: 0 is not usable"), ({"flops": -5}, "flops"), ({"flops": "many"}, "flops"),
+    ({"tolerance": -1}, "tolerance: -1 is not usable"), ({"bytes_moved": float("inf")}, "bytes_moved"),
+])
+def test_bad_api_arguments_name_the_argument(tmp_path, kwargs, needle):
+    import xmfu
+
+    with pytest.raises(ValueError, match=needle):
+        xmfu.benchmark({"a": lambda: np.ones(2)}, reference=np.ones(2), results_dir=str(tmp_path), **kwargs)

@@ -25,8 +25,12 @@ def load_prices(path: str) -> dict[str, float]:
     """A YAML mapping of device name (as rows record it) to USD per device-hour."""
     import yaml
 
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+    except yaml.YAMLError as exc:  # a python/object tag, bad indentation: never executed, never a traceback
+        first = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{path}: not a plain YAML mapping of prices ({first})") from None
     if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in data.values()):
         raise ValueError(f"{path}: expected 'device name: USD per device-hour' lines with positive prices")
     return {str(k): float(v) for k, v in data.items()}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results.reader import Bundle
+from harness.results.schema import RUN_ID
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
@@ -69,7 +69,6 @@ def locked(store: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # the bundle schema's run id: a plain file name
 
 
 def store_file(store: Path, run_id: Any) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -33,6 +34,19 @@ from harness.results.schema import (
 )
 
 Guard = Callable[[], AbstractContextManager[Any]]
+
+
+def finite(value: Any, path: str = "", found: list[str] | None = None) -> Any:
+    """`value` with every NaN or infinity replaced by None (bundles are strict JSON), the paths in `found`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if found is not None:
+            found.append(path or "(value)")
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
 
 
 def utc_now() -> str:
@@ -93,6 +107,11 @@ class BundleWriter:
             raise BundleWriteError(exc.errno, f"could not write {self.folder}: {exc.strerror or exc}") from exc
 
     def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
+        found: list[str] = []
+        row = finite(row, "", found)
+        if found:  # kept as null, and said: a NaN from a backend is a finding, never a number in the bundle
+            row["non_finite_fields"] = found[:50]
+        samples = finite(samples)
         parts = [(name, (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
                  for name, record in ((CASES, row), (SAMPLES, samples))]
         with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree

@@ -7,6 +7,7 @@ the reader and the validator all take their names from here, so the three cannot
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 SCHEMA = "xmfu.bundle/1"
@@ -21,6 +22,9 @@ ROW_FIELDS = ("run_id", "case_id", "workload", "backend", "platform", "device", 
               "reason", "flops", "flop_convention", "bytes", "time_s", "tflops", "peak_tflops", "peak_source",
               "mfu", "mfu_vs_achievable", "timing_valid", "comparability_key")
 SAMPLE_FIELDS = ("case_id", "backend", "samples")
+# A run id names a folder of results_dir and a file of the history store: a plain name, never a path.
+# The same pattern is in xmfu.bundle-1.schema.json ($defs.run_id).
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def sha256_file(path: Path) -> str:
