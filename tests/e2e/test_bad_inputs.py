@@ -1,0 +1,100 @@
+"""Every bad input a user has been seen to give: one paragraph naming what was wrong, the exit status the
+README promises, never a traceback. In-process through the CLI's `main` (a subprocess each would cost
+seconds of imports); Ctrl-C at start-up is a real process and signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.results.writer import BundleWriter
+from tests.results.rows import MANIFEST, valid_row
+
+pytestmark = pytest.mark.e2e
+RUN = ["backends=[torch]", "workload.sizes=[16]", "timing=quick", "timing.max_time_s=0.2", "timing.warmup_s=0",
+       "telemetry.enabled=false"]
+
+
+def _bundle(folder, run_id, case_id="matmul-fp32-16", workload="matmul"):
+    writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id}, "", {})
+    writer.append(valid_row(run_id=run_id, case_id=case_id, workload=workload),
+                  {"case_id": case_id, "backend": "torch", "samples": [1e-3, 1.1e-3, 0.9e-3]})
+    writer.finalize("complete")
+    return str(folder / run_id)
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "tagged.yaml").write_text("GPU: !!python/object/apply:os.system ['echo owned']\n")
+    return {"file": str(tmp_path / "a-file"), "tagged": str(tmp_path / "tagged.yaml"),
+            "a": _bundle(tmp_path, "a"), "b": _bundle(tmp_path, "b"),
+            "attention": _bundle(tmp_path, "att", "attention-bf16-fwd", "attention"), "dir": str(tmp_path)}
+
+
+CASES = [  # (arguments, exit status, words the one-paragraph message must contain)
+    (["run", "workload=fft"], 2, "unknown workload 'fft'"),
+    (["run", "dtype=[bf16"], 2, "malformed override"),
+    (["run", "backends=[torch,cuda]"], 2, "backends[1]"),
+    (["run", "workload.sizes=[0]"], 2, "workload.sizes[0]"),
+    (["run", "workload.sizes=[-5]"], 2, "workload.sizes[0]"),
+    (["run", "dtype=fp64"], 2, "dtype"),
+    (["run", "colour=blue"], 2, "unknown setting 'colour'"),
+    (["run", "-m", "dtype=fp32,int4"], 2, "dtype"),
+    (["env", "--device", "gpu"], 2, "device=gpu was asked for"),
+    (["run", "results_dir={file}"], 2, "results_dir: '{file}' is a file"),
+    (["run", "results_dir="], 2, "results_dir: '' is not a folder"),
+    (["run", "run_id=."], 2, "run_id: '.' is not a usable folder name"),
+    (["run", "run_id=.."], 2, "run_id: '..' is not a usable folder name"),
+    (["run", "run_id=" + "x" * 300], 2, "is not a usable folder name"),
+    (["run", "timing.bootstrap_resamples=1000000000"], 2, "timing.bootstrap_resamples"),
+    (["run", "timing.min_sample_s=5", "timing.max_time_s=1"], 2, "timing.min_sample_s: 5.0 exceeds"),
+    (["run", "workload=transformer", "workload.foo=1"], 2, "Allowed in workload: activation_checkpointing"),
+    (["run", "device=gpu", "results_dir={dir}"], 2, "device=gpu"),
+    (["compare", "{a}"], 2, "at least two bundles"),
+    (["compare", "{a}", "{b}", "--margin", "-1"], 2, "--margin -1.0 is out of range"),
+    (["compare", "{a}", "{attention}"], 2, "no case matched"),
+    (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "not a plain YAML mapping of prices"),
+    (["compare", "{a}", "{dir}/nope"], 2, "is not a valid bundle"),
+    (["validate"], 2, "validate"),
+    (["frobnicate"], 2, "unknown command 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize(("args", "status", "words"), CASES, ids=[" ".join(c[0])[:40] for c in CASES])
+def test_bad_input(files, capsys, args, status, words):
+    code = main([a.format(**files) for a in args])
+    err = capsys.readouterr().err
+    assert code == status, err
+    assert words.format(**files) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not os.path.exists(os.path.join(files["dir"], "results"))
+
+
+def test_a_number_is_a_run_id_and_a_used_run_id_is_refused(files, capsys):
+    args = ["run", *RUN, f"results_dir={files['dir']}/r", "run_id=123"]
+    assert main(args) == 0
+    assert json.loads(Path(files["dir"], "r", "123", "manifest.json").read_text())["run_id"] == "123"
+    capsys.readouterr()
+    assert main(args) == 2  # the loser of two runs with one run id
+    err = capsys.readouterr().err
+    assert "already exists" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", *RUN, f"results_dir={tmp_path}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    time.sleep(1.0)  # inside the imports and Hydra's composition, before any case runs
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
