@@ -27,7 +27,8 @@ from harness.machine.platform import DeviceInfo, detect
 from harness.machine.ranks import ProcessInfo, process_info
 from harness.machine.telemetry import open_sampler
 from harness.results.comparability import comparability_key
-from harness.results.table import progress_line, table
+from harness.results.progress import Progress
+from harness.results.table import table
 from harness.results.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -201,15 +202,16 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:
         writer = NullWriter(folder, manifest)
-    say = (lambda row: print(progress_line(row), file=sys.stderr, flush=True)) if proc.writes_bundle else (
-        lambda row: None)
-    runner = CaseRunner(ctx, writer, run_id, say, sampler)
+    progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
+    runner = CaseRunner(ctx, writer, run_id, progress, sampler)
     start = contention.snapshot()
     try:
         with interrupts_as_keyboard_interrupt():
             for phase in phases:
                 runner.run_phase(phase)
+        progress.close()
     except (KeyboardInterrupt, RunAborted) as exc:
+        progress.close()
         _finish(writer, runner, phases, "partial", proc, start)
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
         print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
