@@ -25,7 +25,7 @@ from harness.engine.timers import flush_buffer
 from harness.engine.timing import Series
 from harness.machine import contention, stack
 from harness.machine.frameworks import release_cached_memory
-from harness.machine.peaks import lookup
+from harness.machine.peaks import Peak, lookup
 from harness.machine.telemetry import Reading, Sampler
 from harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from harness.machine.telemetry.recorder import Recorder
@@ -296,7 +296,8 @@ class CaseRunner:
         elif a.status == "ok" and not timing_valid:
             row["timer"] = {"name": None, "inner": None, "stop": f"checked, not timed: {row['timing_note']}"}
         row.update(_rank_fields(a))
-        peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz)
+        peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz) if flops > 0 else (
+            Peak(None, None, None, "not a compute workload: see the bandwidth figures"))
         row.update(tput)
         row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:

@@ -51,6 +51,17 @@ HEADER = ["phase", "workload", "backend", "dtype", "shape", "status", "median ms
 
 
 def table(rows: Iterable[dict[str, Any]]) -> str:
+    """The end-of-run table; collective rows get nccl-tests' table instead (bandwidth, no FLOPs)."""
+    rows = list(rows)
+    collectives = [r for r in rows if r.get("workload") == "collectives"]
+    others = [r for r in rows if r.get("workload") != "collectives"]
+    parts = [_compute_table(others)] if others or not collectives else []
+    if collectives:
+        parts.append(collectives_table(collectives))
+    return "\n\n".join(parts)
+
+
+def _compute_table(rows: list[dict[str, Any]]) -> str:
     body = [_cells(r) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(HEADER)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths, strict=True))]
@@ -68,3 +79,48 @@ def progress_line(row: dict[str, Any]) -> str:
     if row.get("tflops") is None:
         return f"{head} {_bandwidth(row) or 'no throughput figure'}"
     return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}"
+
+
+NCCL_TYPES = {"fp32": "float", "bf16": "bfloat16", "fp16": "half"}  # nccl-tests' names for the data types
+REDOPS = {"all_reduce": "sum", "reduce_scatter": "sum"}  # the others move data without reducing it
+
+
+def _side(row: dict[str, Any] | None) -> list[str]:
+    """time (us), algbw, busbw, #wrong of one placement, as nccl-tests prints them."""
+    if row is None:
+        return ["", "", "", ""]
+    if row["status"] != "ok":
+        return [row["status"], "", "", str(row.get("wrong", "")) if row.get("wrong") is not None else ""]
+    t = (row.get("time_s") or {}).get("median")
+    bus = row.get("busbw_gbps")
+    return [_num(t * 1e6 if t else None, ".1f"), _num(row.get("algbw_gbps"), ".2f"),
+            _num(bus, ".2f") if bus is not None else "n/a", str(row.get("wrong", 0))]
+
+
+def collectives_table(rows: list[dict[str, Any]]) -> str:
+    """nccl-tests' table per (backend, operation, mode, type): size, count, type, redop, then time, algbw,
+    busbw and #wrong out of place and in place side by side, and the average bus bandwidth."""
+    groups: dict[tuple, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        p = r["params"]
+        key = (r["backend"], p["op"], p["mode"], r["dtype"])
+        groups.setdefault(key, {}).setdefault(p["size_bytes"], {})["in" if p["in_place"] else "out"] = r
+    out = []
+    for (backend, op, mode, dtype), sizes in sorted(groups.items()):
+        item = {"fp32": 4, "bf16": 2, "fp16": 2}.get(dtype, 4)
+        head = ["size (B)", "count", "type", "redop", "oop time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
+                "ip time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+        body, busbw = [], []
+        for size, pair in sorted(sizes.items()):
+            any_row = pair.get("out") or pair.get("in")
+            actual = any_row.get("size_bytes_actual") or size
+            body.append([str(actual), str(actual // item), NCCL_TYPES.get(dtype, dtype), REDOPS.get(op, "none"),
+                         *_side(pair.get("out")), *_side(pair.get("in"))])
+            busbw += [r["busbw_gbps"] for r in pair.values() if r.get("busbw_gbps") is not None]
+        widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(head)]
+        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.get('ranks') or any_row['notes'].get('ranks')}")
+        out.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
+        out += ["  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
+        avg = f"{sum(busbw) / len(busbw):.3g} GB/s" if busbw else "n/a (one rank)"
+        out.append(f"# Avg bus bandwidth: {avg} (over this sweep's sizes: it depends on the range chosen)")
+    return "\n".join(out)

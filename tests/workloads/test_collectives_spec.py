@@ -97,3 +97,16 @@ def test_expand_sweeps_ops_places_and_modes():
         expand({"name": "collectives", "ops": ["gossip"]}, "fp32", 0)
     with pytest.raises(ConfigError, match="collectives dtype"):
         expand({"name": "collectives"}, "fp8", 0)
+
+
+def test_the_default_plan_has_no_placement_torch_cannot_express():
+    from workloads.collectives.spec import expand
+    from workloads.collectives.torch_dist import NOT_IN_TORCH
+
+    cases = expand({"name": "collectives", "ops": ["all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                   "broadcast"], "sizes": ["1K"]}, "fp32", 0)
+    assert not [c for c in cases if (c.op, c.in_place) in NOT_IN_TORCH]
+    assert {(c.op, c.in_place) for c in cases if c.op == "all_gather"} == {("all_gather", False),
+                                                                            ("all_gather", True)}
+    explicit = expand({"name": "collectives", "ops": ["all_reduce"], "sizes": ["1K"], "in_place": [False]}, "fp32", 0)
+    assert [c.in_place for c in explicit] == [False]  # asked for explicitly: kept (and skipped with the reason)

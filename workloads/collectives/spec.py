@@ -174,8 +174,7 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Colle
     ops = [choice(f"workload.ops[{i}]", o, OPS) for i, o in enumerate(ops if isinstance(ops, list) else [ops])]
     modes = workload.get("mode", ["throughput"])
     modes = [choice("workload.mode", m, MODES) for m in (modes if isinstance(modes, list) else [modes])]
-    places = workload.get("in_place", [False, True])
-    places = [boolean("workload.in_place", p) for p in (places if isinstance(places, list) else [places])]
+    places = workload.get("in_place", "auto")
     common = {"iters": positive_int("workload.iters", workload.get("iters", 20)),
               "warmup": positive_int("workload.warmup", workload.get("warmup", 5)),
               "samples": positive_int("workload.samples", workload.get("samples", 10)),
@@ -183,4 +182,18 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Colle
               "inject_corruption": boolean("workload.inject_corruption", workload.get("inject_corruption", False))}
     sizes = size_sweep(workload.get("sizes") or workload.get("sweep") or {"start": "8", "end": "64M", "factor": 2})
     return [CollectiveCase(op, size, dtype, place, mode, seed=seed, **common)
-            for op in ops for mode in modes for place in places for size in sizes]
+            for op in ops for mode in modes for place in placements(op, places) for size in sizes]
+
+
+# `in_place: auto`: the placements torch.distributed and NCCL's API both express for each operation (an
+# out-of-place all_reduce or broadcast has no torch call; all_to_all has no in-place form in either), so a
+# default plan has no row that could only be skipped. An explicit list asks for exactly those placements.
+AUTO_PLACEMENTS = {"all_reduce": [True], "broadcast": [True], "all_to_all": [False],
+                   "all_gather": [False, True], "reduce_scatter": [False, True]}
+
+
+def placements(op: str, value: Any) -> list[bool]:
+    if value == "auto":
+        return AUTO_PLACEMENTS[op]
+    values = value if isinstance(value, list) else [value]
+    return [boolean("workload.in_place", v) for v in values]
