@@ -56,9 +56,11 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
             start = time.perf_counter()
             attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
             attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
-        rows = case.check_rows()
-        check = case.check(attempt.prepared.result(rows))
+        checked = attempt.prepared.check_case or case
+        check = checked.check(attempt.prepared.result(checked.check_rows()))
         attempt.check = check.as_dict()
+        if checked is not case:
+            attempt.check["case_id"] = checked.case_id
         if not check.ok:
             attempt.status = "incorrect"
             attempt.reason = (f"{check.metric} {check.error:.3g} exceeds tolerance {check.tolerance:.3g} "

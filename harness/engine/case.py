@@ -80,6 +80,9 @@ class Prepared:
     fixed: FixedPlan | None = None  # set: sampled by this plan instead of the adaptive stop rule
     gather: Callable[[list[float]], list[list[float]]] | None = None  # every rank's samples (multi-process)
     rank_combine: str = "mean"  # per sample index across ranks: "mean" (nccl-tests' default) or "max"
+    # Checked on another (smaller) case than the row's: an untimed backend too slow for the full size (Triton's
+    # interpreter) still proves its kernels correct. `result` then answers for this case.
+    check_case: Any = None
 
 
 class RunAborted(Exception):

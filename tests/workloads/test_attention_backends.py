@@ -105,3 +105,30 @@ def test_jax_records_xla_cost_beside_the_analytic_count(cpu_ctx):
 def test_triton_rejects_unsupported_head_dims(cpu_ctx):
     ok, why = triton_backend.available(_case((2, 2, 8, 8, 80, False, "top_left")), cpu_ctx)
     assert not ok and "80" in why
+
+
+def test_the_interpreter_checks_large_attention_at_a_small_size(cpu_ctx):
+    from harness.engine.attempts import prepare_and_check
+    from workloads.attention.spec import expand
+    from workloads.catalog import build_registry
+
+    (case,) = expand({"name": "attention", "batch": 2, "heads": 8, "kv_heads": 2, "seq_q": [512], "seq_kv": [1024],
+                      "head_dim": [64], "causal": [True], "alignment": "bottom_right", "mode": ["fwd_bwd"]},
+                     "fp32", 0)
+    attempt = prepare_and_check(case, cpu_ctx, build_registry().workload("attention"), "triton")
+    assert attempt.status == "ok" and attempt.check["ok"], attempt.reason
+    assert attempt.check["case_id"].endswith("b1-h4kv1-q97-k97-d64-causal-bottom_right")
+    assert not attempt.prepared.timing_valid
+
+
+def test_a_large_model_is_not_interpreted(cpu_ctx):
+    import yaml
+
+    from harness.hydra_app import CONFIG_DIR
+    from workloads.transformer import torch_triton
+    from workloads.transformer.cases import TrainCase
+    from workloads.transformer.spec import model_from_config
+
+    big = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "125m.yaml").read_text()))
+    ok, why = torch_triton.available(TrainCase(big, "bf16"), cpu_ctx)
+    assert not ok and "would take hours" in why and "model=tiny" in why

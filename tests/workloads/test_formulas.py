@@ -79,3 +79,14 @@ def test_expand_sizes_and_shapes():
     cases = expand({"name": "matmul", "sizes": [8], "shapes": [[4, 5, 6]]}, "fp16", 0)
     assert [(c.m, c.n, c.k) for c in cases] == [(8, 8, 8), (4, 5, 6)]
     assert cases[0].case_id == "matmul-fp16-8x8x8-NN"
+
+
+def test_naming_shapes_replaces_the_default_sizes():
+    from workloads.matmul.spec import expand
+
+    def shapes(**workload):
+        return [(c.m, c.n, c.k) for c in expand({"name": "matmul", "sizes": None, "shapes": [], **workload}, "bf16", 0)]
+
+    assert shapes() == [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)]
+    assert shapes(shapes=[[8192, 8192, 1024]]) == [(8192, 8192, 1024)]
+    assert shapes(shapes=[[8192, 8192, 1024]], sizes=[64]) == [(64, 64, 64), (8192, 8192, 1024)]

@@ -113,3 +113,14 @@ def test_no_jax_workload_indexes_the_global_device_list():
     root = Path(__file__).resolve().parents[2] / "workloads"
     offenders = [str(p) for p in root.glob("*/jax.py") if "jax.devices()[" in p.read_text()]
     assert not offenders
+
+
+def test_the_interpreter_checks_a_large_case_at_a_small_size_and_never_times_it(cpu_ctx):
+    from harness.engine.attempts import prepare_and_check
+    from workloads.catalog import build_registry
+    from workloads.matmul.spec import MatmulCase
+
+    case = MatmulCase(4096, 4096, 1024, "fp32")
+    attempt = prepare_and_check(case, cpu_ctx, build_registry().workload("matmul"), "triton")
+    assert attempt.status == "ok" and attempt.check["ok"] and attempt.check["case_id"] == "matmul-fp32-200x136x152-NN"
+    assert not attempt.prepared.timing_valid and "checked at 200x136x152" in attempt.prepared.timing_note

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from harness.engine.case import Prepared, Unavailable
 from harness.engine.context import RunContext
 from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
@@ -29,9 +31,31 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     on_cpu = ctx.platform.kind == "cpu"
     from kernels.flash_attention import flash_attention
 
+    checked = interpreter_case(case) if on_cpu else case
+
     def attend(q, k, v):
-        return flash_attention(q, k, v, case.causal, case.causal_offset, case.scale)
+        return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
     notes = {"library": "kernels.flash_attention (Triton)", "interpreter": on_cpu}
-    return prepare_torch(case, ctx, attend, notes, timing_valid=not on_cpu,
-                         timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
+    note = TRITON_INTERPRETER_NOTE if on_cpu else ""
+    if checked is not case:
+        note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "
+                 "(the interpreter would take hours at the full size)")
+    prepared = prepare_torch(checked, ctx, attend, notes, timing_valid=not on_cpu, timing_note=note)
+    if checked is not case:
+        prepared.check_case = checked
+    return prepared
+
+
+# The interpreter runs every (query block, key block) program in numpy; above this many score entries a
+# smaller case checks the same kernel: one kv-head group (GQA kept), lengths off the tile multiples, the
+# same causal alignment, head dim and mode.
+INTERPRETER_LIMIT = 2 * 4 * 128 * 128
+
+
+def interpreter_case(case: AttentionCase) -> AttentionCase:
+    if case.batch * case.heads * case.seq_q * case.seq_kv <= INTERPRETER_LIMIT:
+        return case
+    seq_kv = min(case.seq_kv, 97)
+    seq_q = min(case.seq_q, seq_kv if case.causal and case.alignment == "bottom_right" else 83)
+    return replace(case, batch=1, heads=case.group, kv_heads=1, seq_q=seq_q, seq_kv=seq_kv)

@@ -107,8 +107,15 @@ def _operands64(case: MatmulCase) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(np.float64), b.astype(np.float64)
 
 
+DEFAULT_SIZES = (2048, 4096, 8192)
+
+
 def _shapes(workload: Mapping[str, Any]) -> list[tuple[int, int, int]]:
-    shapes = [(s, s, s) for s in int_list("workload.sizes", workload.get("sizes") or [])]
+    """`sizes` null means the default squares, unless `shapes` are named: naming shapes replaces them."""
+    sizes = workload.get("sizes")
+    if sizes is None:
+        sizes = [] if workload.get("shapes") else list(DEFAULT_SIZES)
+    shapes = [(s, s, s) for s in int_list("workload.sizes", sizes)]
     for i, shape in enumerate(workload.get("shapes") or []):
         dims = int_list(f"workload.shapes[{i}]", shape)
         if len(dims) != 3:

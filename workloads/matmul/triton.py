@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from harness.engine.case import Prepared, Unavailable
@@ -36,12 +38,34 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
-    import torch
-
     why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
     if why:
         raise Unavailable(why)
     on_cpu = ctx.platform.kind == "cpu"
+    checked = interpreter_case(case) if on_cpu else case
+    prepared = _prepare(checked, ctx, on_cpu)
+    if checked is not case:
+        prepared.check_case = checked
+        prepared.timing_note += (f"; checked at {checked.m}x{checked.n}x{checked.k} (the interpreter would take "
+                                 f"hours at {case.m}x{case.n}x{case.k})")
+    return prepared
+
+
+# The interpreter runs each program of the kernel in numpy: about 10 ms per 64x64x64 tile step here, so 2048^3
+# is minutes and 8192^3 hours. Above this many multiply-adds a smaller case checks the same kernel (edge
+# tiles included: the sizes stay off the tile multiples) and the row says so.
+INTERPRETER_LIMIT = 256**3
+
+
+def interpreter_case(case: MatmulCase) -> MatmulCase:
+    if case.m * case.n * case.k <= INTERPRETER_LIMIT:
+        return case
+    return replace(case, m=min(case.m, 200), n=min(case.n, 136), k=min(case.k, 152))
+
+
+def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
+    import torch
+
     from kernels import matmul as kernel
     a_np, b_np = case.stored_inputs()
     device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)

@@ -17,7 +17,16 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if case.model.head_dim not in HEAD_DIMS:
         return False, f"head dim {case.model.head_dim} is not supported by the Triton kernel; allowed: {HEAD_DIMS}"
+    params = case.model.param_counts()["total"]
+    if ctx.platform.kind == "cpu" and params > INTERPRETER_PARAMS:
+        return False, (f"the Triton interpreter would take hours for a {params / 1e6:.0f}M-parameter step on a CPU; "
+                       "model=tiny checks these kernels here, a GPU times them")
     return True, ""
+
+
+# Interpreted, every GEMM tile step is numpy work: the tiny preset's step takes about 10 s here; a 125M model's
+# would take hours (its vocabulary-sized output layer alone thousands of times the tiny one's).
+INTERPRETER_PARAMS = 2_000_000
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
