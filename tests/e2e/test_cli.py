@@ -65,7 +65,17 @@ def test_multirun_writes_one_bundle_per_combination(tmp_path):
     bundles = sorted(p for p in tmp_path.iterdir() if (p / "manifest.json").exists())
     assert len(bundles) == 2
     assert {read_bundle(b).cases[0]["dtype"] for b in bundles} == {"fp32", "bf16"}
-    assert proc.stdout.strip().splitlines()[-1].startswith("bundle: ")
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("sweep: 2 jobs, 2 succeeded, 0 did not")
+    assert lines[-3].startswith("job 0 (dtype=fp32") and "bundle: " in lines[-3]
+
+
+def test_a_failed_job_under_the_slurm_launcher_makes_the_sweep_fail(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    proc = xmfu("run", "-m", "hydra/launcher=submitit_local", "dtype=fp32,tf32", "backends=[torch]",
+                "workload.sizes=[16]", *TINY, "telemetry.enabled=false", f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # the tf32 job could run no case on a CPU
+    assert "sweep: 2 jobs, 1 succeeded, 1 did not" in proc.stdout
 
 
 def test_mamf_sets_achievable_peak(tmp_path):
