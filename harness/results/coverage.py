@@ -84,7 +84,8 @@ def _td(cell: Cell) -> str:
         text = f"ok ({cell.ok}/{cell.total})" if cell.total > 1 else "ok"
     else:
         count = f" ({cell.ok}/{cell.total} ok)" if cell.total > 1 else ""
-        text = f"{cell.status}{count}" + (f": {cell.reason[:80]}" if cell.reason else "")
+        reason = cell.reason if len(cell.reason) <= 80 else cell.reason[:79] + "…"  # in full on hover (title)
+        text = f"{cell.status}{count}" + (f": {reason}" if reason else "")
     css = "cov-" + cell.status.replace(" ", "-")
     return f'<td class="{css}" title="{escape(cell.reason)}">{escape(text)}</td>'
 
