@@ -280,9 +280,10 @@ def _history_check(ns: argparse.Namespace) -> int:
         raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
                            "(the number of previous runs in the baseline)")
     rows = history.load(_store("history check", ns.store, must_hold_runs=True))
+    keys = list(history.series(rows, ns.metric))
     for s in history.insufficient(rows, ns.metric):
-        print(f"{s['workload']} {s['case_id']} {s['backend']} {s['device']}: insufficient history "
-              f"({s['runs']} of {s['minimum']})")
+        label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
+        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
     flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
     for f in flagged:
         print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "

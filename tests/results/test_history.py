@@ -197,4 +197,4 @@ def test_check_says_which_series_have_too_few_runs(tmp_path, capsys):
     store = _mixed_store(tmp_path)
     assert _cli("check", "--store", store, "--metric", "tflops") == 0
     out = capsys.readouterr().out
-    assert "matmul matmul-bf16-256x256x256-NN torch GPU A: insufficient history (1 of 3)" in out
+    assert "matmul matmul-bf16-256x256x256-NN torch GPU A bf16: insufficient history (1 of 3)" in out
