@@ -28,10 +28,12 @@ commands:
                             refuses incomparable rows; diffs the environments; --format
                             table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour;
                             --fail-on slower exits 1 on any slower verdict
-  report BUNDLES -o F.html  one self-contained HTML report (plots, every row, environments)
+  report BUNDLES -o F.html  one self-contained HTML report (what runs where, plots with 95% CIs, every row,
+                            environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
-                            plot a metric over time or the gap between platforms (--gap rocm cuda),
-                            exit 1 when the latest value moved beyond the noise
+                            plot a metric over time or the gap between platforms (--gap rocm cuda;
+                            -o F.svg or F.html), exit 1 when the latest value moved beyond the noise
+  export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
                             backends that would be skipped); exit 1 naming every problem
@@ -165,7 +167,7 @@ def _history_noise(store: str) -> Any:
 
     try:
         return history.run_to_run_noise(history.load(Path(store)))
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError, ValueError) as exc:  # ValueError: history.StoreError
         raise UsageFailure(f"compare: --noise-from {store}: {exc}") from None
 
 
@@ -193,54 +195,96 @@ def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
         row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
 
 
+def _output(command: str, path: str, suffixes: tuple[str, ...] | None = None) -> Path:
+    """Where `-o` writes: its folder must exist and, where the suffix picks the format, be one of `suffixes`."""
+    out = Path(path)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UsageFailure(f"{command}: -o {path}: unknown suffix {out.suffix or '(none)'!r}. "
+                           f"Allowed: {', '.join(suffixes)}")
+    if not out.parent.is_dir():
+        raise UsageFailure(f"{command}: -o {path}: the folder {out.parent} does not exist")
+    return out
+
+
+def _store(command: str, path: str, must_hold_runs: bool) -> Path:
+    from harness.results import history
+
+    store = Path(path)
+    if store.exists() and not store.is_dir():
+        raise UsageFailure(f"{command}: --store {path} is a file, not a folder of Parquet files")
+    if must_hold_runs:
+        try:
+            history.check_store(store)
+        except history.StoreError as exc:
+            raise UsageFailure(f"{command}: {exc}") from None
+    return store
+
+
 def _history_add(ns: argparse.Namespace) -> int:
     from harness.results import history
 
+    store = _store("history add", ns.store, must_hold_runs=False)
     for folder in ns.bundles:
+        bundle = _validated_bundle("history add", folder)
         try:
-            bundle = _validated_bundle("history add", folder)
-        except UsageFailure as exc:
-            return _usage_error(str(exc))
-        added = history.add(Path(ns.store), bundle, bundle.environment())
+            added = history.add(store, bundle, bundle.environment())
+        except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
+            raise UsageFailure(f"history add: {folder}: {exc}") from None
         print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
 
-def _history_trend(ns: argparse.Namespace) -> int:
-    from datetime import datetime
+def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
+    """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
+    from harness.results import history, trend
 
-    from harness.results import history
-    from harness.results.svg import line_chart
-
-    rows = [r for r in history.load(Path(ns.store)) if not ns.workload or r["workload"] == ns.workload]
     if ns.gap:
         points = history.gap(rows, ns.metric, *ns.gap)
         for p in points:
             print(f"{p['day']}  {p['workload']}  {p['case_id']}  {ns.metric} {ns.gap[0]}/{ns.gap[1]} = "
                   f"{p['ratio']:.4g}")
-        lines: dict[str, list[tuple[float, float]]] = {}
-        for p in points:
-            day = datetime.fromisoformat(p["day"]).toordinal()
-            lines.setdefault(p["case_id"], []).append((float(day), p["ratio"]))
-        title = f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}"
-    else:
-        found = history.series(rows, ns.metric)
-        lines = {}
-        for key, pts in found.items():
-            stamps = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() / 86400 for t, _ in pts]
-            lines[" ".join(map(str, key[1:4]))] = list(zip(stamps, (v for _, v in pts), strict=True))
-            print(f"{' / '.join(map(str, key))}: {len(pts)} points, latest {pts[-1][1]:.4g} ({pts[-1][0]})")
-        title = f"{ns.metric} over time"
-    if ns.output:
-        Path(ns.output).write_text(line_chart(lines, title, "days" if not ns.gap else "day number", ns.metric))
-        print(f"plot: {ns.output}")
+        return (trend.gap_groups(points), f"{ns.metric}: {ns.gap[0]} / {ns.gap[1]} on matching cases, per day",
+                f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}")
+    found = history.series(rows, ns.metric)
+    for key, pts in found.items():
+        print(f"{history.series_label(key, list(found))}: {len(pts)} points, latest {pts[-1][1]:.4g} "
+              f"({pts[-1][0].isoformat()})")
+    return trend.series_groups(found), f"{ns.metric} over time", trend.METRIC_LABELS.get(ns.metric, ns.metric)
+
+
+def _history_trend(ns: argparse.Namespace) -> int:
+    from harness.results import history, trend
+
+    out = _output("history trend", ns.output, (".svg", ".html")) if ns.output else None
+    store = _store("history trend", ns.store, must_hold_runs=True)
+    rows = [r for r in history.load(store) if not ns.workload or r["workload"] == ns.workload]
+    groups, title, ylabel = _trend_groups(ns, rows)
+    if not groups:
+        what = f"the gap {ns.gap[0]} / {ns.gap[1]}" if ns.gap else ns.metric
+        where = f" for workload {ns.workload}" if ns.workload else ""
+        raise UsageFailure(f"history trend: nothing to plot: no ok, validly timed rows give {what}{where} in the "
+                           f"store {ns.store}")
+    if out:
+        fig = trend.figure(groups, title, ylabel, parity=bool(ns.gap))
+        page = trend.svg_file(fig) if out.suffix.lower() == ".svg" else trend.html_page(
+            fig, title, *trend.series_table(groups))
+        out.write_text(page)
+        print(f"plot: {out}")
     return 0
 
 
 def _history_check(ns: argparse.Namespace) -> int:
     from harness.results import history
 
-    flagged = history.check(history.load(Path(ns.store)), ns.metric, ns.window, ns.sigmas, ns.min_change)
+    if ns.window < 1:
+        raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
+                           "(the number of previous runs in the baseline)")
+    rows = history.load(_store("history check", ns.store, must_hold_runs=True))
+    keys = list(history.series(rows, ns.metric))
+    for s in history.insufficient(rows, ns.metric):
+        label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
+        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
+    flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
     for f in flagged:
         print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
               f"{f['latest']:.4g} "
@@ -251,6 +295,8 @@ def _history_check(ns: argparse.Namespace) -> int:
 
 
 def cmd_history(args: Sequence[str]) -> int:
+    from harness.results.history import StoreError
+
     parser = _Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
     p_add = sub.add_parser("add", help="append bundles to a Parquet store (idempotent by run id)")
@@ -260,7 +306,7 @@ def cmd_history(args: Sequence[str]) -> int:
     p_trend.add_argument("--workload")
     p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
                          help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
-    p_trend.add_argument("-o", "--output", help="write the plot here (SVG)")
+    p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
     p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
     p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
     p_check.add_argument("--window", type=int, default=7)
@@ -273,7 +319,11 @@ def cmd_history(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         return {"add": _history_add, "trend": _history_trend, "check": _history_check}[ns.action](ns)
-    except RuntimeError as exc:  # pyarrow missing
+    except UsageFailure as exc:
+        return _usage_error(str(exc))
+    except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout
+        return _usage_error(f"history {ns.action}: {exc}")
+    except RuntimeError as exc:  # pyarrow or matplotlib missing
         return _usage_error(f"history: {exc}")
 
 
@@ -291,13 +341,35 @@ def cmd_report(args: Sequence[str]) -> int:
     parser.add_argument("-o", "--output", default="report.html")
     ns = parser.parse_args(args)
     try:
+        out = _output("report", ns.output)
         bundles = [_validated_bundle("report", b) for b in ns.bundles]
+        envs = [b.environment() for b in bundles]
+        telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
+        out.write_text(report.build(bundles, envs, telemetry))
     except UsageFailure as exc:
         return _usage_error(str(exc))
-    envs = [b.environment() for b in bundles]
-    telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-    Path(ns.output).write_text(report.build(bundles, envs, telemetry))
-    print(f"report: {ns.output}")
+    except RuntimeError as exc:  # matplotlib missing
+        return _usage_error(f"report: {exc}")
+    print(f"report: {out}")
+    return 0
+
+
+def cmd_export(args: Sequence[str]) -> int:
+    from harness.results import export
+
+    parser = _Parser(prog="xmfu export")
+    parser.add_argument("bundles", nargs="+")
+    parser.add_argument("-o", "--output", required=True, help="rows.parquet or rows.csv")
+    ns = parser.parse_args(args)
+    try:
+        out = _output("export", ns.output, export.SUFFIXES)
+        rows = export.rows([_validated_bundle("export", b) for b in ns.bundles])
+        export.write(rows, out)
+    except UsageFailure as exc:
+        return _usage_error(str(exc))
+    except RuntimeError as exc:  # pyarrow missing
+        return _usage_error(f"export: {exc}")
+    print(f"export: {len(rows)} rows to {out}")
     return 0
 
 
@@ -372,7 +444,7 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "validate": cmd_validate, "doctor": cmd_doctor,
+            "export": cmd_export, "validate": cmd_validate, "doctor": cmd_doctor,
             "peaks": cmd_peaks, "env": cmd_env}
 
 

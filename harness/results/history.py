@@ -2,7 +2,11 @@
 
 The store is a folder with one Parquet file per run id: appending is idempotent (a run already stored is
 skipped) and each file is written to a temporary name and renamed, under an exclusive lock, so two jobs
-appending at once cannot corrupt it. pandas (or any Parquet reader) reads the folder as one table.
+appending at once cannot corrupt it. pandas (or any Parquet reader) reads the folder as one table, because
+every file has the one Arrow schema below: before it, a file took its column types from what its rows held
+(a run whose tflops were all null wrote a null-typed column), and `pandas.read_parquet(store)` then failed on
+a store mixing workloads. Files written that way are cast to the schema when loaded, and rewritten in it (under
+the lock) by the next `add`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from harness.results.reader import Bundle
 from harness.results.schema import RUN_ID
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
+MIN_RUNS = 3  # `check` needs a baseline of at least two runs before the latest
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
     "median_s": lambda r: (r.get("time_s") or {}).get("median"),
     "ci95_low_s": lambda r: (r.get("time_s") or {}).get("ci95_low"),
@@ -33,7 +38,15 @@ COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the 
 }
 
 
-def _pyarrow() -> Any:
+STRINGS = ("run_id", "git_sha", "xmfu_version", "platform", "device", "workload", "case_id", "backend", "dtype",
+           "status", "comparability_key", "torch", "jax", "driver")
+
+
+class StoreError(ValueError):
+    """The store cannot be read as asked: missing, not a folder, empty, or holding a file that is not Parquet."""
+
+
+def pyarrow_module() -> Any:
     try:
         import pyarrow
         import pyarrow.parquet
@@ -42,20 +55,44 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
+def schema() -> Any:
+    """The store's one Arrow schema: text as strings, `created` a UTC timestamp, `timing_valid` a boolean, every
+    figure a float64 (null where a row has none)."""
+    pa = pyarrow_module()
+    return pa.schema([("run_id", pa.string()), ("created", pa.timestamp("us", tz="UTC")),
+                      *[(name, pa.string()) for name in STRINGS[1:]], ("timing_valid", pa.bool_()),
+                      *[(name, pa.float64()) for name in COLUMNS]])
+
+
+def when(created: Any) -> datetime:
+    """A manifest's `created` (ISO 8601, 'Z' for UTC) or a stored timestamp, as an aware datetime."""
+    if isinstance(created, datetime):
+        return created if created.tzinfo else created.replace(tzinfo=timezone.utc)
+    try:
+        parsed = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"created {created!r} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
 def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]:
     m = bundle.manifest
     packages = environment.get("packages") or {}
     out = []
     for r in bundle.cases:
-        row = {"run_id": m["run_id"], "created": m["created"], "git_sha": m.get("git_sha") or "",
+        row = {"run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
                "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
                "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],
                "status": r["status"], "timing_valid": bool(r.get("timing_valid")),
                "comparability_key": r["comparability_key"], "torch": packages.get("torch") or "",
                "jax": packages.get("jax") or "", "driver": environment.get("driver") or ""}
-        row.update({name: read(r) for name, read in COLUMNS.items()})
+        row.update({name: _float(read(r)) for name, read in COLUMNS.items()})
         out.append(row)
     return out
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None or isinstance(v, bool) else float(v)
 
 
 @contextmanager
@@ -81,53 +118,119 @@ def store_file(store: Path, run_id: Any) -> Path:
     return target
 
 
+def _write(table: Any, target: Path) -> None:
+    """Write to a temporary name and rename: a reader never sees half a file."""
+    pa = pyarrow_module()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    pa.parquet.write_table(table, tmp)
+    os.replace(tmp, target)
+
+
 def add(store: Path, bundle: Bundle, environment: dict[str, Any]) -> bool:
     """Append one bundle; False when its run id is already stored (idempotent)."""
-    pa = _pyarrow()
+    pa = pyarrow_module()
     target = store_file(store, bundle.manifest.get("run_id"))
+    table = pa.Table.from_pylist(flatten(bundle, environment), schema=schema())
     with locked(store):
+        _upgrade(store)
         if target.exists():
             return False
-        table = pa.Table.from_pylist(flatten(bundle, environment))
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        pa.parquet.write_table(table, tmp)
-        os.replace(tmp, target)
+        _write(table, target)
     return True
 
 
-def load(store: Path) -> list[dict[str, Any]]:
-    pa = _pyarrow()
+def check_store(store: Path) -> list[Path]:
+    """The store's Parquet files; StoreError when it does not exist, is not a folder, or holds no run."""
+    if not store.exists():
+        raise StoreError(f"the store {store} does not exist (xmfu history add BUNDLE... --store {store} makes it)")
+    if not store.is_dir():
+        raise StoreError(f"the store {store} is a file, not a folder of Parquet files")
     files = sorted(store.glob("*.parquet"))
     if not files:
-        return []
-    return pa.concat_tables([pa.parquet.read_table(f) for f in files], promote_options="default").to_pylist()
+        raise StoreError(f"the store {store} holds no runs yet (xmfu history add BUNDLE... --store {store})")
+    return files
 
 
-def series(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, list[tuple[str, float]]]:
-    """(workload, case, backend, device, dtype) -> [(created, value)] in time order, ok rows only."""
-    out: dict[tuple, list[tuple[str, float]]] = defaultdict(list)
+def _read(path: Path) -> Any:
+    """One stored run as a table in the store's schema (older files are cast: null-typed or integer columns
+    to float64, `created` text to a timestamp; columns the schema lacks are dropped, missing ones are null)."""
+    pa = pyarrow_module()
+    try:
+        table = pa.parquet.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the store") from None
+    target = schema()
+    try:
+        columns = [table.column(f.name).cast(f.type) if f.name in table.column_names
+                   else pa.nulls(table.num_rows, f.type) for f in target]
+    except (pa.ArrowException, ValueError) as exc:
+        raise StoreError(f"{path} does not fit the history schema ({exc}); move it out of the store") from None
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _upgrade(store: Path) -> None:
+    """Rewrite files of an older layout in the one schema (called under the lock), so that any Parquet reader
+    reads the folder again. A file that cannot be read is left for `load` to name."""
+    pa = pyarrow_module()
+    target = schema()
+    for path in sorted(store.glob("*.parquet")):
+        try:
+            if pa.parquet.read_schema(path).equals(target):
+                continue
+            _write(_read(path), path)
+        except (StoreError, pa.ArrowException, OSError):
+            continue
+
+
+def load(store: Path) -> list[dict[str, Any]]:
+    """Every stored row; StoreError naming what is wrong with the store or with one of its files."""
+    pa = pyarrow_module()
+    return pa.concat_tables([_read(f) for f in check_store(store)]).to_pylist()
+
+
+def series(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, list[tuple[datetime, float]]]:
+    """SERIES_KEY -> [(created, value)] in time order, ok rows with a valid timing only. Runs whose
+    comparability keys differ (another FLOP convention, protocol or parameters) are separate series."""
+    out: dict[tuple, list[tuple[datetime, float]]] = defaultdict(list)
     for r in rows:
         if r["status"] == "ok" and r.get(metric) is not None and r.get("timing_valid", True):
-            out[tuple(r[k] for k in SERIES_KEY)].append((r["created"], float(r[metric])))
+            out[tuple(r.get(k) for k in SERIES_KEY)].append((when(r["created"]), float(r[metric])))
     return {k: sorted(v) for k, v in out.items()}
 
 
+def series_label(key: tuple, keys: Sequence[tuple]) -> str:
+    """'matmul c torch GPU bf16', with the comparability key added where two series differ only by it."""
+    named = dict(zip(SERIES_KEY, key, strict=True))
+    head = " ".join(str(named[k]) for k in SERIES_KEY[:-1])
+    twins = sum(1 for other in keys if other[:-1] == key[:-1])
+    return f"{head} [key {named['comparability_key']}]" if twins > 1 else head
+
+
 def gap(rows: Sequence[dict[str, Any]], metric: str, numerator: str, denominator: str) -> list[dict[str, Any]]:
-    """metric(numerator platform or device) / metric(denominator) on matching cases, per day."""
+    """metric(numerator platform or device) / metric(denominator) on matching cases, per day. A case matches
+    only with the same comparability key on both sides (the same spec, dtype, FLOP convention and protocol)."""
     by_day: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] != "ok" or r.get(metric) is None:
+        if r["status"] != "ok" or r.get(metric) is None or not r.get("timing_valid", True):
             continue
         side = next((s for s in (numerator, denominator) if s in (r["platform"], r["device"])), None)
         if side:
-            day = datetime.fromisoformat(r["created"].replace("Z", "+00:00")).date().isoformat()
-            by_day[(day, r["workload"], r["case_id"], r["dtype"])][side].append(float(r[metric]))
+            day = when(r["created"]).date().isoformat()
+            key = (day, r["workload"], r["case_id"], r["dtype"], r.get("comparability_key"))
+            by_day[key][side].append(float(r[metric]))
     out = []
-    for (day, workload, case_id, dtype), sides in sorted(by_day.items()):
+    for (day, workload, case_id, dtype, comparability), sides in sorted(by_day.items(), key=lambda kv: str(kv[0])):
         if sides[numerator] and sides[denominator]:
             ratio = statistics.fmean(sides[numerator]) / statistics.fmean(sides[denominator])
-            out.append({"day": day, "workload": workload, "case_id": case_id, "dtype": dtype, "ratio": ratio})
+            out.append({"day": day, "workload": workload, "case_id": case_id, "dtype": dtype,
+                        "comparability_key": comparability, "ratio": ratio})
     return out
+
+
+def insufficient(rows: Sequence[dict[str, Any]], metric: str, minimum: int = MIN_RUNS) -> list[dict[str, Any]]:
+    """The series `check` cannot judge: fewer than `minimum` runs."""
+    return [{**dict(zip(SERIES_KEY, key, strict=True)), "runs": len(points), "minimum": minimum}
+            for key, points in series(rows, metric).items() if len(points) < minimum]
 
 
 def check(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: float = 3.0,
@@ -139,7 +242,7 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: 
     """
     flagged = []
     for key, points in series(rows, metric).items():
-        if len(points) < 3:
+        if len(points) < MIN_RUNS:
             continue
         values = [v for _, v in points]
         history, latest = values[-(window + 1):-1], values[-1]

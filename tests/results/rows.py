@@ -34,5 +34,69 @@ def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: floa
 
 
 def untimed_row(status: str = "skipped", **fields: Any) -> dict[str, Any]:
-    row = valid_row(status=status, time_s=None, tflops=None, mfu=None, reason=f"{status} here", **fields)
+    row = valid_row(status=status, **{"time_s": None, "tflops": None, "mfu": None, "reason": f"{status} here",
+                                      **fields})
+    return {**row, "tflops_ci95": None}
+
+
+def ci95(row: dict[str, Any]) -> dict[str, Any]:
+    """The TFLOP/s interval the engine writes with a row (harness/engine/metrics.py: FLOPs / the time's CI)."""
+    t = row.get("time_s")
+    if row.get("tflops") is not None and t:
+        row["tflops_ci95"] = [row["flops"] / t["ci95_high"] / 1e12, row["flops"] / t["ci95_low"] / 1e12]
+    else:
+        row["tflops_ci95"] = None
     return row
+
+
+def matmul_row(m: int, n: int, k: int, backend: str = "torch", dtype: str = "bf16", **fields: Any) -> dict[str, Any]:
+    median = 2 * m * n * k / 50e12  # 50 TFLOP/s, +-5%
+    row = valid_row([median * 0.95, median, median * 1.05], flops=2.0 * m * n * k, peak=100.0, workload="matmul",
+                    backend=backend, dtype=dtype, case_id=f"matmul-{dtype}-{m}x{n}x{k}-NN", platform="cuda",
+                    device="GPU A", params={"m": m, "n": n, "k": k, "transpose_a": False, "transpose_b": False},
+                    **fields)
+    return ci95(row)
+
+
+def attention_row(seq: int, causal: bool, mode: str, backend: str = "torch_sdpa", **fields: Any) -> dict[str, Any]:
+    flops = 4.0 * seq * seq * 64 * 8 * (0.5 if causal else 1.0) * (3.5 if mode == "fwd_bwd" else 1.0)
+    median = flops / 20e12
+    params = {"batch": 1, "heads": 8, "head_dim": 64, "seq_q": seq, "seq_kv": seq, "causal": causal, "mode": mode}
+    case = f"attention-bf16-{mode}-q{seq}-k{seq}-{'causal' if causal else 'full'}"
+    row = valid_row([median * 0.98, median, median * 1.02], flops=flops, peak=100.0, workload="attention",
+                    backend=backend, dtype="bf16", case_id=case, platform="cuda", device="GPU A", params=params,
+                    **fields)
+    return ci95(row)
+
+
+def collectives_row(size: int, ranks: int = 2, backend: str = "torch_dist", **fields: Any) -> dict[str, Any]:
+    median = 1e-5 + size / 10e9
+    bw = size / median / 1e9
+    params = {"op": "all_reduce", "in_place": True, "mode": "throughput", "size_bytes": size}
+    row = valid_row([median * 0.9, median, median * 1.1], flops=0.0, peak=100.0, workload="collectives",
+                    backend=backend, dtype="fp32", case_id=f"all_reduce-fp32-{size}B-inplace-throughput",
+                    platform="cuda", device="GPU A", params=params, tflops=None, mfu=None, algbw_gbps=bw,
+                    busbw_gbps=bw * 2 * (ranks - 1) / ranks, size_bytes_actual=size, ranks=ranks,
+                    mfu_reason="not a compute workload: see the bandwidth figures", **fields)
+    return ci95(row)
+
+
+def write_bundle(folder: Any, run_id: str, rows: list[dict[str, Any]], created: str = "2026-11-23T00:00:00.000000Z",
+                 environment: dict[str, Any] | None = None, telemetry: list[dict[str, Any]] | None = None) -> Any:
+    """A valid bundle of these rows (their run id set to `run_id`), read back through the validator."""
+    from harness.results.validator import load_bundle
+    from harness.results.writer import BundleWriter
+
+    writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id, "created": created}, "",
+                          environment or {"driver": "570", "packages": {"torch": "2.13.0"}})
+    for row in rows:
+        row = {**row, "run_id": run_id}
+        median = (row.get("time_s") or {}).get("median")
+        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"],
+                            "samples": [median] * 3 if median else []})
+    if telemetry:
+        writer.append_telemetry(rows[0]["case_id"], telemetry)
+    writer.finalize("complete")
+    loaded = load_bundle(folder / run_id)
+    assert not loaded.problems, loaded.problems
+    return loaded.bundle

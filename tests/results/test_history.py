@@ -82,3 +82,119 @@ def test_the_store_only_ever_writes_inside_itself(tmp_path, run_id):
         history.store_file(tmp_path / "store", run_id)
     assert history.store_file(tmp_path / "store", "20261123T000000Z-matmul-bf16-abc").parent == (
         tmp_path / "store").resolve()
+
+
+def test_runs_with_another_comparability_key_are_another_series():
+    same = _rows([700, 705, 702])
+    other = [{**r, "run_id": f"p{i}", "comparability_key": "k-peak450", "mfu": r["tflops"] / 450}
+             for i, r in enumerate(_rows([703]))]
+    found = history.series(same + other, "mfu")
+    assert sorted(len(v) for v in found.values()) == [1, 3]  # never one line dropping to zero
+    labels = [history.series_label(k, list(found)) for k in found]
+    assert sorted(labels) == ["matmul c torch GPU A bf16 [key k-peak450]", "matmul c torch GPU A bf16 [key k]"]
+    from harness.results import trend
+
+    lines = trend.series_groups(found)["matmul"]
+    assert sorted(len(v) for v in lines.values()) == [1, 3]
+    assert history.check(same + other, "mfu") == []  # the odd run is not a step in the first series
+
+
+def test_gap_pairs_only_cases_with_the_same_comparability_key():
+    rocm = _rows([600], device="AMD", platform="rocm")
+    cuda = [{**r, "comparability_key": "other"} for r in _rows([800], device="NV", platform="cuda")]
+    assert history.gap(rocm + cuda, "tflops", "rocm", "cuda") == []
+    (g,) = history.gap(rocm + _rows([800], device="NV", platform="cuda"), "tflops", "rocm", "cuda")
+    assert g["ratio"] == pytest.approx(0.75) and g["comparability_key"] == "k"
+
+
+def _mixed_store(tmp_path):
+    """A matmul run, a collectives run whose tflops and mfu are all null, an attention run."""
+    from tests.results.rows import attention_row, collectives_row, matmul_row, write_bundle
+
+    store = tmp_path / "store"
+    runs = {"m": [matmul_row(256, 256, 256)], "c": [collectives_row(1024), collectives_row(4096)],
+            "a": [attention_row(128, True, "fwd")]}
+    for i, (run_id, rows) in enumerate(runs.items()):
+        bundle = write_bundle(tmp_path, run_id, rows, created=f"2026-11-0{i + 1}T03:00:00.000000Z")
+        assert history.add(store, bundle, bundle.environment())
+    return store
+
+
+def test_one_schema_so_pandas_and_arrow_read_a_mixed_store(tmp_path):
+    pd = pytest.importorskip("pandas")
+    import pyarrow.dataset as ds
+
+    store = _mixed_store(tmp_path)
+    frame = pd.read_parquet(store)
+    assert len(frame) == 4 and frame["tflops"].dtype == "float64" and frame["timing_valid"].dtype == bool
+    assert str(frame["created"].dtype) == "datetime64[us, UTC]" and frame["tflops"].isna().sum() == 2
+    table = ds.dataset(store, format="parquet").to_table()
+    assert table.schema.equals(history.schema()) and table.num_rows == 4
+    assert {r["workload"] for r in history.load(store)} == {"matmul", "collectives", "attention"}
+
+
+def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pd = pytest.importorskip("pandas")
+    store = tmp_path / "store"
+    store.mkdir()
+    old = {"run_id": "old", "created": "2026-10-01T00:00:00.000000Z", "workload": "collectives", "case_id": "c",
+           "backend": "torch_dist", "device": "GPU A", "platform": "cuda", "dtype": "fp32", "status": "ok",
+           "timing_valid": True, "comparability_key": "k", "tflops": None, "mfu": None, "busbw_gbps": 3}
+    pq.write_table(pa.Table.from_pylist([old]), store / "old.parquet")  # null-typed, int and text columns
+    assert pq.read_schema(store / "old.parquet").field("tflops").type == pa.null()
+    (row,) = history.load(store)  # cast on read
+    assert row["busbw_gbps"] == 3.0 and row["created"].year == 2026 and row["tflops"] is None
+    _mixed_store(tmp_path)  # the next add rewrites the old file in the one schema
+    assert pq.read_schema(store / "old.parquet").equals(history.schema())
+    assert len(pd.read_parquet(store)) == 5
+
+
+def _cli(*args):
+    from harness.cli import main
+
+    return main(["history", *map(str, args)])
+
+
+def test_trend_writes_svg_or_a_self_contained_page_with_dates(tmp_path, capsys):
+    store = _mixed_store(tmp_path)
+    assert _cli("trend", "--store", store, "--metric", "tflops", "-o", tmp_path / "t.html") == 0
+    page = (tmp_path / "t.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "<svg" in page
+    assert "date of the run (UTC)" in page and "Nov" in page and "e+0" not in page
+    assert _cli("trend", "--store", store, "--metric", "busbw_gbps", "-o", tmp_path / "t.svg") == 0
+    assert (tmp_path / "t.svg").read_text().startswith("<svg")
+    assert _cli("trend", "--store", store, "-o", tmp_path / "t.png") == 2
+    assert "unknown suffix '.png'. Allowed: .svg, .html" in capsys.readouterr().err
+
+
+def test_store_problems_are_one_paragraph_and_exit_2(tmp_path, capsys):
+    empty, missing, a_file = tmp_path / "empty", tmp_path / "missing", tmp_path / "file"
+    empty.mkdir()
+    a_file.write_text("x")
+    cases = [(("trend", "--store", empty), "holds no runs yet"), (("check", "--store", empty), "holds no runs yet"),
+             (("trend", "--store", missing), "does not exist"), (("check", "--store", missing), "does not exist"),
+             (("trend", "--store", a_file), "is a file, not a folder"),
+             (("add", tmp_path, "--store", a_file), "is a file, not a folder"),
+             (("check", "--store", empty, "--window", "0"), "--window 0 is out of range"),
+             (("trend", "--store", empty, "-o", missing / "t.svg"), f"the folder {missing} does not exist")]
+    for args, message in cases:
+        assert _cli(*args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    undated = _make(tmp_path, "undated", 1.0, created="now")
+    assert _cli("add", undated.folder, "--store", empty) == 2
+    assert "created 'now' is not an ISO 8601 time" in capsys.readouterr().err
+    (empty / "bad.parquet").write_text("not parquet")
+    assert _cli("trend", "--store", empty) == 2
+    err = capsys.readouterr().err
+    assert f"{empty / 'bad.parquet'} is not a readable Parquet file" in err and err.count("\n") == 1
+
+
+def test_check_says_which_series_have_too_few_runs(tmp_path, capsys):
+    store = _mixed_store(tmp_path)
+    assert _cli("check", "--store", store, "--metric", "tflops") == 0
+    out = capsys.readouterr().out
+    assert "matmul matmul-bf16-256x256x256-NN torch GPU A bf16: insufficient history (1 of 3)" in out
