@@ -80,6 +80,12 @@ class Prepared:
     fixed: FixedPlan | None = None  # set: sampled by this plan instead of the adaptive stop rule
     gather: Callable[[list[float]], list[list[float]]] | None = None  # every rank's samples (multi-process)
     rank_combine: str = "mean"  # per sample index across ranks: "mean" (nccl-tests' default) or "max"
+    # Per-event latencies (e.g. one decode step per sample, for time-per-token percentiles): a fixed number of
+    # calls per sample instead of enough to last timing.min_sample_s, and a hook run before every timed sample,
+    # outside the timed region (e.g. to move on to the next cache position; repeated calls within a sample,
+    # warm-up calls and JAX's drain call then repeat the same work).
+    calls_per_sample: int | None = None
+    before_sample: Callable[[], Any] | None = None
 
 
 class RunAborted(Exception):

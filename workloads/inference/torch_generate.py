@@ -1,0 +1,189 @@
+"""Prefill and greedy decode of the torch model with a static cache, shared by the torch backends.
+
+Set-up (not timed): the training model built at the run's dtype on the same weights, the cache, the token buffer,
+and the correctness pass: a prefill and `check_steps` decode steps, whose sequence-0 logits and tokens are
+what `InferenceCase.check` compares. Then the phase's callable (see spec.py for how a call maps to a sample).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from harness.engine.case import Prepared, Unavailable
+from harness.engine.context import RunContext
+from workloads.inference.spec import InferenceSpec
+from workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
+
+Step = Callable[[int], Any]  # position -> logits (B, V); writes the token of position + 1
+
+
+def _on_gpu(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def _allocated(device: str) -> int:
+    import torch
+
+    return torch.cuda.memory_allocated(device) if _on_gpu(device) else 0
+
+
+def build_decoder(case: InferenceSpec, device: str, attend_prefix: AttendPrefix,
+                  customize: Callable[[Any], dict[str, Any]] | None) -> tuple[CachedDecoder, dict[str, Any]]:
+    """The training model on the meta device, given storage at the run's dtype, loaded with the case's weights
+    (the fp32 master copy cast once, as a checkpoint is loaded for serving), wrapped with its cache."""
+    import torch
+
+    from workloads.transformer.torch_model import Transformer
+
+    dtype = torch.float32 if case.dtype == "fp32" else torch.bfloat16
+    with torch.device("meta"):
+        model = Transformer(case.model).to(dtype)
+    model = model.to_empty(device=device)
+    model.load_state_dict({n: torch.from_numpy(w) for n, w in case.weights().items()}, strict=True)
+    notes = customize(model) if customize else {}
+    model.eval().requires_grad_(False)
+    return CachedDecoder(model, case.batch, case.cache_len, attend_prefix), notes
+
+
+class Generation:
+    """The token buffer (B, C + 1) and the two operations on it; `prefill()` and `step(p)` return fp32 logits."""
+
+    def __init__(self, case: InferenceSpec, decoder: CachedDecoder, device: str, compiled: bool) -> None:
+        import torch
+
+        self.case, self.decoder, self.compiled = case, decoder, compiled
+        self.tokens = torch.zeros((case.batch, case.cache_len + 1), dtype=torch.long, device=device)
+        self.tokens[:, :case.prompt_len] = torch.from_numpy(case.prompts()).to(device)
+        self.positions = torch.arange(case.cache_len, device=device)
+        self.compile_s: dict[str, float] = {}
+        self._prefill, self._step = self._prefill_eager, self._step_eager
+        if compiled:
+            self._compile()
+
+    def _prefill_eager(self, prompt, positions):
+        logits = self.decoder(prompt, positions, 0)
+        return logits, logits.argmax(-1)
+
+    def _step_eager(self, token, positions, start):
+        logits = self.decoder(token, positions, start)
+        return logits, logits.argmax(-1)
+
+    def _compile(self) -> None:
+        """Prefill compiled for its one shape; the decode step with mode="reduce-overhead" (CUDA graphs on
+        GPUs: one replay per step) over the whole static cache (start=None), so no position recompiles."""
+        import torch
+
+        for t in self.decoder.static_buffers():
+            torch._dynamo.mark_static_address(t)  # mutated in place every step: keep their addresses in graphs
+        prefill = torch.compile(self._prefill_eager, dynamic=False, fullgraph=True)
+        step = torch.compile(lambda token, positions: self._step_eager(token, positions, None),
+                             mode="reduce-overhead", dynamic=False, fullgraph=True)
+
+        def stepped(token, positions, start):
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs were copied out already
+            return step(token, positions)
+
+        self._prefill, self._step = prefill, stepped
+
+    def prefill(self) -> Any:
+        p = self.case.prompt_len
+        logits, first = self._prefill(self.tokens[:, :p], self.positions[:p])
+        self.tokens[:, p] = first
+        return logits
+
+    def step(self, pos: int) -> Any:
+        logits, nxt = self._step(self.tokens[:, pos:pos + 1], self.positions[pos:pos + 1], pos)
+        self.tokens[:, pos + 1] = nxt
+        return logits
+
+    def check_pass(self) -> dict[str, np.ndarray]:
+        """Prefill, then `check_steps` decode steps: sequence 0's logits (float64) and the tokens each picked.
+        Times the first call of each compiled function (compilation, and CUDA-graph recording after it)."""
+        import torch
+
+        p, steps = self.case.prompt_len, self.case.check_steps
+        start = time.perf_counter()
+        logits = [self.prefill()[0]]
+        self.compile_s["prefill_first_call_s"] = time.perf_counter() - start
+        for t in range(steps):
+            start = time.perf_counter()
+            logits.append(self.step(p + t)[0])
+            if t == 0:
+                self.compile_s["decode_first_call_s"] = time.perf_counter() - start
+        return {"logits": torch.stack(logits).double().cpu().numpy(),
+                "tokens": self.tokens[0, p:p + steps + 1].cpu().numpy().copy()}
+
+
+def _cycle(case: InferenceSpec, gen: Generation) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """One decode step at the current position, and the hook that moves to the next (P .. P+G-1, cyclically).
+    Starting on the last position makes the first sample the generation's first step."""
+    p0, g = case.prompt_len, case.gen_len
+    state = {"pos": p0 + g - 1}
+
+    def advance() -> None:
+        state["pos"] = p0 + (state["pos"] - p0 + 1) % g
+
+    return (lambda: gen.step(state["pos"])), advance
+
+
+def _cudagraph_skips() -> int:
+    """Graphs Inductor compiled with CUDA graphs asked for but not applied, in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
+
+
+def _cuda_graph_notes(skipped: int, device: str) -> dict[str, Any]:
+    if not _on_gpu(device):
+        return {"cuda_graphs": "not applied: Inductor applies CUDA graphs to CUDA devices only (this is a CPU)"}
+    if skipped:
+        return {"cuda_graphs": f"not applied to {skipped} graph(s): Inductor skipped them (TORCH_LOGS=cudagraphs "
+                               "says why)"}
+    return {"cuda_graphs": "applied (torch.compile mode=reduce-overhead: each decode step is one graph replay)"}
+
+
+def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str, Any],
+                       attend_prefix: AttendPrefix = sdpa_prefix, compiled: bool = False,
+                       customize: Callable[[Any], dict[str, Any]] | None = None, timing_valid: bool = True,
+                       timing_note: str = "") -> Prepared:
+    import torch
+
+    device = ctx.torch_device
+    if case.phase == "decode" and ctx.config.timing.cuda_graph and _on_gpu(device):
+        raise Unavailable("timing.cuda_graph replays one captured call, which would time one cache position over "
+                          "and over; decode samples step through every position (torch_compile runs the decode "
+                          "step as CUDA graphs itself)")
+    torch.set_float32_matmul_precision("highest")  # fp32 means fp32
+    before = _allocated(device)
+    decoder, custom_notes = build_decoder(case, device, attend_prefix, customize)
+    resident = _allocated(device) - before  # weights and cache
+    skips = _cudagraph_skips()
+    with torch.no_grad():
+        gen = Generation(case, decoder, device, compiled)
+        if _on_gpu(device):
+            torch.cuda.reset_peak_memory_stats(device)
+        at_reset = _allocated(device)
+        check = gen.check_pass()
+        transient = torch.cuda.max_memory_allocated(device) - at_reset if _on_gpu(device) else 0
+    if compiled:
+        notes = {**notes, **_cuda_graph_notes(_cudagraph_skips() - skips, device)}
+    fn, advance = (lambda: gen.prefill(), None) if case.phase == "prefill" else _cycle(case, gen)
+
+    def timed() -> Any:
+        with torch.no_grad():
+            return fn()
+
+    notes = {**notes, **custom_notes, **gen.compile_s, "weights_dtype": case.dtype, "kv_cache_dtype": case.dtype,
+             "static_kv_cache": True,
+             "peak_memory": "GPU: this backend's own weights and cache plus the largest transient of its prefill and "
+                            "decode steps (other backends' buffers excluded); CPU: the process's max RSS"}
+    if compiled:
+        first = "prefill_first_call_s" if case.phase == "prefill" else "decode_first_call_s"
+        notes["compile_s"] = gen.compile_s[first]
+    return Prepared(timed, lambda rows: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
+                    notes=notes, peak_memory=lambda: resident + transient if _on_gpu(device) else None,
+                    calls_per_sample=1, before_sample=advance)
