@@ -1,5 +1,6 @@
-"""Inference through torch.compile: the prefill compiled for its shape, the decode step compiled with
-mode="reduce-overhead" (Inductor, CUDA graphs on GPUs), both against the static KV cache."""
+"""Inference through torch.compile (Inductor) against the static KV cache: a prefill row compiles the prefill for
+its shape, a decode row the decode step with mode="reduce-overhead" (CUDA graphs on GPUs). Only the timed function
+is compiled; the correctness pass runs the other phase eagerly."""
 
 from __future__ import annotations
 

@@ -52,17 +52,19 @@ def build_decoder(case: InferenceSpec, device: str, attend_prefix: AttendPrefix,
 class Generation:
     """The token buffer (B, C + 1) and the two operations on it; `prefill()` and `step(p)` return fp32 logits."""
 
-    def __init__(self, case: InferenceSpec, decoder: CachedDecoder, device: str, compiled: bool) -> None:
+    def __init__(self, case: InferenceSpec, decoder: CachedDecoder, device: str, compile_phase: str | None) -> None:
         import torch
 
-        self.case, self.decoder, self.compiled = case, decoder, compiled
+        self.case, self.decoder = case, decoder
         self.tokens = torch.zeros((case.batch, case.cache_len + 1), dtype=torch.long, device=device)
         self.tokens[:, :case.prompt_len] = torch.from_numpy(case.prompts()).to(device)
         self.positions = torch.arange(case.cache_len, device=device)
         self.compile_s: dict[str, float] = {}
         self._prefill, self._step = self._prefill_eager, self._step_eager
-        if compiled:
-            self._compile()
+        if compile_phase == "prefill":
+            self._compile_prefill()
+        elif compile_phase == "decode":
+            self._compile_step()
 
     def _prefill_eager(self, prompt, positions):
         logits = self.decoder(prompt, positions, 0)
@@ -72,14 +74,19 @@ class Generation:
         logits = self.decoder(token, positions, start)
         return logits, logits.argmax(-1)
 
-    def _compile(self) -> None:
-        """Prefill compiled for its one shape; the decode step with mode="reduce-overhead" (CUDA graphs on
-        GPUs: one replay per step) over the whole static cache (start=None), so no position recompiles."""
+    def _compile_prefill(self) -> None:
+        """The prefill compiled for its one shape (Inductor's default mode: compute-bound, no graphs needed)."""
+        import torch
+
+        self._prefill = torch.compile(self._prefill_eager, dynamic=False, fullgraph=True)
+
+    def _compile_step(self) -> None:
+        """The decode step with mode="reduce-overhead" (CUDA graphs on GPUs: one replay per step), attending the
+        whole static cache (start=None) so that no position recompiles."""
         import torch
 
         for t in self.decoder.static_buffers():
             torch._dynamo.mark_static_address(t)  # mutated in place every step: keep their addresses in graphs
-        prefill = torch.compile(self._prefill_eager, dynamic=False, fullgraph=True)
         step = torch.compile(lambda token, positions: self._step_eager(token, positions, None),
                              mode="reduce-overhead", dynamic=False, fullgraph=True)
 
@@ -87,7 +94,7 @@ class Generation:
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs were copied out already
             return step(token, positions)
 
-        self._prefill, self._step = prefill, stepped
+        self._step = stepped
 
     def prefill(self) -> Any:
         p = self.case.prompt_len
@@ -102,7 +109,7 @@ class Generation:
 
     def check_pass(self) -> dict[str, np.ndarray]:
         """Prefill, then `check_steps` decode steps: sequence 0's logits (float64) and the tokens each picked.
-        Times the first call of each compiled function (compilation, and CUDA-graph recording after it)."""
+        Times the first call of each (compilation, for the compiled one)."""
         import torch
 
         p, steps = self.case.prompt_len, self.case.check_steps
@@ -146,10 +153,33 @@ def _cuda_graph_notes(skipped: int, device: str) -> dict[str, Any]:
     return {"cuda_graphs": "applied (torch.compile mode=reduce-overhead: each decode step is one graph replay)"}
 
 
+def _checked(gen: Generation, device: str) -> tuple[dict[str, np.ndarray], int]:
+    """The correctness pass, and the most it allocated above what was resident before it (GPU; 0 on a CPU)."""
+    import torch
+
+    if _on_gpu(device):
+        torch.cuda.reset_peak_memory_stats(device)
+    at_reset = _allocated(device)
+    check = gen.check_pass()
+    return check, torch.cuda.max_memory_allocated(device) - at_reset if _on_gpu(device) else 0
+
+
+def _compile_notes(case: InferenceSpec, gen: Generation, skipped: int, device: str) -> dict[str, Any]:
+    """Only the timed function is compiled (the correctness pass runs the other phase eagerly): one compilation
+    per case, and the row's compile time is that function's first call."""
+    out = {"compiled": "the prefill" if case.phase == "prefill" else "the decode step",
+           "compile_s": gen.compile_s[f"{case.phase}_first_call_s"]}
+    if case.phase == "decode":
+        out.update(_cuda_graph_notes(skipped, device))
+    return out
+
+
 def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str, Any],
                        attend_prefix: AttendPrefix = sdpa_prefix, compiled: bool = False,
                        customize: Callable[[Any], dict[str, Any]] | None = None, timing_valid: bool = True,
                        timing_note: str = "") -> Prepared:
+    """`compiled`: torch.compile the phase's function. `customize` may swap modules of the loaded model (e.g.
+    Triton linears) and returns notes about it."""
     import torch
 
     device = ctx.torch_device
@@ -163,14 +193,10 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
     resident = _allocated(device) - before  # weights and cache
     skips = _cudagraph_skips()
     with torch.no_grad():
-        gen = Generation(case, decoder, device, compiled)
-        if _on_gpu(device):
-            torch.cuda.reset_peak_memory_stats(device)
-        at_reset = _allocated(device)
-        check = gen.check_pass()
-        transient = torch.cuda.max_memory_allocated(device) - at_reset if _on_gpu(device) else 0
+        gen = Generation(case, decoder, device, case.phase if compiled else None)
+        check, transient = _checked(gen, device)
     if compiled:
-        notes = {**notes, **_cuda_graph_notes(_cudagraph_skips() - skips, device)}
+        notes = {**notes, **_compile_notes(case, gen, _cudagraph_skips() - skips, device)}
     fn, advance = (lambda: gen.prefill(), None) if case.phase == "prefill" else _cycle(case, gen)
 
     def timed() -> Any:
@@ -181,9 +207,6 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
              "static_kv_cache": True,
              "peak_memory": "GPU: this backend's own weights and cache plus the largest transient of its prefill and "
                             "decode steps (other backends' buffers excluded); CPU: the process's max RSS"}
-    if compiled:
-        first = "prefill_first_call_s" if case.phase == "prefill" else "decode_first_call_s"
-        notes["compile_s"] = gen.compile_s[first]
     return Prepared(timed, lambda rows: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
                     notes=notes, peak_memory=lambda: resident + transient if _on_gpu(device) else None,
                     calls_per_sample=1, before_sample=advance)
