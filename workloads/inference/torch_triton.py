@@ -1,6 +1,7 @@
 """Inference on xmfu's Triton kernels: FlashAttention with a causal offset over the static KV cache (prefill: offset
-0; decode at position p: one query row with offset p, so it reads slots 0..p only) and the Triton GEMM for every
-linear layer, as in the training step's torch_triton backend. On a CPU both run in Triton's interpreter."""
+0; decode at position p: one query row with offset p, so it sees slots 0..p and stops at its query tile's causal
+bound instead of the cache's end) and the Triton GEMM for every linear layer, as in the training step's
+torch_triton backend. On a CPU both run in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def prepare(case: InferenceSpec, ctx: RunContext) -> Prepared:
 
     notes = {"library": "torch eager, Triton FlashAttention (causal offset) + Triton GEMM linears, static KV cache",
              "interpreter": on_cpu,
-             "decode_attention": "slots 0..p (causal offset p); the kernel's query tile holds BLOCK_M rows, of which "
-                                 "a decode step fills one"}
+             "decode_attention": "slots 0..p visible (causal offset p); the kernel's query tile holds BLOCK_M rows, "
+                                 "of which a decode step fills one, and it loads keys up to its tile's causal bound "
+                                 "(slot p + BLOCK_M - 1), masking those after p"}
     return prepare_generation(case, ctx, notes=notes, attend_prefix=attend_prefix, customize=customize,
                               timing_valid=not on_cpu, timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
