@@ -24,7 +24,7 @@ How a call maps to a sample (the engine times `fn`, one call per sample):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -126,6 +126,18 @@ class InferenceSpec:
 
     def check_rows(self) -> None:
         return None  # the check always covers sequence 0's prefill and first `check_steps` decode steps
+
+
+def decode_cycle(case: InferenceSpec, step: Callable[[int], Any]) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """The decode row's callable (one step at the current position) and its `before_sample` hook (move to the
+    next position, P .. P+G-1 cyclically). Starting on the last position makes the first sample the first step."""
+    p0, g = case.prompt_len, case.gen_len
+    state = {"pos": p0 + g - 1}
+
+    def advance() -> None:
+        state["pos"] = p0 + (state["pos"] - p0 + 1) % g
+
+    return (lambda: step(state["pos"])), advance
 
 
 def _int_list(workload: Mapping[str, Any], key: str) -> list[int]:

@@ -15,10 +15,8 @@ import numpy as np
 
 from harness.engine.case import Prepared, Unavailable
 from harness.engine.context import RunContext
-from workloads.inference.spec import InferenceSpec
+from workloads.inference.spec import InferenceSpec, decode_cycle
 from workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
-
-Step = Callable[[int], Any]  # position -> logits (B, V); writes the token of position + 1
 
 
 def _on_gpu(device: str) -> bool:
@@ -125,18 +123,6 @@ class Generation:
                 "tokens": self.tokens[0, p:p + steps + 1].cpu().numpy().copy()}
 
 
-def _cycle(case: InferenceSpec, gen: Generation) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """One decode step at the current position, and the hook that moves to the next (P .. P+G-1, cyclically).
-    Starting on the last position makes the first sample the generation's first step."""
-    p0, g = case.prompt_len, case.gen_len
-    state = {"pos": p0 + g - 1}
-
-    def advance() -> None:
-        state["pos"] = p0 + (state["pos"] - p0 + 1) % g
-
-    return (lambda: gen.step(state["pos"])), advance
-
-
 def _cudagraph_skips() -> int:
     """Graphs Inductor compiled with CUDA graphs asked for but not applied, in this process so far."""
     from torch._dynamo.utils import counters
@@ -197,7 +183,7 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
         check, transient = _checked(gen, device)
     if compiled:
         notes = {**notes, **_compile_notes(case, gen, _cudagraph_skips() - skips, device)}
-    fn, advance = (lambda: gen.prefill(), None) if case.phase == "prefill" else _cycle(case, gen)
+    fn, advance = (gen.prefill, None) if case.phase == "prefill" else decode_cycle(case, gen.step)
 
     def timed() -> Any:
         with torch.no_grad():
