@@ -3,10 +3,11 @@
     python benchmarks/gpu_reference.py [--out DIR] [--smoke] [--budget-min 25]
 
 Parts: mamf (bf16; fp8 where the device has it) with torch vs Triton vs JAX matmul at 4096^3 and 8192^3, the
-attention shoot-out at FlashAttention's benchmark shapes, the `1b` training step on every backend, and the
-collectives over the GPUs present (torchrun, one rank per GPU; JAX over all devices). Each part is one
-`xmfu run` with its own time limit (a part that runs out is stopped with SIGTERM and keeps a `partial`
-bundle). Writes the bundles, one HTML report and `summary.md` under `results/reference/<device>/`.
+attention shoot-out at FlashAttention's benchmark shapes, the `1b` training step on every backend, inference
+(prefill and decode) of the `1b` and `8b` presets, and the collectives over the GPUs present (torchrun, one
+rank per GPU; JAX over all devices). Each part is one `xmfu run` with its own time limit (a part that runs out
+is stopped with SIGTERM and keeps a `partial` bundle). Writes the bundles, one HTML report and `summary.md`
+under `results/reference/<device>/`.
 
 Without an accelerator it runs every part at smoke sizes (to prove the plumbing) into a temporary folder,
 never into results/reference/, and lists the rows that need a GPU with the reasons the backends gave.
@@ -56,6 +57,13 @@ PARTS = (
          what="attention shoot-out at FlashAttention's benchmark shapes, speedups vs SDPA"),
     Part("transformer-1b", ("workload=transformer", "model=1b", "dtype=bf16"), ("model=tiny", "timing=quick"), 5,
          what="one training step of the 1b preset on every backend"),
+    Part("inference-1b", ("workload=inference", "model=1b", "dtype=bf16", "workload.batch=[1,16,64]"),
+         ("model=tiny", "scale=smoke", "timing=quick"), 3,
+         what="prefill (TTFT, MFU) and decode (TPOT, MBU) of the 1b preset on every backend"),
+    Part("inference-8b", ("workload=inference", "model=8b", "dtype=bf16", "workload.batch=[1,16]",
+                          "backends=[torch,torch_compile,jax]"),
+         ("model=tiny", "scale=smoke", "timing=quick"), 3,
+         what="prefill and decode of the 8b preset (Triton left out to fit the budget)"),
     Part("collectives-torch", ("workload=collectives", "backends=[torch_dist]"), ("scale=smoke",), 2, ranks="gpus",
          what="collectives over the GPUs present through torch.distributed"),
     Part("collectives-jax", ("workload=collectives", "backends=[jax]"), ("scale=smoke",), 1,
@@ -116,8 +124,29 @@ def run_part(part: Part, results: Path, smoke: bool, gpus: int, budget_s: float)
     return Outcome(part, code, time.perf_counter() - start, bundles, note)
 
 
+def _inference_figure(rows: list[dict]) -> str:
+    """Per backend: the best prefill MFU and the best decode throughput with its MBU."""
+    parts = []
+    for backend in sorted({r["backend"] for r in rows}):
+        mine = [r for r in rows if r["backend"] == backend and r["status"] == "ok" and r.get("timing_valid")]
+        prefill = max((r for r in mine if r["params"]["phase"] == "prefill"), key=lambda r: r["tflops"] or 0,
+                      default=None)
+        decode = max((r for r in mine if r["params"]["phase"] == "decode"),
+                     key=lambda r: r["throughput"]["generated_tokens_per_s"], default=None)
+        if prefill:
+            mfu = "MFU not measured" if prefill.get("mfu") is None else f"MFU {100 * prefill['mfu']:.1f}%"
+            parts.append(f"{backend} prefill {mfu} (b{prefill['params']['batch']})")
+        if decode:
+            mbu = "MBU not measured" if decode.get("mbu") is None else f"MBU {100 * decode['mbu']:.1f}%"
+            parts.append(f"{backend} decode {decode['throughput']['generated_tokens_per_s']:.4g} tok/s, {mbu} "
+                         f"(b{decode['params']['batch']})")
+    return "; ".join(parts) or "no timed row"
+
+
 def _figure(rows: list[dict]) -> str:
     """The headline of a bundle: best TFLOP/s and MFU per backend, or peak busbw."""
+    if rows and rows[0].get("workload") == "inference":
+        return _inference_figure(rows)
     best: dict[str, dict] = {}
     for r in rows:
         if r["status"] != "ok" or not r.get("timing_valid"):

@@ -124,7 +124,7 @@ def parse_results_dir(value: Any) -> str:
 SCALES = ("full", "smoke")
 TOP_LEVEL = (
     "scale", "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
-    "peak_tflops", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
+    "peak_tflops", "peak_membw_gbps", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
     "telemetry", "rocm", "repeats",
 )
@@ -201,6 +201,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         run_id=run_id,
         seed=number("seed", data.get("seed", 0), integer=True, minimum=0, inclusive=True),
         peak_tflops=optional_positive_float("peak_tflops", data.get("peak_tflops")),
+        peak_membw_gbps=optional_positive_float("peak_membw_gbps", data.get("peak_membw_gbps")),
         achievable_tflops=optional_positive_float("achievable_tflops", data.get("achievable_tflops")),
         cpu_clock_ghz=optional_positive_float("cpu_clock_ghz", data.get("cpu_clock_ghz")),
         baseline=baseline,

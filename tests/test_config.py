@@ -18,6 +18,7 @@ from workloads.catalog import build_registry
     ({"backends": ["torch", "torch"]}, "backends"),
     ({"seed": -1}, "seed"),
     ({"peak_tflops": 0}, "peak_tflops"),
+    ({"peak_membw_gbps": -1}, "peak_membw_gbps"),
     ({"device": "tpu"}, "device"),
     ({"timing": {"max_time_s": -1}}, "timing.max_time_s"),
     ({"timing": {"min_samples": 1.5}}, "timing.min_samples"),
@@ -64,6 +65,7 @@ def test_smoke_experiment_shrinks_sizes():
 
 @pytest.mark.parametrize(("workload", "key", "smoke_value"), [
     ("attention", "seq_q", [48]), ("collectives", "sizes", ["1K", "64K"]), ("allreduce", "sizes", ["1K", "64K"]),
+    ("inference", "prompt_len", [16]),
 ])
 def test_smoke_sizes_follow_the_chosen_workload(workload, key, smoke_value):
     job = [f"workload={workload}", "experiment=smoke"]

@@ -15,6 +15,11 @@ from workloads.collectives import jax as collectives_jax
 from workloads.collectives import spec as collectives_spec
 from workloads.collectives import summary as collectives_summary
 from workloads.collectives import torch_dist as collectives_torch
+from workloads.inference import cases as inference_cases
+from workloads.inference import jax as inference_jax
+from workloads.inference import torch as inference_torch
+from workloads.inference import torch_compile as inference_compile
+from workloads.inference import torch_triton as inference_triton
 from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
@@ -58,6 +63,12 @@ def build_registry() -> Registry:
         "torch_compile": _impl("torch_compile", transformer_compile),
         "torch_triton": _impl("torch_triton", transformer_triton),
         "jax": _impl("jax", transformer_jax),
+    }))
+    registry.add(WorkloadDef("inference", inference_cases.expand, {
+        "torch": _impl("torch", inference_torch),
+        "torch_compile": _impl("torch_compile", inference_compile),
+        "torch_triton": _impl("torch_triton", inference_triton),
+        "jax": _impl("jax", inference_jax),
     }))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
         "torch_dist": _impl("torch_dist", collectives_torch),

@@ -88,6 +88,7 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
             timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush)
             a.series = Series(a.backend, p.fn, timer, repeat=repeat)
             a.series.fixed = p.fixed
+            a.series.calls_per_sample, a.series.before_sample = p.calls_per_sample, p.before_sample
     adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
     timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
     for a in attempts:

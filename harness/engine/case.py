@@ -83,6 +83,12 @@ class Prepared:
     # Checked on another (smaller) case than the row's: an untimed backend too slow for the full size (Triton's
     # interpreter) still proves its kernels correct. `result` then answers for this case.
     check_case: Any = None
+    # Per-event latencies (e.g. one decode step per sample, for time-per-token percentiles): a fixed number of
+    # calls per sample instead of enough to last timing.min_sample_s, and a hook run before every timed sample,
+    # outside the timed region (e.g. to move on to the next cache position; repeated calls within a sample,
+    # warm-up calls and JAX's drain call then repeat the same work).
+    calls_per_sample: int | None = None
+    before_sample: Callable[[], Any] | None = None
 
 
 class RunAborted(Exception):

@@ -25,7 +25,7 @@ from harness.engine.timers import flush_buffer
 from harness.engine.timing import Series
 from harness.machine import contention, stack
 from harness.machine.frameworks import release_cached_memory
-from harness.machine.peaks import Peak, lookup
+from harness.machine.peaks import Peak, lookup, lookup_membw
 from harness.machine.telemetry import Reading, Sampler
 from harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from harness.machine.telemetry.recorder import Recorder
@@ -63,6 +63,14 @@ def _repeat_fields(s: Series) -> dict[str, Any] | None:
         return None
     medians = [float(np.median([v for v, r in zip(s.samples, s.sample_repeats, strict=True) if r == i])) for i in ids]
     return {"medians_s": medians, "inner": s.inners, **spread(medians)}
+
+
+def _per_repeat(s: Series) -> list[list[float]]:
+    """The raw samples of each repeat, in the order they were taken."""
+    out: dict[int, list[float]] = {}
+    for value, r in zip(s.samples, s.sample_repeats, strict=True):
+        out.setdefault(r, []).append(value)
+    return [out[r] for r in sorted(out)]
 
 
 def _clocks(sampler: Sampler | None) -> dict[str, Any]:
@@ -300,6 +308,7 @@ class CaseRunner:
             Peak(None, None, None, "not a compute workload: see the bandwidth figures"))
         row.update(tput)
         row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
+        row.update(self._case_figures(case, a, row["time_s"], timing_valid, row["timing_note"]))
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
             row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
@@ -318,6 +327,19 @@ class CaseRunner:
                    "samples": s.samples if s else [], "rounds": s.rounds if s else [],
                    "repeats": s.sample_repeats if s else []}
         return row, samples
+
+    def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,
+                      note: str) -> dict[str, Any]:
+        """Figures a workload derives from its own raw samples through the optional case method
+        `figures(time_s, samples_per_repeat, membw_peak, invalid_timing)` (e.g. per-token latency percentiles,
+        memory-bandwidth utilisation against the device's peak memory bandwidth); {} for other workloads."""
+        figures = getattr(case, "figures", None)
+        if figures is None or a.status != "ok":
+            return {}
+        s = a.series
+        samples = _per_repeat(s) if s and s.samples and timing_valid else []
+        membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
+        return figures(time_s, samples, membw, None if timing_valid else note)
 
     def _method_fields(self, p: Prepared) -> dict[str, Any]:
         """Which of the optional timing methods applied to this backend, and why not where asked for."""

@@ -84,7 +84,7 @@ def fit_inner_to_budget(series: Sequence[Series], cfg: TimingConfig, remaining_s
     share = max(remaining_s, 0.0) / len(live)
     for s in live:
         single = min(s.warmup_s[-3:])
-        if single <= 0 or cfg.min_samples * s.inner * single <= share:
+        if s.calls_per_sample or single <= 0 or cfg.min_samples * s.inner * single <= share:
             continue
         fitted = max(1, math.floor(share / (cfg.min_samples * single)))
         s.inner_note = (f"inner reduced from {s.inner} to {fitted} calls per sample so {cfg.min_samples} samples fit "

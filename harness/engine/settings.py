@@ -95,6 +95,7 @@ class RunConfig:
     run_id: str | None = None
     seed: int = 0
     peak_tflops: float | None = None
+    peak_membw_gbps: float | None = None  # peak memory bandwidth (GB/s) to divide by: the MBU denominator
     achievable_tflops: float | None = None
     cpu_clock_ghz: float | None = None
     baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)

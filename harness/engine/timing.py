@@ -56,9 +56,13 @@ class Series:
     repeat: int = 0  # which repeat of the measurement (repeats=N) this series is
     sample_repeats: list[int] = field(default_factory=list)  # the repeat of each sample (merged series)
     inners: list[int] = field(default_factory=list)  # `inner` of each repeat (merged series)
+    calls_per_sample: int | None = None  # fixed `inner` (Prepared.calls_per_sample); None: sized by min_sample_s
+    before_sample: Callable[[], Any] | None = None  # run before every sample, outside the timed region
 
     def take(self, round_no: int) -> None:
         """One sample, remembering when it ran (telemetry is matched to these spans)."""
+        if self.before_sample is not None:
+            self.before_sample()
         start = time.perf_counter()
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
@@ -69,10 +73,16 @@ class Series:
 
 
 def warm_up(series: Series, cfg: TimingConfig) -> None:
-    """Run until `warmup_s` has passed and at least `warmup_min_iters` calls, then size `inner`."""
+    """Run until `warmup_s` has passed and at least `warmup_min_iters` calls, then size `inner` (unless the
+    backend fixed it)."""
     start = time.perf_counter()
     while len(series.warmup_s) < cfg.warmup_min_iters or time.perf_counter() - start < cfg.warmup_s:
         series.warmup_s.append(series.timer.measure(series.fn, 1))
+    if series.calls_per_sample:
+        series.inner = series.calls_per_sample
+        series.inner_note = (f"{series.inner} call(s) per sample, fixed by the backend so that samples are "
+                             "per-event latencies (timing.min_sample_s not applied)")
+        return
     single = min(series.warmup_s[-3:])
     series.inner = 1 if single <= 0 else max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / single)))
 

@@ -26,6 +26,8 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     out = dict(row)
     cost, base = row.get("cost") or {}, row.get("baseline_cost") or {}
     out["usd_per_million_tokens"] = cost.get("usd_per_million_tokens")
+    out["usd_per_million_prompt_tokens"] = cost.get("usd_per_million_prompt_tokens")  # inference prefill rows
+    out["usd_per_million_generated_tokens"] = cost.get("usd_per_million_generated_tokens")  # decode rows
     out["baseline_usd_per_million_tokens"] = base.get("usd_per_million_tokens")
     out["usd_per_realized_pflop_hour"] = cost.get("usd_per_realized_pflop_hour")
     out["baseline_usd_per_realized_pflop_hour"] = base.get("usd_per_realized_pflop_hour")

@@ -1,5 +1,6 @@
-"""What realized throughput costs: per million training tokens, per realized PFLOP-hour, and the price ratio
-at which a candidate platform breaks even with a baseline.
+"""What realized throughput costs: per million training tokens, per million prompt tokens (inference prefill)
+and generated tokens (inference decode), per realized PFLOP-hour, and the price ratio at which a candidate
+platform breaks even with a baseline.
 
 A platform 20% cheaper per device-hour but with 40% less realized throughput costs 0.8/0.6 = 1.33x as much
 per token: the break-even price ratio is the throughput ratio.
@@ -36,15 +37,33 @@ def load_prices(path: str) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
+# throughput field a row carries -> the cost figure it gives. Inference rows say which tokens they count: a
+# prefill row's prompt tokens, a decode row's generated tokens (all sequences of the batch).
+PER_MILLION = {"tokens_per_s": "usd_per_million_tokens",
+               "prompt_tokens_per_s": "usd_per_million_prompt_tokens",
+               "generated_tokens_per_s": "usd_per_million_generated_tokens"}
+
+
+def usd_per_million(price_per_device_hour: float, units_per_s: float | None) -> float | None:
+    """USD per 1e6 units at a measured rate: the device-hour price over the units one device-hour makes."""
+    return price_per_device_hour / (units_per_s * 3600) * 1e6 if units_per_s else None
+
+
 def cost_figures(row: dict[str, Any], price_per_device_hour: float | None) -> dict[str, Any]:
-    """Per device: USD per 1e6 tokens (training rows) and USD per realized PFLOP-hour."""
+    """Per device: USD per 1e6 tokens (training rows), per 1e6 prompt tokens (inference prefill rows) or per 1e6
+    generated tokens (inference decode rows), at the row's measured throughput, and USD per realized PFLOP-hour.
+    `usd_per_million_tokens` is always present (null for rows without training tokens); the inference figures
+    only for rows that carry their throughput."""
     if not price_per_device_hour:
         return {}
-    tokens_per_s = (row.get("throughput") or {}).get("tokens_per_s")
+    throughput = row.get("throughput") or {}
     tflops = row.get("tflops")
-    return {"price_per_device_hour": price_per_device_hour,
-            "usd_per_million_tokens": price_per_device_hour / (tokens_per_s * 3600) * 1e6 if tokens_per_s else None,
-            "usd_per_realized_pflop_hour": price_per_device_hour / (tflops / 1e3) if tflops else None}
+    out: dict[str, Any] = {"price_per_device_hour": price_per_device_hour, "usd_per_million_tokens": None}
+    for rate, name in PER_MILLION.items():
+        if rate in throughput:
+            out[name] = usd_per_million(price_per_device_hour, throughput[rate])
+    out["usd_per_realized_pflop_hour"] = price_per_device_hour / (tflops / 1e3) if tflops else None
+    return out
 
 
 def break_even(throughput_ratio: float, price_ratio: float | None) -> dict[str, Any]:

@@ -154,3 +154,33 @@ def test_rows_carry_the_device_identity(tmp_path):
     runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
     row = runner.rows[0]
     assert (row["device_uuid"], row["device_pci_bus_id"]) == (device.uuid, device.pci_bus_id)
+
+
+@dataclass(frozen=True)
+class FiguresCase(FakeCase):
+    def figures(self, time_s, samples, membw, invalid_timing):
+        return {"seen": {"median": time_s["median"], "samples": samples, "membw": membw.as_row(),
+                         "invalid": invalid_timing}}
+
+
+def test_per_event_samples_and_the_figures_hook(tmp_path):
+    """calls_per_sample fixes `inner`; before_sample runs once before every timed sample (not for warm-up calls);
+    the case's `figures` hook gets each repeat's raw samples, in order, and the peak memory bandwidth."""
+    log = []
+
+    def prepare(case, ctx):
+        return Prepared(lambda: log.append("call"), lambda rows: np.full(4, 1.0), "host", calls_per_sample=1,
+                        before_sample=lambda: log.append("next"))
+
+    runner, _ = _runner(tmp_path, repeats=2, peak_membw_gbps=100.0)
+    workload = WorkloadDef("fake", FAKE.expand, {"good": Implementation("good", always, prepare)})
+    runner.run_phase(Phase("main", workload, [FiguresCase(1)], ["good"]))
+    row = runner.rows[0]
+    assert row["timer"]["inner"] == 1 and "fixed by the backend" in row["timer"]["inner_note"]
+    seen = row["seen"]
+    assert len(seen["samples"]) == 2 and all(seen["samples"])  # one list per repeat
+    assert all(log[i + 1] == "call" for i, entry in enumerate(log) if entry == "next")  # one call per sample
+    assert sum(len(r) for r in seen["samples"]) == row["time_s"]["n"] == log.count("next")
+    assert log.count("call") > log.count("next")  # the first call and warm-up calls run without the hook
+    assert "next" not in log[:2] and seen["median"] == row["time_s"]["median"] and seen["invalid"] is None
+    assert seen["membw"]["peak_membw_gbps"] == 100.0 and seen["membw"]["peak_membw_entry"] == "override"

@@ -1,0 +1,98 @@
+"""Every inference backend on the tiny preset: its correctness gate against the fp64 model (logits and greedy
+tokens), the decode step cycling through the cache positions, and the FLOP count cross-checked with torch's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.engine.case import Unavailable
+from harness.engine.context import RunContext
+from harness.hydra_app import CONFIG_DIR
+from harness.machine.platform import Platform
+from tests.conftest import QUICK_TIMING, gpu_device, run_config
+from workloads.inference import arithmetic as ar
+from workloads.inference import jax as jax_backend
+from workloads.inference import torch as torch_backend
+from workloads.inference import torch_compile, torch_triton
+from workloads.inference.cases import InferenceCase
+from workloads.transformer.spec import model_from_config
+
+TINY = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()))
+BACKENDS = {"torch": torch_backend, "jax": jax_backend, "torch_triton": torch_triton, "torch_compile": torch_compile}
+
+
+def _prepared(name, case, ctx):
+    module = BACKENDS[name]
+    ok, why = module.available(case, ctx)
+    assert ok, why
+    return module.prepare(case, ctx)
+
+
+def _steps_through_every_position(prepared, case) -> None:
+    """Two generations of samples, each step called twice (as a warm-up call or JAX's drain call repeats it)."""
+    assert prepared.calls_per_sample == 1 and prepared.before_sample is not None
+    logits = []
+    for _ in range(2 * case.gen_len):
+        prepared.before_sample()
+        first = np.asarray(prepared.fn(), dtype=np.float64)
+        logits.append(np.asarray(prepared.fn(), dtype=np.float64))
+        np.testing.assert_allclose(logits[-1], first, rtol=1e-6)  # a repeated step changes nothing
+    for a, b in zip(logits[:case.gen_len], logits[case.gen_len:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)  # the second generation repeats the first exactly
+    assert not np.allclose(logits[0], logits[1])  # consecutive samples are different positions
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("torch", "fp32"), ("torch", "bf16"), ("jax", "fp32"), ("jax", "bf16"),
+                                             ("torch_triton", "fp32"), ("torch_compile", "fp32")])
+def test_prefill_and_first_decode_steps_match_the_fp64_model(name, dtype, cpu_ctx):
+    case = InferenceCase(TINY, dtype, "decode", 2, 8, 4, check_steps=2)
+    prepared = _prepared(name, case, cpu_ctx)
+    result = prepared.result(None)
+    check = case.check(result)
+    assert check.ok, check
+    assert result["logits"].shape == (3, TINY.vocab) and result["tokens"].shape == (3,)
+    if dtype == "fp32":  # every step compared: no near-tie within fp32's tolerance on this prompt
+        assert "compared at 3 of 3 steps" in check.checked
+    if name == "torch_triton":  # the interpreter: checked, never timed
+        assert prepared.timing_valid is False and prepared.notes["interpreter"] is True
+    elif dtype == "fp32":
+        _steps_through_every_position(prepared, case)
+
+
+def test_prefill_is_one_call_per_sample_without_a_hook(cpu_ctx):
+    prepared = _prepared("torch", InferenceCase(TINY, "fp32", "prefill", 2, 8, 4, check_steps=2), cpu_ctx)
+    assert prepared.calls_per_sample == 1 and prepared.before_sample is None
+    np.testing.assert_allclose(prepared.fn(), prepared.fn(), rtol=1e-6)  # from position 0 again
+
+
+def test_torch_flop_counter_agrees_with_the_formulas():
+    """FlopCounterMode counts the matmuls (not the CPU SDPA kernel, nor the norms' elementwise products): the
+    formulas minus the attention term and 2 FLOPs per norm weight per token."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from workloads.inference.torch_decoder import sdpa_prefix
+    from workloads.inference.torch_generate import Generation, build_decoder
+
+    case = InferenceCase(TINY, "fp32", "decode", 2, 16, 8)
+    norms = (2 * TINY.n_layers + 1) * TINY.d_model
+    gen = Generation(case, build_decoder(case, "cpu", sdpa_prefix, None)[0], "cpu", compile_phase=None)
+    with torch.no_grad(), FlopCounterMode(display=False) as prefill:
+        gen.prefill()
+    attention = 2 * 16 * 16 * ar.attention_flops_per_key(TINY)  # B · P tokens · P keys (palm)
+    assert prefill.get_total_flops() == ar.prefill_flops(TINY, 2, 16, "palm") - attention - 2 * norms * 2 * 16
+    with torch.no_grad(), FlopCounterMode(display=False) as step:
+        gen.step(20)
+    assert step.get_total_flops() == ar.decode_step_flops(TINY, 2, 0) - 2 * norms * 2
+
+
+def test_decode_under_cuda_graph_timing_is_skipped_with_the_reason():
+    """A captured graph would replay one cache position; torch_compile's own CUDA graphs step through them."""
+    cfg = run_config(timing={**QUICK_TIMING, "cuda_graph": True})
+    ctx = RunContext(cfg, Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132),), "test"))
+    from workloads.inference.torch_generate import prepare_generation
+
+    with pytest.raises(Unavailable, match="one cache position"):
+        prepare_generation(InferenceCase(TINY, "bf16", "decode", 1, 8, 4), ctx, notes={})
