@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from harness.results import coverage, report_plots, roofline, telemetry_plot
+from harness.results import coverage, inference_plot, report_plots, roofline, telemetry_plot
 from harness.results.reader import Bundle
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -78,6 +78,7 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
         ("MFU", report_plots.mfu(rows)),
         ("Throughput against problem size", report_plots.throughput(rows)),
         ("Collective bus bandwidth against message size", report_plots.busbw(rows)),
+        ("Inference: decode throughput and bandwidth utilization", inference_plot.inference(rows)),
         ("Roofline", roofline.roofline(rows)),
         ("Clocks and power", telemetry_plot.telemetry(telemetry, where)),
         ("Every row", _table(rows)),
