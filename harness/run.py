@@ -54,6 +54,14 @@ def plan_phases(cfg: RunConfig, registry: Registry, device: DeviceInfo | None = 
     return phases
 
 
+def frameworks_used(cfg: RunConfig, registry: Registry) -> tuple[str, ...]:
+    """The frameworks the run's backends compute with (the mamf sweep's included): detection asks those."""
+    chosen = [(cfg.workload_name, b) for b in cfg.backends]
+    if cfg.mamf.enabled:
+        chosen.append((MAMF_WORKLOAD, cfg.mamf.backend))
+    return registry.frameworks(chosen)
+
+
 def new_run_id(cfg: RunConfig) -> str:
     if cfg.run_id:
         return cfg.run_id
@@ -155,7 +163,7 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
-    plat = detect(cfg.device)
+    plat = detect(cfg.device, frameworks_used(cfg, registry))
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton

@@ -45,12 +45,11 @@ def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _torch_stack() -> dict[str, Any]:
-    if "torch" not in sys.modules:
-        try:
-            import torch
-        except ImportError:
-            return {}
-    torch = sys.modules["torch"]
+    """torch's CUDA/HIP/cuDNN build and threads, where the run has loaded torch (detection imports it for every run
+    with a torch backend); a run without one does not import torch for this: its version is in `packages`."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
     info: dict[str, Any] = {"cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
                             "num_threads": torch.get_num_threads()}
     if torch.backends.cudnn.is_available():
