@@ -19,31 +19,32 @@ from workloads.transformer import cases as transformer_cases
 TORCH, JAX = ("torch",), ("jax",)
 
 
+SDPA, JAX_ATTENTION = "workloads.attention.torch_sdpa", "workloads.attention.jax"
+
+
 def _impl(backend: str, module: str, frameworks: tuple[str, ...]) -> Implementation:
-    """A backend whose module (under workloads/) has `available` and `prepare`."""
-    path = f"workloads.{module}"
-    return Implementation(backend, Lazy(path, "available"), Lazy(path, "prepare"), frameworks)
+    """A backend whose module has `available` and `prepare`. Full module paths, written out: tests/test_layout.py
+    counts them as imports."""
+    return Implementation(backend, Lazy(module, "available"), Lazy(module, "prepare"), frameworks)
 
 
 def _sdpa(backend: str, kernel: str) -> Implementation:
     """torch SDPA with `kernel` forced ("auto": torch chooses)."""
-    path = "workloads.attention.torch_sdpa"
-    return Implementation(backend, Lazy(path, "available"), Lazy(path, "make_prepare", (kernel,)), TORCH)
+    return Implementation(backend, Lazy(SDPA, "available"), Lazy(SDPA, "make_prepare", (kernel,)), TORCH)
 
 
 def _jax_attention(backend: str, implementation: str) -> Implementation:
     """jax.nn.dot_product_attention with `implementation` ("xla" or "cudnn")."""
-    path = "workloads.attention.jax"
-    return Implementation(backend, Lazy(path, "make_available", (implementation,)),
-                          Lazy(path, "make_prepare", (implementation,)), JAX)
+    return Implementation(backend, Lazy(JAX_ATTENTION, "make_available", (implementation,)),
+                          Lazy(JAX_ATTENTION, "make_prepare", (implementation,)), JAX)
 
 
 def build_registry() -> Registry:
     registry = Registry()
     registry.add(WorkloadDef("matmul", matmul_spec.expand, {
-        "torch": _impl("torch", "matmul.torch", TORCH),
-        "triton": _impl("triton", "matmul.triton", TORCH),
-        "jax": _impl("jax", "matmul.jax", JAX),
+        "torch": _impl("torch", "workloads.matmul.torch", TORCH),
+        "triton": _impl("triton", "workloads.matmul.triton", TORCH),
+        "jax": _impl("jax", "workloads.matmul.jax", JAX),
     }, for_device=matmul_spec.for_device))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -51,19 +52,19 @@ def build_registry() -> Registry:
         "torch_sdpa_efficient": _sdpa("torch_sdpa_efficient", "efficient"),
         "torch_sdpa_cudnn": _sdpa("torch_sdpa_cudnn", "cudnn"),
         "torch_sdpa_math": _sdpa("torch_sdpa_math", "math"),
-        "torch_eager": _impl("torch_eager", "attention.torch_eager", TORCH),
-        "triton": _impl("triton", "attention.triton", TORCH),
+        "torch_eager": _impl("torch_eager", "workloads.attention.torch_eager", TORCH),
+        "triton": _impl("triton", "workloads.attention.triton", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
     }))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
-        "torch": _impl("torch", "transformer.torch", TORCH),
-        "torch_compile": _impl("torch_compile", "transformer.torch_compile", TORCH),
-        "torch_triton": _impl("torch_triton", "transformer.torch_triton", TORCH),
-        "jax": _impl("jax", "transformer.jax", JAX),
+        "torch": _impl("torch", "workloads.transformer.torch", TORCH),
+        "torch_compile": _impl("torch_compile", "workloads.transformer.torch_compile", TORCH),
+        "torch_triton": _impl("torch_triton", "workloads.transformer.torch_triton", TORCH),
+        "jax": _impl("jax", "workloads.transformer.jax", JAX),
     }))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
-        "torch_dist": _impl("torch_dist", "collectives.torch_dist", TORCH),
-        "jax": _impl("jax", "collectives.jax", JAX),
+        "torch_dist": _impl("torch_dist", "workloads.collectives.torch_dist", TORCH),
+        "jax": _impl("jax", "workloads.collectives.jax", JAX),
     }, summarize=collectives_summary.summarize))
     return registry
