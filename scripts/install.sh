@@ -90,6 +90,17 @@ if ! run "$BASE_PY" -m venv --system-site-packages "$VENV"; then
   say "no ensurepip here: making the venv without pip of its own"
   run "$BASE_PY" -m venv --system-site-packages --without-pip "$VENV"
 fi
+# --system-site-packages shows the base interpreter's packages; where PYTHON is itself a venv's (an image that keeps
+# its torch in one), those are not its packages, so its site folders are added by a .pth file (appended after the
+# venv's own, as site-packages are).
+BASE_SITE=$("$BASE_PY" -c 'import site, sys; sys.prefix != sys.base_prefix and print("\n".join(site.getsitepackages()))' \
+            2>/dev/null || true)
+if [ -n "$BASE_SITE" ]; then
+  say "$BASE_PY is a venv's interpreter: its packages are added to $VENV"
+  if [ "$MODE" = dry-run ]; then echo "+ (a .pth file in $VENV naming $BASE_SITE)"
+  else printf '%s\n' "$BASE_SITE" >"$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/xmfu-base-venv.pth"
+  fi
+fi
 run "$PY" scripts/keep_installed.py constraints.txt "$CONSTRAINTS" ${TORCH_VERSION:+"torch==$TORCH_VERSION"}
 
 HAD_JAX=0
