@@ -178,7 +178,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
                 "tunableop": tunableop_session(cfg, plat.kind, frameworks)}
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
-        env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)
+        env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = BundleWriter(folder, manifest, config_yaml, env, guard=shielded)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:
