@@ -2,24 +2,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip
 XMFU := $(VENV)/bin/xmfu
-TORCH_VERSION ?= 2.13.0
+TORCH_VERSION ?=
 STAMP := $(VENV)/.xmfu-installed
+IMAGE ?= xmfu
+DOCKER_BUILD_ARGS ?=
 
-.PHONY: install bench test test-fast lint clean gpu-reference
+.PHONY: install bench test test-fast lint clean gpu-reference image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
-# --system-site-packages: a GPU image's own torch/jax/triton (CUDA, ROCm or TPU builds) are reused, never
-# replaced; only what is not importable at all gets installed.
-$(STAMP): pyproject.toml Makefile
-	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$(TORCH_VERSION)"
-	$(PY) -c "import jax" 2>/dev/null || $(PIP) install jax || echo "xmfu: jax not installed; its backend will report skipped"
-	$(PY) -c "import optax" 2>/dev/null || $(PIP) install optax || echo "xmfu: optax not installed; the transformer jax backend will report skipped"
-	$(PY) -c "import triton" 2>/dev/null || $(PIP) install triton || echo "xmfu: triton not installed; its backend will report skipped"
-	$(PIP) install -e ".[dev]"
+# scripts/install.sh is the one install procedure (the Dockerfiles run it too): a venv with --system-site-packages,
+# so a GPU image's own torch/JAX/Triton are reused, never replaced; only what does not import is installed; the
+# platform's extra (cuda, rocm, tpu; XMFU_PLATFORM= overrides the detection); pins from constraints.txt.
+$(STAMP): pyproject.toml Makefile constraints.txt scripts/install.sh scripts/keep_installed.py
+	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) scripts/install.sh --editable --extras dev
 	touch $@
 
 # The default suite on whatever device is present; without an accelerator, the smoke sizes.
@@ -43,6 +40,12 @@ gpu-reference: install
 
 lint: install
 	$(PY) -m ruff check .
+
+# The containers (Dockerfile.cuda, .rocm, .tpu), e.g. make image-cuda DOCKER_BUILD_ARGS="--build-arg BASE_TAG=25.11-py3"
+image-cuda image-rocm image-tpu: image-%:
+	@command -v docker >/dev/null 2>&1 || { echo "make $@: docker is not installed here; build on a machine with Docker"; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make $@: no Docker engine answers here (docker info failed): start one, or build on a machine with one"; exit 1; }
+	docker build -f Dockerfile.$* -t $(IMAGE):$* $(DOCKER_BUILD_ARGS) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -17,7 +17,22 @@ from harness.config import apply_scale, explicit_workload_keys, parse_run_config
 from harness.engine.registry import Registry
 from harness.engine.settings import ConfigError, RunConfig
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+def _config_dir() -> Path:
+    """The config groups: `harness/conf/` in an installed package (a wheel or `pip install .`: pyproject.toml's
+    package-dir ships the repository's configs/ as the package `harness.conf`), else the checkout's own
+    configs/ (a source tree, or `pip install -e .`, which leaves every file where it is).
+
+    Hydra gets the folder as an absolute path (file://): hydra.main and initialize_config_dir take one as is
+    (hydra 1.3.8 _internal/utils.py compute_search_path_dir). `pkg://harness.conf` would need configs/ importable
+    as that module, which a source checkout on PYTHONPATH never is.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "conf"
+    return packaged if packaged.is_dir() else here.parent / "configs"
+
+
+CONFIG_DIR = _config_dir()
 MULTIRUN_FLAGS = ("-m", "--multirun")
 # Hydra flags whose next word is theirs, not an override
 VALUE_FLAGS = ("-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",

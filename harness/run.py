@@ -55,6 +55,14 @@ def plan_phases(cfg: RunConfig, registry: Registry, device: DeviceInfo | None = 
     return phases
 
 
+def frameworks_used(cfg: RunConfig, registry: Registry) -> tuple[str, ...]:
+    """The frameworks the run's backends compute with (the mamf sweep's included): detection asks those."""
+    chosen = [(cfg.workload_name, b) for b in cfg.backends]
+    if cfg.mamf.enabled:
+        chosen.append((MAMF_WORKLOAD, cfg.mamf.backend))
+    return registry.frameworks(chosen)
+
+
 def new_run_id(cfg: RunConfig) -> str:
     if cfg.run_id:
         return cfg.run_id
@@ -89,13 +97,15 @@ def _summaries(phases: list[Phase], rows: list[dict[str, Any]]) -> dict[str, Any
     return out
 
 
-def tunableop_session(cfg: RunConfig, kind: str) -> dict[str, Any] | None:
+def tunableop_session(cfg: RunConfig, kind: str, frameworks: Sequence[str] = ("torch",)) -> dict[str, Any] | None:
     """`rocm.tunableop=true`: switch PyTorch TunableOp's tuning on before any GEMM runs. On anything but a
-    ROCm device the setting is recorded as not applied."""
+    ROCm device, or in a run without torch backends (`frameworks`), the setting is recorded as not applied."""
     if not cfg.rocm.tunableop:
         return None
     if kind != "rocm":
         return {"applied": False, "reason": f"rocm.tunableop applies to ROCm devices; this run is on {kind}"}
+    if "torch" not in frameworks:
+        return {"applied": False, "reason": "rocm.tunableop tunes torch's GEMMs; this run has no torch backend"}
     import torch
 
     scratch = Path(tempfile.mkdtemp(prefix="xmfu-tunableop-")) / "tunableop_results.csv"
@@ -185,7 +195,8 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
-    plat = detect(cfg.device)
+    frameworks = frameworks_used(cfg, registry)
+    plat = detect(cfg.device, frameworks)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
@@ -194,10 +205,10 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id
     manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict(),
-                "tunableop": tunableop_session(cfg, plat.kind)}
+                "tunableop": tunableop_session(cfg, plat.kind, frameworks)}
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:
-        env = environment.capture(plat, cfg.cpu_clock_ghz, sampler)
+        env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
     else:

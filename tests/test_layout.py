@@ -2,7 +2,8 @@
 
 front door (harness/*.py) -> workloads -> engine -> results / machine; results never imports the engine or a
 workload; machine imports neither the engine nor results; kernels import nothing of ours. Every import is
-counted, including the lazy ones inside functions (an `import` in a function body is still a dependency).
+counted, including the lazy ones inside functions (an `import` in a function body is still a dependency) and
+modules named as text to be imported on first use (workloads/catalog.py's `Lazy("workloads.matmul.torch", ...)`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             names = [f"{base}.{a.name}" for a in node.names] + [base]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+            names = [node.value] if node.value in known else []  # a module path imported later (the catalog's Lazy)
         for name in names:
             if name.split(".")[0] not in OURS:
                 continue
@@ -128,4 +131,6 @@ def test_the_checker_sees_lazy_imports_and_circles(tmp_path):
     """The walk must count an import inside a function body, or the rule above could not fail."""
     fake = tmp_path / "mod.py"
     fake.write_text("def f():\n    from harness.engine import runner\n")
+    assert imports_of(fake, "harness.machine.mod", {"harness.engine.runner"}) == {"harness.engine.runner"}
+    fake.write_text("f = Lazy('harness.engine.runner', 'run')\n")
     assert imports_of(fake, "harness.machine.mod", {"harness.engine.runner"}) == {"harness.engine.runner"}

@@ -1,77 +1,77 @@
 """The allow-list of built-in workloads and backends: the one place that knows them all.
 
-Adding a backend is adding its module and one line here.
+Adding a backend is adding its module and one line here. Backends are named by module path and imported on first
+use (harness.engine.registry.Lazy): their modules import torch, JAX or Triton at the top, and a run imports only
+the frameworks of the backends it chooses. The specs (sizes, FLOP formulas, config checks) import no framework and
+are loaded now, because validating a config needs them. `frameworks` tells platform detection what to ask.
 """
 
 from __future__ import annotations
 
-from harness.engine.registry import Implementation, Registry, WorkloadDef
-from workloads.attention import jax as attention_jax
+from harness.engine.registry import Implementation, Lazy, Registry, WorkloadDef
 from workloads.attention import spec as attention_spec
-from workloads.attention import torch_eager as attention_eager
-from workloads.attention import torch_sdpa as attention_sdpa
-from workloads.attention import triton as attention_triton
-from workloads.collectives import jax as collectives_jax
 from workloads.collectives import spec as collectives_spec
 from workloads.collectives import summary as collectives_summary
-from workloads.collectives import torch_dist as collectives_torch
 from workloads.inference import cases as inference_cases
-from workloads.inference import jax as inference_jax
-from workloads.inference import torch as inference_torch
-from workloads.inference import torch_compile as inference_compile
-from workloads.inference import torch_triton as inference_triton
-from workloads.matmul import jax as matmul_jax
 from workloads.matmul import spec as matmul_spec
-from workloads.matmul import torch as matmul_torch
-from workloads.matmul import triton as matmul_triton
 from workloads.transformer import cases as transformer_cases
-from workloads.transformer import jax as transformer_jax
-from workloads.transformer import torch as transformer_torch
-from workloads.transformer import torch_compile as transformer_compile
-from workloads.transformer import torch_triton as transformer_triton
+
+# Triton backends count as torch: xmfu's Triton kernels take torch's tensors on torch's device.
+TORCH, JAX = ("torch",), ("jax",)
 
 
-def _impl(backend: str, module) -> Implementation:
-    return Implementation(backend, module.available, module.prepare)
+SDPA, JAX_ATTENTION = "workloads.attention.torch_sdpa", "workloads.attention.jax"
+
+
+def _impl(backend: str, module: str, frameworks: tuple[str, ...]) -> Implementation:
+    """A backend whose module has `available` and `prepare`. Full module paths, written out: tests/test_layout.py
+    counts them as imports."""
+    return Implementation(backend, Lazy(module, "available"), Lazy(module, "prepare"), frameworks)
+
+
+def _sdpa(backend: str, kernel: str) -> Implementation:
+    """torch SDPA with `kernel` forced ("auto": torch chooses)."""
+    return Implementation(backend, Lazy(SDPA, "available"), Lazy(SDPA, "make_prepare", (kernel,)), TORCH)
+
+
+def _jax_attention(backend: str, implementation: str) -> Implementation:
+    """jax.nn.dot_product_attention with `implementation` ("xla" or "cudnn")."""
+    return Implementation(backend, Lazy(JAX_ATTENTION, "make_available", (implementation,)),
+                          Lazy(JAX_ATTENTION, "make_prepare", (implementation,)), JAX)
 
 
 def build_registry() -> Registry:
     registry = Registry()
     registry.add(WorkloadDef("matmul", matmul_spec.expand, {
-        "torch": _impl("torch", matmul_torch),
-        "triton": _impl("triton", matmul_triton),
-        "jax": _impl("jax", matmul_jax),
+        "torch": _impl("torch", "workloads.matmul.torch", TORCH),
+        "triton": _impl("triton", "workloads.matmul.triton", TORCH),
+        "jax": _impl("jax", "workloads.matmul.jax", JAX),
     }, for_device=matmul_spec.for_device))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
-        "torch_sdpa": Implementation("torch_sdpa", attention_sdpa.available, attention_sdpa.make_prepare("auto")),
-        "torch_sdpa_flash": Implementation("torch_sdpa_flash", attention_sdpa.available,
-                                           attention_sdpa.make_prepare("flash")),
-        "torch_sdpa_efficient": Implementation("torch_sdpa_efficient", attention_sdpa.available,
-                                               attention_sdpa.make_prepare("efficient")),
-        "torch_sdpa_cudnn": Implementation("torch_sdpa_cudnn", attention_sdpa.available,
-                                           attention_sdpa.make_prepare("cudnn")),
-        "torch_sdpa_math": Implementation("torch_sdpa_math", attention_sdpa.available,
-                                          attention_sdpa.make_prepare("math")),
-        "torch_eager": _impl("torch_eager", attention_eager),
-        "triton": _impl("triton", attention_triton),
-        "jax": Implementation("jax", attention_jax.make_available("xla"), attention_jax.make_prepare("xla")),
-        "jax_cudnn": Implementation("jax_cudnn", attention_jax.make_available("cudnn"),
-                                    attention_jax.make_prepare("cudnn")),
+        "torch_sdpa": _sdpa("torch_sdpa", "auto"),
+        "torch_sdpa_flash": _sdpa("torch_sdpa_flash", "flash"),
+        "torch_sdpa_efficient": _sdpa("torch_sdpa_efficient", "efficient"),
+        "torch_sdpa_cudnn": _sdpa("torch_sdpa_cudnn", "cudnn"),
+        "torch_sdpa_math": _sdpa("torch_sdpa_math", "math"),
+        "torch_eager": _impl("torch_eager", "workloads.attention.torch_eager", TORCH),
+        "triton": _impl("triton", "workloads.attention.triton", TORCH),
+        "jax": _jax_attention("jax", "xla"),
+        "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
     }))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
-        "torch": _impl("torch", transformer_torch),
-        "torch_compile": _impl("torch_compile", transformer_compile),
-        "torch_triton": _impl("torch_triton", transformer_triton),
-        "jax": _impl("jax", transformer_jax),
+        "torch": _impl("torch", "workloads.transformer.torch", TORCH),
+        "torch_compile": _impl("torch_compile", "workloads.transformer.torch_compile", TORCH),
+        "torch_triton": _impl("torch_triton", "workloads.transformer.torch_triton", TORCH),
+        "jax": _impl("jax", "workloads.transformer.jax", JAX),
     }))
     registry.add(WorkloadDef("inference", inference_cases.expand, {
-        "torch": _impl("torch", inference_torch),
-        "torch_compile": _impl("torch_compile", inference_compile),
-        "torch_triton": _impl("torch_triton", inference_triton),
-        "jax": _impl("jax", inference_jax),
+        "torch": _impl("torch", "workloads.inference.torch", TORCH),
+        "torch_compile": _impl("torch_compile", "workloads.inference.torch_compile", TORCH),
+        "torch_triton": _impl("torch_triton", "workloads.inference.torch_triton", TORCH),
+        "jax": _impl("jax", "workloads.inference.jax", JAX),
     }))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
-        "torch_dist": _impl("torch_dist", collectives_torch),
-        "jax": _impl("jax", collectives_jax),
+        "torch_dist": _impl("torch_dist", "workloads.collectives.torch_dist", TORCH),
+        "jax": _impl("jax", "workloads.collectives.jax", JAX),
     }, summarize=collectives_summary.summarize))
     return registry

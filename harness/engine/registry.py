@@ -1,29 +1,58 @@
 """(workload, backend) -> implementation, registered explicitly by name.
 
 Workloads register themselves through the allow-list the CLI loads (workloads/catalog.py); the
-engine looks implementations up here and never imports a workload module.
+engine looks implementations up here and never imports a workload module. The allow-list names each backend's
+functions by module path (`Lazy`): a backend module imports its framework (torch, JAX, Triton) at the top, and
+only the backends a run chooses may pay for that, so `xmfu peaks` or a JAX-only run never imports torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import importlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engine.case import Case, Prepared
 from harness.engine.context import RunContext
-from harness.machine.platform import DeviceInfo
+from harness.machine.platform import FRAMEWORKS, DeviceInfo
 
 Availability = tuple[bool, str]
 
 
+class Lazy:
+    """A function named by module path and imported on its first call: `module.name`, or, given `args`, what the
+    factory `module.name(*args)` returns (e.g. attention's `make_prepare("flash")`)."""
+
+    def __init__(self, module: str, name: str, args: tuple[Any, ...] | None = None) -> None:
+        self.module, self.name, self.args = module, name, args
+        self._target: Callable[..., Any] | None = None
+
+    def resolve(self) -> Callable[..., Any]:
+        """Import the module (once) and return the function; ImportError/AttributeError name what is wrong."""
+        if self._target is None:
+            found = getattr(importlib.import_module(self.module), self.name)
+            self._target = found if self.args is None else found(*self.args)
+        return self._target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        made = "" if self.args is None else f"({', '.join(map(repr, self.args))})"
+        return f"Lazy({self.module}.{self.name}{made})"
+
+
 @dataclass(frozen=True)
 class Implementation:
-    """One backend of one workload: `available` answers (ok, reason); `prepare` builds the callable."""
+    """One backend of one workload: `available` answers (ok, reason); `prepare` builds the callable.
+    `frameworks`: what it computes with (torch, jax): platform detection asks only those (FRAMEWORKS when not
+    said: all of them)."""
 
     backend: str
     available: Callable[[Case, RunContext], Availability]
     prepare: Callable[[Case, RunContext], Prepared]
+    frameworks: tuple[str, ...] = FRAMEWORKS
 
 
 @dataclass(frozen=True)
@@ -58,3 +87,8 @@ class Registry:
 
     def backends_by_workload(self) -> dict[str, list[str]]:
         return {name: list(w.implementations) for name, w in self._workloads.items()}
+
+    def frameworks(self, chosen: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+        """The frameworks the chosen (workload, backend) pairs compute with, in FRAMEWORKS' order."""
+        used = {f for workload, backend in chosen for f in self.workload(workload).implementations[backend].frameworks}
+        return tuple(f for f in FRAMEWORKS if f in used)

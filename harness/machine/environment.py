@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Collection
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from harness.machine import stack
 from harness.machine.driver import driver_version
 from harness.machine.peaks import PEAKS_FILE, load_table, lookup
-from harness.machine.platform import Platform
+from harness.machine.platform import FRAMEWORKS, Platform
 from harness.machine.ranks import process_info
 
 PACKAGES = ("xmfu", "torch", "jax", "jaxlib", "triton", "pytorch-triton-rocm", "numpy", "ml_dtypes",
@@ -44,13 +45,17 @@ def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if ENV_PATTERN.match(k)}
 
 
-def _torch_stack() -> dict[str, Any]:
-    if "torch" not in sys.modules:
+def _torch_stack(load: bool = True) -> dict[str, Any]:
+    """torch's CUDA/HIP/cuDNN build and threads. `load=False` (a run without torch backends): only a torch already
+    imported is read, so recording the environment does not import it; its version is in `packages` either way."""
+    if "torch" not in sys.modules and load:
         try:
             import torch
         except ImportError:
             return {}
-    torch = sys.modules["torch"]
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
     info: dict[str, Any] = {"cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
                             "num_threads": torch.get_num_threads()}
     if torch.backends.cudnn.is_available():
@@ -135,7 +140,9 @@ def telemetry_static(plat: Platform, sampler: Any = None) -> dict[str, Any]:
         return {"sampler": sampler.name, "error": f"{type(exc).__name__}: {exc}"}
 
 
-def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = None) -> dict[str, Any]:
+def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = None,
+            frameworks: Collection[str] = FRAMEWORKS) -> dict[str, Any]:
+    """Everything the numbers depend on. `frameworks`: those of the run's backends; no other is imported here."""
     driver = driver_version(plat.kind)  # (version, where it came from / why there is none)
     return {
         "host": {"hostname": socket.gethostname(), "os": host.platform(), "kernel": host.release(),
@@ -143,7 +150,7 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = N
         "container": container(),
         "telemetry": telemetry_static(plat, sampler),
         "packages": package_versions(),
-        "torch": _torch_stack(),
+        "torch": _torch_stack(load="torch" in frameworks),
         "torch_settings": stack.torch_settings(plat.kind),
         "driver": driver[0],
         "driver_source": driver[1],

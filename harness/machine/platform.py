@@ -2,8 +2,12 @@
 
 Detection asks the frameworks that are installed: torch (a CUDA or ROCm build) first, then JAX (its CUDA or
 ROCm plugin, or a TPU), and falls back to the CPU. JAX is only asked where one of its accelerator plugins is
-installed, so a CPU run never pays for initialising it. The `describe_*` functions take plain objects so tests
-can feed them made-up device properties (tests/fakes).
+installed, so a CPU run never pays for initialising it. A run asks the frameworks its backends use first
+(`detect(frameworks=...)`), so a JAX-only run never imports torch on a CPU or on a GPU its JAX drives. Where JAX
+finds nothing on a host whose /dev shows a GPU (a CPU-only jaxlib beside an NVIDIA or AMD GPU), torch is asked
+after all: the run then measures that GPU and the JAX backends say why they cannot, instead of the run quietly
+timing the host. The `describe_*` functions take plain objects so tests can feed them made-up device properties
+(tests/fakes).
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ import importlib.util
 import os
 import pkgutil
 import platform as _host
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.machine.ranks import process_info
 
 KINDS = ("cuda", "rocm", "tpu", "cpu")
+FRAMEWORKS = ("torch", "jax")  # what detection can ask, in the order it asks
+# Device nodes the GPU drivers create, looked at without a framework: NVIDIA's (/dev/nvidia0 per GPU, /dev/nvidiactl,
+# as jax/_src/hardware_utils.py has_visible_nvidia_gpu checks) and AMD's compute interface /dev/kfd (ROCm's "Running
+# ROCm Docker containers": shared by all GPUs).
+GPU_DEVICE_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd")
 
 # AMD Instinct MI300-series last-level "Infinity Cache" (256 MB) is not reported by torch; a cold-cache
 # run must rotate more than it (AMD CDNA3 white paper). gfx950 (MI350 series) keeps 256 MB.
@@ -263,30 +272,45 @@ class NoAcceleratorError(RuntimeError):
     paragraph saying what was looked at, for the command line to print as is."""
 
 
-def detect(requested: str = "auto") -> Platform:
-    """Identify the platform. `requested` is the config's `device`: auto | cpu | gpu (gpu: any accelerator)."""
+def detect(requested: str = "auto", frameworks: Collection[str] = FRAMEWORKS) -> Platform:
+    """Identify the platform. `requested` is the config's `device`: auto | cpu | gpu (gpu: any accelerator).
+
+    `frameworks`: the ones the run computes with, asked first. The others are asked only where they could see an
+    accelerator the run's own frameworks missed (torch where /dev shows a GPU; JAX where it has an accelerator
+    plugin, as always), so a misconfigured framework is reported by its backends instead of the run quietly
+    timing the host, and a JAX-only run on a CPU or on a GPU its JAX drives never imports torch.
+    """
     if requested == "cpu":
         return Platform("cpu", (cpu_device(),), "device=cpu was asked for")
-    found = _torch_devices()
-    source = "torch"
-    if not found:
-        found, source = _jax_devices(), "jax"
-    if found:
-        kind, devices = found
-        return Platform(kind, tuple(devices), f"{source} sees {len(devices)} {kind} device(s)")
+    ask = {"torch": _torch_devices, "jax": _jax_devices}
+    others = [f for f in FRAMEWORKS if f not in frameworks and (f != "torch" or host_shows_gpu())]
+    for source in [*(f for f in FRAMEWORKS if f in frameworks), *others]:
+        found = ask[source]()
+        if found:
+            kind, devices = found
+            return Platform(kind, tuple(devices), f"{source} sees {len(devices)} {kind} device(s)")
     if requested == "gpu":
-        raise NoAcceleratorError(_why_no_accelerator())
-    return Platform("cpu", (cpu_device(),), "no accelerator visible to torch or jax")
+        raise NoAcceleratorError(_why_no_accelerator(frameworks))
+    asked = " or ".join(f for f in FRAMEWORKS if f in frameworks or f in others)
+    return Platform("cpu", (cpu_device(),), f"no accelerator visible to {asked}")
 
 
-def _why_no_accelerator() -> str:
-    try:
-        import torch
+def host_shows_gpu(nodes: Collection[str] = GPU_DEVICE_NODES) -> bool:
+    """Whether a GPU driver's device node exists (whatever a framework makes of it)."""
+    return any(os.path.exists(node) for node in nodes)
 
-        cpu_build = not (getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None))
-        torch_says = "torch is a CPU-only build" if cpu_build else "torch sees no GPU"
-    except ImportError:
-        torch_says = "torch is not installed"
+
+def _why_no_accelerator(frameworks: Collection[str]) -> str:
+    if "torch" not in frameworks and not host_shows_gpu():
+        torch_says = f"no GPU device node ({', '.join(GPU_DEVICE_NODES)}) and no torch backend to ask"
+    else:
+        try:
+            import torch
+
+            cpu_build = not (getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None))
+            torch_says = "torch is a CPU-only build" if cpu_build else "torch sees no GPU"
+        except ImportError:
+            torch_says = "torch is not installed"
     plugins = jax_accelerator_plugins()
     jax_says = (f"JAX has a {'/'.join(plugins)} plugin but finds no such device" if plugins else
                 "JAX has no GPU or TPU plugin (jax[cuda12], jax[cuda13], jax-rocm7-plugin or jax[tpu])")

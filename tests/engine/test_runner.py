@@ -145,6 +145,15 @@ def test_flush_and_cuda_graph_options_are_recorded_in_the_row(tmp_path):
     assert runner.rows[0]["comparability"]["protocol"]["flush_l2"] is True
 
 
+def test_a_jax_only_run_allocates_no_flush_buffer(tmp_path):
+    """JAX's timer never flushes, and the GPU flush buffer is a torch tensor: a JAX-only run must not make one."""
+    jax_like = Implementation("good", always, lambda c, x: Prepared(lambda: None, lambda rows: np.full(4, 1.0), "jax"))
+    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True})
+    runner.run_phase(Phase("main", WorkloadDef("fake", FAKE.expand, {"good": jax_like}), [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["status"] == "ok" and runner.flush_bytes is None
+    assert runner.rows[0]["timer"]["flush_l2_bytes"].startswith("not applied")
+
+
 def test_rows_carry_the_device_identity(tmp_path):
     from dataclasses import replace
 

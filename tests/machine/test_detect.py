@@ -174,3 +174,41 @@ def test_torch_of_the_other_vendor_is_not_used(machine):
     machine(torch=ft.torch_cuda())
     assert torch_unavailable("bf16", "rocm") == "this torch is a cuda build and the run measures a rocm device"
     assert torch_unavailable("bf16", "cuda") is None
+
+
+class UntouchableTorch:
+    """Stands for an installed torch that a JAX-only run must not use (any attribute read fails the test)."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"torch.{name} was used by a run that has no torch backend")
+
+
+def test_a_jax_only_run_finds_the_gpu_through_jax_alone(machine):
+    machine(torch=UntouchableTorch(), plugin="cuda", devices=[fj.h100(0)])
+    plat = detect(frameworks=("jax",))
+    assert (plat.kind, plat.reason) == ("cuda", "jax sees 1 cuda device(s)")
+
+
+def test_a_jax_only_run_on_a_cpu_host_never_asks_torch(machine, monkeypatch):
+    monkeypatch.setattr("harness.machine.platform.host_shows_gpu", lambda: False)
+    machine(torch=UntouchableTorch())
+    plat = detect(frameworks=("jax",))
+    assert (plat.kind, plat.reason) == ("cpu", "no accelerator visible to jax")
+
+
+def test_a_gpu_jax_cannot_see_is_still_the_one_measured(machine, monkeypatch):
+    """A CPU-only jaxlib beside a GPU: torch is asked after all, so the JAX backends report why they cannot run
+    instead of the run timing the host."""
+    from harness.machine.frameworks import jax_backend_matches
+
+    monkeypatch.setattr("harness.machine.platform.host_shows_gpu", lambda: True)
+    jax = machine(torch=ft.torch_cuda(1))
+    jax.default_backend = lambda: "cpu"
+    plat = detect(frameworks=("jax",))
+    assert (plat.kind, plat.reason) == ("cuda", "torch sees 1 cuda device(s)")
+    assert "install the jax build for cuda" in jax_backend_matches(plat.kind)[1]
+
+
+def test_a_torch_only_run_still_finds_a_gpu_only_jax_sees(machine):
+    machine(torch=ft.torch_cpu_only(), plugin="cuda", devices=[fj.h100(0)])
+    assert detect(frameworks=("torch",)).kind == "cuda"  # the torch backends then say their build sees no GPU

@@ -52,3 +52,4 @@ def test_tunableop_elsewhere_is_recorded_as_not_applied():
     assert tunableop_session(cfg, "cuda") == {
         "applied": False, "reason": "rocm.tunableop applies to ROCm devices; this run is on cuda"}
     assert tunableop_session(run_config(), "rocm") is None
+    assert tunableop_session(cfg, "rocm", ("jax",))["applied"] is False  # nothing of torch's to tune, no torch import

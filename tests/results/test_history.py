@@ -39,6 +39,16 @@ def test_add_is_idempotent_and_safe_under_concurrency(tmp_path):
     assert not list(store.glob(".*.tmp"))
 
 
+def test_pandas_reads_the_store_as_one_table(tmp_path):
+    """The module's promise: pandas (the `history` extra) reads the folder of Parquet files as one table."""
+    pd = pytest.importorskip("pandas")
+    store = tmp_path / "store"
+    for i in range(2):
+        history.add(store, read_bundle(_make(tmp_path, f"run{i}", 1.0 + i / 10).folder), {})
+    table = pd.read_parquet(store)
+    assert sorted(table["run_id"].unique()) == ["run0", "run1"] and len(table) == len(history.load(store))
+
+
 def _rows(values, device="GPU A", platform="cuda"):
     return [{"run_id": f"r{i}", "created": f"2026-11-{i + 1:02d}T00:00:00Z", "workload": "matmul", "case_id": "c",
              "backend": "torch", "device": device, "platform": platform, "dtype": "bf16", "status": "ok",
