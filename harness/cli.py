@@ -460,6 +460,19 @@ def _strip_run_from_completion_line() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, imports)
+        print("xmfu: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
@@ -472,16 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = COMMANDS.get(args[0])
     if command is None:
         return _usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
-    try:
-        return command(args[1:])
-    except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, imports)
-        print("xmfu: interrupted", file=sys.stderr)
-        return 130
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
-    except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    return command(args[1:])
 
 
 if __name__ == "__main__":
