@@ -35,6 +35,9 @@ def _bundle(folder, run_id, case_id="matmul-fp32-16", workload="matmul"):
 def files(tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
     (tmp_path / "tagged.yaml").write_text("GPU: !!python/object/apply:os.system ['echo owned']\n")
+    (tmp_path / "empty-store").mkdir()
+    (tmp_path / "bad-store").mkdir()
+    (tmp_path / "bad-store" / "x.parquet").write_text("not parquet")
     return {"file": str(tmp_path / "a-file"), "tagged": str(tmp_path / "tagged.yaml"),
             "a": _bundle(tmp_path, "a"), "b": _bundle(tmp_path, "b"),
             "attention": _bundle(tmp_path, "att", "attention-bf16-fwd", "attention"), "dir": str(tmp_path)}
@@ -64,6 +67,14 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
     (["compare", "{a}", "{attention}"], 2, "no case matched"),
     (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "not a plain YAML mapping of prices"),
     (["compare", "{a}", "{dir}/nope"], 2, "is not a valid bundle"),
+    (["report", "{a}", "-o", "{dir}/missing/r.html"], 2, "does not exist"),
+    (["export", "{a}", "-o", "{dir}/rows.xlsx"], 2, "unknown suffix '.xlsx'"),
+    (["history", "trend", "--store", "{dir}/nope"], 2, "does not exist"),
+    (["history", "trend", "--store", "{dir}/empty-store"], 2, "holds no runs yet"),
+    (["history", "check", "--store", "{file}"], 2, "is a file"),
+    (["history", "check", "--store", "{dir}/bad-store"], 2, "is not a readable Parquet file"),
+    (["history", "check", "--store", "{dir}/empty-store", "--window", "0"], 2, "--window 0 is out of range"),
+    (["history", "trend", "--store", "{dir}/bad-store", "-o", "{dir}/missing/t.svg"], 2, "does not exist"),
     (["validate"], 2, "validate"),
     (["frobnicate"], 2, "unknown command 'frobnicate'"),
 ]
@@ -98,3 +109,28 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
+
+
+def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
+    """A file-size limit stands in for a full disk: past it every write fails (EFBIG, as ENOSPC would), and
+    the run must leave a bundle that still validates, say so in one paragraph and exit 1."""
+    import resource
+
+    from harness.results.validator import load_bundle
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    sizes = "[" + ",".join(str(16 + i) for i in range(40)) + "]"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *RUN, f"workload.sizes={sizes}",
+                           f"results_dir={tmp_path}"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          preexec_fn=limit, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "The run stopped; the bundle" in proc.stderr
+    (folder,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
+    loaded = load_bundle(folder)
+    assert loaded.problems == [] and loaded.bundle.manifest["status"] == "partial"
+    assert 0 < len(loaded.bundle.cases) < 40
+    assert not list(folder.glob("*.tmp"))
