@@ -162,9 +162,10 @@ def barrier(folder: Path, rank: int, world_size: int, timeout_s: float, poll_s: 
     deadline = time.monotonic() + timeout_s
     while True:
         missing = [r for r in range(world_size) if not (marks / f"rank-{r}").exists()]
-        if not missing or time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if not missing or left <= 0:
             return missing
-        time.sleep(poll_s)
+        time.sleep(min(poll_s, left))
 
 
 def _child(job_file: Path) -> int:

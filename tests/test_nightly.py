@@ -96,3 +96,17 @@ def test_the_nightly_command_end_to_end(tmp_path):
     assert changed.returncode == 0, changed.stderr[-3000:]
     keys = {r["comparability_key"] for r in history.load(tmp_path / "store")}
     assert len(keys) == 2  # version 2 of the suite: new series
+
+
+def test_the_nightly_scripts_parse_and_run_the_nightly_suite():
+    import yaml
+
+    folder = ROOT / "benchmarks" / "nightly"
+    for script in ("nightly.sh", "nightly.sbatch"):
+        text = (folder / script).read_text()
+        assert subprocess.run(["bash", "-n", str(folder / script)], capture_output=True).returncode == 0
+        assert "run experiment=nightly" in text and "history report" in text and 'exit "$status"' in text
+    workflow = yaml.safe_load((folder / "github-actions.yml").read_text())
+    steps = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
+    assert any("experiment=nightly" in s for s in steps) and any("history report" in s for s in steps)
+    assert workflow["jobs"]["publish"]["if"] == "always()"

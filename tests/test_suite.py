@@ -22,7 +22,8 @@ SINGLE = ProcessInfo(rank=0, world_size=1, local_rank=0, launcher="single")
 
 
 def _spec(**parts):
-    return parse_suite({"name": "tiny", "version": 1, "scale": "full", "doctor": False, "parts": parts})
+    return parse_suite({"name": "tiny", "version": 1, "scale": "full", "doctor": False, "barrier_timeout_s": 0.2,
+                        "parts": parts})
 
 
 def _settings(tmp_path, **kw):
@@ -153,3 +154,27 @@ def test_shared_overrides_leave_the_suite_settings_to_the_suite():
     assert shared_overrides(["experiment=acceptance", "suite.only=[mamf]", "price=3", "store=/s", "run_id=x",
                              "results_dir=/r", "hydra.run.dir=.", "dtype=fp32", "+timing.warmup_s=0"]) == [
         "dtype=fp32", "+timing.warmup_s=0"]
+
+
+def test_under_a_launcher_every_rank_joins_the_ranks_parts_and_rank_0_reports_after_the_barrier(tmp_path,
+                                                                                                 monkeypatch):
+    """Rank 1 (a node's second process) runs only the part spanning ranks and marks itself done; rank 0, the
+    node's leader, runs the rest as a process of its own, waits for rank 1, and builds the report."""
+    ran = []
+
+    def fake(job, registry, argv):
+        ran.append((job.part.name, suite.process_info().world_size))
+        return 0
+
+    monkeypatch.setattr(suite, "run_in_process", fake)
+    spec = _spec(single={"overrides": TINY}, coll={"kind": "ranks", "overrides": ["workload=collectives"]})
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert suite.run(spec, _settings(tmp_path), [], ["xmfu"], build_registry()) == (0 if rank else 1)
+    assert ran == [("coll", 2), ("coll", 2), ("single", 1)]  # rank 1, then rank 0: ranks first, then its own part
+    assert sorted(p.name for p in (tmp_path / "s1" / ".done").iterdir()) == ["rank-0", "rank-1"]
+    (record,) = [json.loads(p.read_text()) for p in (tmp_path / "s1").glob("*/node.json")]
+    assert [p["name"] for p in record["parts"]] == ["coll", "single"]
+    assert (tmp_path / "s1" / "report.html").exists()  # rank 0 (the fake parts wrote no bundle: exit 1)

@@ -128,3 +128,13 @@ def test_cli_history_report(tmp_path, capsys):
     assert main(["history", "report", "--store", str(store), "-o", str(tmp_path / "h.svg")]) == 2
     assert main(["history", "report", "--store", str(store), "--window", "0"]) == 2
     assert "--window" in capsys.readouterr().err
+
+
+def test_the_gap_is_one_line_per_case_on_one_axes_per_workload():
+    from harness.results import trend
+
+    groups = trend.gap_groups(history.gap(_nights(), "tflops", "rocm", "cuda"))
+    assert sorted(groups) == ["attention", "matmul"]
+    (line,) = groups["matmul"].values()
+    assert line[0][1] == pytest.approx(500 / 700) and line[-1][1] == pytest.approx(561 / 641) and len(line) == 10
+    assert [d.day for d, _ in next(iter(groups["attention"].values()))] == [5, 6, 7, 8, 9, 10]
