@@ -116,9 +116,9 @@ def throttling(rows: Sequence[Row]) -> dict[str, Any]:
             if share > seen.get(reason, {"fraction": -1})["fraction"]:
                 seen[reason] = {"fraction": share, "case_id": r["case_id"], "backend": r["backend"]}
     return {"readable": readings > 0, "readings": readings, "reasons": seen,
-            "why_not": None if readings else ("no telemetry reading said which clock limits were active: this "
-                                              "platform's sampler reads no throttle reasons (xmfu doctor lists the "
-                                              "fields it reads)")}
+            "why_not": None if readings else ("no telemetry reading said which clock limits were active; this "
+                                              "platform's sampler reads no throttle reasons, and xmfu doctor lists "
+                                              "the fields it reads")}
 
 
 def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> list[dict[str, Any]]:
