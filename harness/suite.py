@@ -297,7 +297,7 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
         from harness.nightly import append_and_check
 
         problems += append_and_check(Path(p.settings.store), p.root, p.spec.check)
-    summary = {"suite": {**asdict(p.spec), "parts": [asdict(x) for x in p.spec.parts]}, "suite_id": p.suite_id,
+    summary = {"suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
                "store": p.settings.store, "verdict": verdict, "problems": problems}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
