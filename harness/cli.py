@@ -31,8 +31,9 @@ commands:
   report BUNDLES -o F.html  one self-contained HTML report (what runs where, plots with 95% CIs, every row,
                             environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
-                            plot a metric over time or the gap between platforms (--gap rocm cuda;
-                            -o F.svg or F.html), exit 1 when the latest value moved beyond the noise
+  history report            plot a metric over time or the gap between platforms (--gap rocm cuda;
+                            -o F.svg or F.html), exit 1 when the latest value moved beyond the noise;
+                            report -o F.html: every series, regressions, software changes, coverage over time
   export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
@@ -295,6 +296,7 @@ def _history_check(ns: argparse.Namespace) -> int:
 
 
 def cmd_history(args: Sequence[str]) -> int:
+    from harness import history_page
     from harness.results.history import StoreError
 
     parser = _Parser(prog="xmfu history")
@@ -312,13 +314,15 @@ def cmd_history(args: Sequence[str]) -> int:
     p_check.add_argument("--window", type=int, default=7)
     p_check.add_argument("--sigmas", type=float, default=3.0)
     p_check.add_argument("--min-change", type=float, default=0.02)
-    for p in (p_add, p_trend, p_check):
+    p_report = history_page.add_parser(sub)
+    for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")
-    for p in (p_add, p_trend, p_check):
+    for p in (p_add, p_trend, p_check, p_report):
         p.error = parser.error  # one-paragraph errors, exit 2
     ns = parser.parse_args(args)
     try:
-        return {"add": _history_add, "trend": _history_trend, "check": _history_check}[ns.action](ns)
+        return {"add": _history_add, "trend": _history_trend, "check": _history_check,
+                "report": lambda ns: history_page.run(ns, _store, _output)}[ns.action](ns)
     except UsageFailure as exc:
         return _usage_error(str(exc))
     except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout
@@ -435,10 +439,13 @@ def cmd_doctor(args: Sequence[str]) -> int:
 
 def cmd_run(args: Sequence[str]) -> int:
     from harness.hydra_app import UsageError, run_command
+    from harness.suite import maybe_run
     from workloads.catalog import build_registry
 
     try:
-        return run_command(args, build_registry())
+        registry = build_registry()
+        code = maybe_run(args, registry)  # experiment=acceptance, experiment=nightly: a suite of runs
+        return run_command(args, registry) if code is None else code
     except UsageError as exc:
         return _usage_error(f"run: {exc}")
 

@@ -126,8 +126,10 @@ TOP_LEVEL = (
     "scale", "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
     "peak_tflops", "peak_membw_gbps", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
-    "telemetry", "rocm", "repeats",
+    "telemetry", "rocm", "repeats", "device_index",
+    "suite", "price", "store",  # a suite's definition and its settings (harness/suite.py reads them)
 )
+SUITE_ONLY = {"price": "xmfu compare --price", "store": "xmfu history add"}  # meaningless in a single run
 
 
 def explicit_workload_keys(overrides: Sequence[str]) -> set[str]:
@@ -188,6 +190,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
     baseline = data.get("baseline")
     if baseline is not None:
         choice("baseline", baseline, list(chosen))
+    _suite_settings_need_a_suite(data)
     run_id = parse_run_id(data.get("run_id"))
     results_dir = parse_results_dir(data.get("results_dir", "results"))
     return RunConfig(
@@ -209,4 +212,19 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         rocm=parse_rocm(data.get("rocm") or {}),
         repeats=positive_int("repeats", data.get("repeats", 1)),
         equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
+        device_index=parse_device_index(data.get("device_index")),
     )
+
+
+def parse_device_index(value: Any) -> int | None:
+    """null (the local rank's device), or a local device's number (checked against the devices at start-up)."""
+    return None if value is None else number("device_index", value, integer=True, minimum=0, inclusive=True)
+
+
+def _suite_settings_need_a_suite(data: Mapping[str, Any]) -> None:
+    if data.get("suite") is not None:
+        return
+    for name, instead in SUITE_ONLY.items():
+        if data.get(name) is not None:
+            raise ConfigError(name, "applies to suite runs only (experiment=acceptance, experiment=nightly)",
+                              f"null here; for a single run see {instead}")

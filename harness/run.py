@@ -9,7 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from harness.engine.runner import CaseRunner, Phase
 from harness.engine.settings import RunConfig
 from harness.machine import contention, environment, stack
 from harness.machine.frameworks import use_triton_interpreter
-from harness.machine.platform import DeviceInfo, detect
+from harness.machine.platform import DeviceInfo, Platform, detect
 from harness.machine.ranks import ProcessInfo, process_info
 from harness.machine.telemetry import open_sampler
 from harness.results.comparability import comparability_key
@@ -72,11 +72,14 @@ def new_run_id(cfg: RunConfig) -> str:
 
 def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
     key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
-                             "protocol": cfg.timing.protocol(), "mamf": cfg.mamf.enabled})
-    return {"run_id": run_id, "created": utc_now(), "xmfu_version": harness.__version__,
-            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
-            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
-            "comparability_key": key, "achievable": None}
+                             "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+    out = {"run_id": run_id, "created": utc_now(), "xmfu_version": harness.__version__,
+           "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
+           "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
+           "comparability_key": key, "achievable": None}
+    if cfg.suite is not None:
+        out["suite"] = asdict(cfg.suite)
+    return out
 
 
 def _rounded(value: Any) -> Any:
@@ -187,6 +190,16 @@ def _write_failed(writer: Any, folder: Path, exc: BundleWriteError) -> Outcome:
     return Outcome(folder, 1)
 
 
+def _chosen_device(plat: Platform, index: int | None) -> Platform:
+    """The platform measuring `device_index` when the run names one (else its local rank's device)."""
+    if index is None:
+        return plat
+    if index >= len(plat.devices):
+        raise SetupError(f"device_index: {index} is out of range: this process sees {len(plat.devices)} "
+                         f"{plat.kind} device(s). Allowed: null, or 0 to {len(plat.devices) - 1}")
+    return plat.choose(index)
+
+
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
     with restored_environment():
@@ -196,7 +209,7 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
     frameworks = frameworks_used(cfg, registry)
-    plat = detect(cfg.device, frameworks)
+    plat = _chosen_device(detect(cfg.device, frameworks), cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton

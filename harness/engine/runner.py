@@ -276,7 +276,7 @@ class CaseRunner:
         cfg, device = self.ctx.config, self.ctx.device
         flops = case.flops()
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      cfg.timing.protocol())
+                                      cfg.protocol())
         p = a.prepared
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {

@@ -84,6 +84,22 @@ class MamfConfig:
 
 
 @dataclass(frozen=True)
+class SuiteTag:
+    """The suite a run is one part of (harness/suite.py). `definition_sha` hashes the suite's definition and
+    joins the comparability key of every row, so a changed suite starts new series in a history store."""
+
+    name: str
+    version: int
+    definition_sha: str
+    suite_id: str  # shared by every part of one suite run
+    part: str
+    host: str
+
+    def key(self) -> str:
+        return f"{self.name}/{self.version}/{self.definition_sha}"
+
+
+@dataclass(frozen=True)
 class RunConfig:
     workload: Mapping[str, Any]
     backends: tuple[str, ...]
@@ -103,6 +119,16 @@ class RunConfig:
     rocm: RocmConfig = RocmConfig()
     repeats: int = 1  # the whole measurement (prepare, warm up, sample) this many times per case and backend
     equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
+    device_index: int | None = None  # measure this local device instead of the local rank's
+    suite: SuiteTag | None = None  # set by harness/suite.py for its parts
+
+    def protocol(self) -> dict[str, Any]:
+        """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability
+        key besides the case itself. Plain runs keep the keys they always had."""
+        out = self.timing.protocol()
+        if self.suite is not None:
+            out["suite"] = self.suite.key()
+        return out
 
     @property
     def workload_name(self) -> str:

@@ -148,15 +148,23 @@ def jax_local_device_ids(platform_kind: str, local_rank: int,
     return [local_rank]
 
 
-def local_jax_device() -> Any:
-    """The device this process measures with JAX: its first local device.
+def local_jax_device(index: int | None = None) -> Any:
+    """The device this process measures with JAX: its first local device, or local device `index` (the run's
+    `device_index`).
 
     In a multi-process GPU run each process is pinned to its own GPU (above), so that is the one; jax.devices()
-    lists every process's devices, and indexing it by the local rank would pick another process's GPU.
+    lists every process's devices, and indexing it by the local rank would pick another process's GPU. A pinned
+    process sees one device only: asking it for another is an error, never a silent substitute.
     """
     import jax
 
-    return jax.local_devices()[0]
+    devices = jax.local_devices()
+    if index is None:
+        return devices[0]
+    if index >= len(devices):
+        raise RuntimeError(f"device_index {index}: JAX sees {len(devices)} local device(s) in this process "
+                           "(a process of a multi-process run is pinned to its own GPU)")
+    return devices[index]
 
 
 def jax_backend_matches(platform_kind: str) -> tuple[bool, str]:

@@ -17,7 +17,7 @@ import os
 import pkgutil
 import platform as _host
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from harness.machine.ranks import process_info
@@ -61,12 +61,22 @@ class Platform:
     kind: str
     devices: tuple[DeviceInfo, ...]
     reason: str  # how it was decided
+    chosen: int | None = None  # the run's `device_index`: this local device instead of the local rank's
 
     @property
     def device(self) -> DeviceInfo:
-        """The device this process measures: its local rank's (LOCAL_RANK under torchrun, SLURM_LOCALID under
-        Slurm), counted among the devices it sees; the first in a single-process run."""
+        """The device this process measures: the one `device_index` chose, else its local rank's (LOCAL_RANK
+        under torchrun, SLURM_LOCALID under Slurm), counted among the devices it sees; the first in a
+        single-process run."""
+        if self.chosen is not None:
+            return self.devices[self.chosen]
         return self.devices[process_info().local_rank % len(self.devices)]
+
+    def choose(self, index: int) -> Platform:
+        """This platform measuring its local device `index` (IndexError when it has no such device)."""
+        if not 0 <= index < len(self.devices):
+            raise IndexError(f"device {index} of {len(self.devices)}")
+        return replace(self, chosen=index)
 
     @property
     def has_accelerator(self) -> bool:

@@ -50,6 +50,8 @@ class Coverage:
 
 def variant(row: dict[str, Any]) -> str:
     """'causal fwd_bwd', 'non-causal fwd', 'all_reduce'; '' for workloads without variants."""
+    if "params" not in row:  # a history store's row keeps the variant it was stored with
+        return str(row.get("variant") or "")
     params = row.get("params") or {}
     words = []
     for name in VARIANT_PARAMS.get(row["workload"], ()):

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.results.coverage import variant
 from harness.results.reader import Bundle
 from harness.results.schema import RUN_ID
 
@@ -39,7 +40,13 @@ COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the 
 
 
 STRINGS = ("run_id", "git_sha", "xmfu_version", "platform", "device", "workload", "case_id", "backend", "dtype",
-           "status", "comparability_key", "torch", "jax", "driver")
+           "status", "comparability_key", "torch", "jax", "driver",
+           # added later (older stores read them as null): the rest of the stack a number depends on, the host,
+           # the suite a run was part of, and the coverage variant (attention: causal fwd_bwd...)
+           "cuda", "hip", "nccl", "jaxlib", "triton", "host", "suite", "variant")
+# The software whose version changes `history report` lists between consecutive runs.
+SOFTWARE = ("driver", "cuda", "hip", "nccl", "torch", "jax", "jaxlib", "triton", "xmfu_version")
+LOWER_IS_BETTER = ("median_s", "ci95_low_s", "ci95_high_s", "cv")
 
 
 class StoreError(ValueError):
@@ -75,20 +82,40 @@ def when(created: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+def stack_versions(environment: dict[str, Any]) -> dict[str, str]:
+    """The versions of the software stack as environment.json records them ('' where it has none): CUDA and
+    HIP as torch was built for them, NCCL (RCCL on ROCm, which reports NCCL's numbering) as torch loads it."""
+    packages = environment.get("packages") or {}
+    built = environment.get("torch") or {}
+    nccl = environment.get("nccl") or {}
+    return {"torch": packages.get("torch") or "", "jax": packages.get("jax") or "",
+            "jaxlib": packages.get("jaxlib") or "", "triton": packages.get("triton") or "",
+            "driver": str(environment.get("driver") or ""), "cuda": str(built.get("cuda") or ""),
+            "hip": str(built.get("hip") or ""), "nccl": str(nccl.get("version") or "")}
+
+
 def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]:
     m = bundle.manifest
-    packages = environment.get("packages") or {}
+    suite = m.get("suite") or {}  # harness/suite.py's parts: name/version/definition hash
+    common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
+              "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else ""}
     out = []
     for r in bundle.cases:
         row = {"run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
                "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
                "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],
                "status": r["status"], "timing_valid": bool(r.get("timing_valid")),
-               "comparability_key": r["comparability_key"], "torch": packages.get("torch") or "",
-               "jax": packages.get("jax") or "", "driver": environment.get("driver") or ""}
+               "comparability_key": r["comparability_key"], "variant": variant(r), **common}
         row.update({name: _float(read(r)) for name, read in COLUMNS.items()})
         out.append(row)
     return out
+
+
+def worse(metric: str, change: float | None) -> bool:
+    """Whether a relative change of `metric` is for the worse (times and their spread: up; the rest: down)."""
+    if change is None:
+        return False
+    return change > 0 if metric in LOWER_IS_BETTER else change < 0
 
 
 def _float(v: Any) -> float | None:
@@ -244,16 +271,44 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: 
     for key, points in series(rows, metric).items():
         if len(points) < MIN_RUNS:
             continue
-        values = [v for _, v in points]
-        history, latest = values[-(window + 1):-1], values[-1]
-        base = statistics.median(history)
-        mad = statistics.median(abs(v - base) for v in history)
-        limit = max(sigmas * 1.4826 * mad, min_change * abs(base))
-        if abs(latest - base) > limit:
-            flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, "latest": latest,
-                            "baseline": base, "change": latest / base - 1 if base else None, "limit": limit,
-                            "at": points[-1][0]})
+        found = _judge(points, len(points) - 1, window, sigmas, min_change)
+        if found:
+            flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found})
     return flagged
+
+
+def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
+           min_change: float, start: int = 0) -> dict[str, Any] | None:
+    """Point i against the median of the `window` points before it, none before `start` (check's rule);
+    None within the noise."""
+    values = [v for _, v in points]
+    before, latest = values[max(start, i - window):i], values[i]
+    base = statistics.median(before)
+    mad = statistics.median(abs(v - base) for v in before)
+    limit = max(sigmas * 1.4826 * mad, min_change * abs(base))
+    if abs(latest - base) <= limit:
+        return None
+    return {"latest": latest, "baseline": base, "change": latest / base - 1 if base else None, "limit": limit,
+            "at": points[i][0], "previous_at": points[i - 1][0]}
+
+
+def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: float = 3.0,
+          min_change: float = 0.02) -> list[dict[str, Any]]:
+    """The changes beyond the noise in the whole history of every series, each marked where it began: a
+    point is judged by `check`'s rule against the runs before it, and after a change only the runs since
+    it form the baseline (so one step is one mark, not one for every night until the median catches up)."""
+    out = []
+    for key, points in series(rows, metric).items():
+        start = 0
+        for i in range(len(points)):
+            if i - start < MIN_RUNS - 1:  # too few runs at this level to judge yet
+                continue
+            found = _judge(points, i, window, sigmas, min_change, start)
+            if found:
+                out.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
+                            "worse": worse(metric, found["change"])})
+                start = i
+    return out
 
 
 def run_to_run_noise(rows: Sequence[dict[str, Any]], window: int = 10,

@@ -67,10 +67,13 @@ def _environments(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]]) -> 
 
 
 def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
-          telemetry: dict[str, list[dict[str, Any]]]) -> str:
+          telemetry: dict[str, list[dict[str, Any]]], lead: Sequence[tuple[str, str]] = (),
+          title: str = "xmfu report") -> str:
+    """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped."""
     rows = [r for b in bundles for r in b.cases]
     where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
     sections = (
+        *lead,
         ("Runs", _runs(bundles)),
         ("What runs on day one", "<p>Each workload, backend, dtype and variant against each platform and device: "
          "ok when every size ran and matched the reference; otherwise the worst status with its reason.</p>"
@@ -85,5 +88,5 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
         ("Environments", _environments(bundles, envs)),
     )
     body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>xmfu report</title><style>{STYLE}</style>"
-            f"</head><body><h1>xmfu report</h1>{body}</body></html>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
+            f"</head><body><h1>{escape(title)}</h1>{body}</body></html>")

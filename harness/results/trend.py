@@ -48,12 +48,12 @@ def gap_groups(points: Sequence[dict[str, Any]]) -> Groups:
     return out
 
 
-def _date_axis(ax: Any, groups: Groups) -> None:
+def date_axis(ax: Any, groups: Groups) -> None:
     """Dates as dates (ConciseDateFormatter: '03 Nov', the year once), over the runs' span padded by a day or
     5% (matplotlib would widen a single date to years)."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
-    times = [_moment(t) for lines in groups.values() for pts in lines.values() for t, _ in pts]
+    times = [moment(t) for lines in groups.values() for pts in lines.values() for t, _ in pts]
     pad = max(timedelta(days=1), (max(times) - min(times)) * 0.05)
     ax.set_xlim(min(times) - pad, max(times) + pad)
     locator = AutoDateLocator(minticks=3, maxticks=8)
@@ -61,30 +61,56 @@ def _date_axis(ax: Any, groups: Groups) -> None:
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
 
 
-def _moment(t: datetime | date) -> datetime:
+def moment(t: datetime | date) -> datetime:
     return t if isinstance(t, datetime) else datetime(t.year, t.month, t.day, tzinfo=timezone.utc)
 
 
+Mark = tuple[datetime | date, float, bool]  # a flagged point: when, value, for the worse
+
+
+def events(ax: Any, found: Sequence[tuple[datetime | date, str]]) -> None:
+    """Software changes as dotted vertical lines, each labelled at the top (the page's table says what)."""
+    for t, label in found:
+        ax.axvline(moment(t), color="#777", linestyle=":", linewidth=1)
+        ax.annotate(figures.text(label, 20), xy=(moment(t), 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(2, -2), textcoords="offset points", fontsize=7, color="#555", va="top")
+
+
+def _marks(ax: Any, marks: Sequence[Mark]) -> int:
+    """Changes beyond the noise: red crosses for the worse, green for the better; the legend entries added."""
+    drawn = 0
+    for worse, color, name in ((True, "#c00000", "regression (history check)"), (False, "#1a8f1a", "improvement")):
+        chosen = [(moment(t), v) for t, v, w in marks if w == worse]
+        if chosen:
+            ax.scatter(*zip(*chosen, strict=True), marker="X", s=60, color=color, zorder=5, label=name)
+            drawn += 1
+    return drawn
+
+
 @figures.styled
-def figure(groups: Groups, title: str, ylabel: str, parity: bool = False) -> Any:
-    """One axes per workload; `parity` draws the 1.0 line of a ratio."""
+def figure(groups: Groups, title: str, ylabel: str, parity: bool = False,
+           marks: dict[str, list[Mark]] | None = None, changes: Sequence[tuple[datetime | date, str]] = ()) -> Any:
+    """One axes per workload; `parity` draws the 1.0 line of a ratio; `marks` (by workload) flag points,
+    `changes` draw the software changes as vertical lines."""
     from matplotlib.ticker import PercentFormatter
 
     fig, axes = figures.figure(0.8 + 3.0 * len(groups), rows=len(groups), sharex=True)
     for ax, (workload, lines) in zip(axes, sorted(groups.items()), strict=True):
         items, cut = figures.shown(sorted(lines.items()), MAX_SERIES, "series (--workload narrows the plot)")
         for k, (label, points) in enumerate(items):
-            ax.plot([_moment(t) for t, _ in points], [v for _, v in points], label=figures.text(label, 70),
+            ax.plot([moment(t) for t, _ in points], [v for _, v in points], label=figures.text(label, 70),
                     color=figures.COLORS[k % len(figures.COLORS)], marker=figures.MARKERS[k // 10 % 10],
                     markersize=4, linewidth=1.2)
         if parity:
             ax.axhline(1.0, color="#555", linestyle="--", linewidth=1, label="parity (1.0)")
+        extra = _marks(ax, (marks or {}).get(workload, []))
+        events(ax, changes)
         if ylabel.startswith("MFU"):
             ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        _date_axis(ax, groups)
+        date_axis(ax, groups)
         ax.set_ylabel(figures.text(ylabel))
         ax.set_title(figures.text(workload), loc="left", fontsize=9)
-        figures.legend(ax, len(items) + parity)
+        figures.legend(ax, len(items) + parity + extra)
         figures.note(ax, cut)
     axes[-1].set_xlabel("date of the run (UTC)")
     figures.title(fig, title)

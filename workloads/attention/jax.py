@@ -88,7 +88,7 @@ def _program(case: AttentionCase, attend: Callable, x: dict[str, Any]) -> tuple[
 
 def make_prepare(implementation: str) -> Callable[[AttentionCase, RunContext], Prepared]:
     def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
-        device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
+        device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
         inputs = {n: to_jax_layout(a) for n, a in case.inputs().items()}
         x = {n: to_jax(a, case.dtype, device) for n, a in inputs.items()}
         try:

@@ -51,7 +51,7 @@ def _dot(case: MatmulCase):
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import jax
 
-    device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
+    device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
     a_np, b_np = case.stored_inputs()
     copies = ctx.input_copies(case.input_bytes())
     a0, b0 = to_jax(a_np, case.dtype, device), to_jax(b_np, case.dtype, device)

@@ -31,7 +31,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
 
     from workloads.transformer.jax_model import global_norm, loss_fn
 
-    device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
+    device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
     dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32
     # fp32 means fp32: JAX's default matmul precision on GPUs is TF32 (and bf16 passes on TPUs).
     precision = "highest" if case.dtype == "fp32" else "default"

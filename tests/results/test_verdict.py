@@ -1,0 +1,121 @@
+"""A suite's verdict: per-device outliers (a pure function), two fake nodes compared, cost at a price, and the
+report with its verdict page rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.results import suite_report, verdict
+from harness.results.validator import load_bundle
+from harness.results.writer import BundleWriter
+from tests.results.rows import MANIFEST, ci95, valid_row
+from tests.results.test_report import ink, render
+
+HOSTILE = "<script>alert('x')</script>"
+FLOPS = 2.0 * 1024**3
+
+
+def test_outliers_flag_what_is_more_than_the_threshold_below_the_median():
+    found = verdict.outliers({"0": 700.0, "1": 702.0, "2": 680.0, "3": 678.0, "4": 701.0})
+    assert [d["label"] for d in found] == ["3", "2", "0", "4", "1"]  # slowest first
+    assert found[0]["median"] == 700.0 and found[0]["vs_median"] == pytest.approx(-22 / 700)
+    assert [d["flagged"] for d in found] == [True, False, False, False, False]  # -3.14% and -2.86%
+    assert verdict.outliers({"a": 97.0, "b": 100.0, "c": 100.0})[0]["flagged"] is False  # exactly 3%: not more
+    assert verdict.outliers({"only": 5.0})[0]["flagged"] is False and verdict.outliers({}) == []
+    assert [d["flagged"] for d in verdict.outliers({"a": 90.0, "b": 100.0}, threshold=0.2)] == [False, False]
+
+
+def _mm(tflops, backend="torch", **fields):
+    median = FLOPS / (tflops * 1e12)
+    return ci95(valid_row([median * 0.99, median, median * 1.01], flops=FLOPS, peak=989.0, workload="matmul",
+                          backend=backend, dtype="bf16", case_id="matmul-bf16-1024x1024x1024-NN", platform="cuda",
+                          device="NVIDIA H100", params={"m": 1024, "n": 1024, "k": 1024}, **fields))
+
+
+def _train(tokens_per_s, tflops=400.0):
+    median = FLOPS / (tflops * 1e12)
+    return ci95(valid_row([median] * 3, flops=FLOPS, peak=989.0, workload="transformer", backend="torch",
+                          dtype="bf16", case_id="transformer-bf16-1b-b8-s2048", platform="cuda", device="NVIDIA H100",
+                          params={"model": "1b"}, throughput={"tokens_per_s": tokens_per_s}))
+
+
+def _bundle(folder, run_id, rows, **manifest):
+    writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id}, "", {"packages": {"torch": "2.13.0"}})
+    for row in rows:
+        row = {**row, "run_id": run_id}
+        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"], "samples": [1e-3] * 3})
+    if manifest:
+        writer.update(**manifest)
+    writer.finalize("complete")
+    assert not load_bundle(folder / run_id).problems
+    return f"{folder.name}/{run_id}"
+
+
+def _node(root, host, matmul_tflops, device_tflops, throttle=None):
+    folder = root / host
+    achievable = {"tflops": 720.0, "source": "mamf sweep in this run", "dtype": "bf16", "backend": "torch",
+                  "case_id": "matmul-bf16-8192x8192x4096-NN"}
+    main = [_mm(matmul_tflops, telemetry={"throttle_fraction": throttle or {}, "throttle_readings": 40}),
+            _mm(matmul_tflops * 0.9, backend="jax")]
+    parts = [{"name": "mamf", "kind": "run", "what": "mamf", "exit_code": 0, "seconds": 1.0, "note": "",
+              "bundles": [_bundle(folder, f"{host}-mamf", main, achievable=achievable)]},
+             {"name": "training", "kind": "run", "what": HOSTILE, "exit_code": 0, "seconds": 1.0, "note": "",
+              "bundles": [_bundle(folder, f"{host}-train", [_train(1000.0)])]},
+             {"name": "outliers", "kind": "devices", "what": "", "exit_code": 0, "seconds": 1.0, "note": "",
+              "bundles": [_bundle(folder, f"{host}-dev{i}", [_mm(t, device_index=i, device_uuid=f"GPU-{i}")])
+                          for i, t in enumerate(device_tflops)]}]
+    record = {"host": host, "scale": "full", "scale_reason": "full sizes (torch sees 8 cuda device(s))",
+              "doctor": {"problems": [HOSTILE]}, "parts": parts}
+    (folder / "node.json").write_text(json.dumps(record))
+
+
+@pytest.fixture(scope="module")
+def suite_folder(tmp_path_factory):
+    """Two fake nodes: node-a with a slow device 3, node-b 15% slower than node-a; collectives at the root."""
+    root = tmp_path_factory.mktemp("suite")
+    _node(root, "node-a", 700.0, [700.0, 702.0, 698.0, 660.0], throttle={"hw_slowdown": 0.25})
+    _node(root, "node-b", 600.0, [600.0, 601.0, 599.0, 600.0])
+    summary = {"collectives": {"torch_dist/all_reduce/inplace/throughput": {
+        "ranks": 16, "peak_busbw_gbps": 360.0, "peak_at_bytes": 2**30, "link_gbps": 450, "peak_busbw_of_link": 0.8}}}
+    rel = _bundle(root, "coll", [_mm(1.0, backend="torch_dist")], summary=summary).split("/", 1)[1]
+    record = json.loads((root / "node-a" / "node.json").read_text())
+    record["parts"].append({"name": "collectives", "kind": "ranks", "what": "", "exit_code": 0, "seconds": 1.0,
+                            "note": "", "bundles": [rel]})
+    (root / "node-a" / "node.json").write_text(json.dumps(record))
+    return root
+
+
+def test_two_nodes_compared_and_every_figure_of_the_verdict(suite_folder):
+    html, v = suite_report.build(suite_folder, price=2.0)
+    a, b = v["nodes"]["node-a"], v["nodes"]["node-b"]
+    assert a["matmul"]["best"]["tflops"] == pytest.approx(700.0)
+    assert a["matmul"]["best"]["of_achievable"] == pytest.approx(700 / 720)
+    assert a["matmul"]["best"]["of_datasheet"] == pytest.approx(700 / 989)
+    slow = a["devices"][0]
+    assert slow["label"] == "3: NVIDIA H100" and slow["identity"] == "GPU-3" and slow["flagged"]
+    assert not any(d["flagged"] for d in b["devices"])
+    assert a["throttling"]["reasons"]["hw_slowdown"]["fraction"] == 0.25 and b["throttling"]["readable"]
+    (train,) = a["training"]
+    assert train["usd_per_million_tokens"] == pytest.approx(2.0 / (1000 * 3600) * 1e6)
+    assert train["usd_per_realized_pflop_hour"] == pytest.approx(2.0 / 0.4)
+    nodes = {d["label"]: d for d in v["node_comparison"]["best matmul TFLOP/s"]}
+    assert nodes["node-b"]["flagged"] and not nodes["node-a"]["flagged"]
+    assert v["collectives"][0]["of_link"] == 0.8
+    assert any("node-a: device 3: NVIDIA H100 is 5.6% below" in p for p in v["problems"])
+    assert any(p.startswith("node node-b: best matmul TFLOP/s 600") for p in v["problems"])
+    assert any("80.0% of the 450 GB/s link" in h for h in v["headlines"])
+    assert "&lt;script&gt;" in html and "<script" not in html
+
+
+def test_the_verdict_page_renders_in_headless_chromium(suite_folder, tmp_path):
+    html, v = suite_report.build(suite_folder, price=2.0)
+    page = tmp_path / "report.html"
+    page.write_text(html)
+    shot, dom, stderr = render(page, tmp_path, size=(1200, 1600))
+    share, saturated = ink(shot)
+    assert share > 0.03 and saturated > 2000 and "CONSOLE" not in stderr
+    assert "Nodes compared" in dom and "FLAGGED" in dom and "hw_slowdown 25.0% of readings" in dom
+    assert "USD 0.5556 per million tokens" in dom and "&lt;script&gt;" in dom
+    assert "<script" not in dom.split("<body", 1)[1]

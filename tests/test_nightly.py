@@ -1,0 +1,112 @@
+"""The nightly's end (harness/nightly.py): append a suite's bundles to the store, judge the series they extended
+and exit 1 on a regression or a lost coverage cell; and the whole nightly through the command (e2e, tiny)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import nightly
+from harness.results import history
+from tests.results.rows import matmul_row, untimed_row, write_bundle
+
+pytest.importorskip("pyarrow")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: str = "GPU A") -> Path:
+    """One night's matmul bundle at `tflops` (the row's time set to match), plus an attention row."""
+    row = {**matmul_row(8192, 8192, 8192), "device": device}
+    median = row["flops"] / (tflops * 1e12)
+    row = {**row, "time_s": {**row["time_s"], "median": median, "ci95_low": median, "ci95_high": median},
+           "tflops": tflops, "mfu": tflops / row["peak_tflops"], "tflops_ci95": [tflops, tflops]}
+    attention = {**matmul_row(64, 64, 64), "device": device, "workload": "attention", "backend": "triton",
+                 "case_id": "att", "params": {"causal": True, "mode": "fwd"}}
+    if status != "ok":
+        attention = untimed_row(status, workload="attention", backend="triton", case_id="att", platform="cuda",
+                                device=device, dtype="bf16", params={"causal": True, "mode": "fwd"})
+    run_id = f"night{night}" + ("" if device == "GPU A" else "-b")
+    return write_bundle(folder, run_id, [row, attention], created=f"2026-11-{night + 1:02d}T02:00:00.0Z").folder
+
+
+@pytest.fixture
+def store(tmp_path):
+    """Seven nights at 700 TFLOP/s (a little noise), every cell ok."""
+    store = tmp_path / "store"
+    for night in range(7):
+        folder = _night(tmp_path / "old", night, 700.0 + (night % 3))
+        assert nightly.append(store, [folder])[0] == [f"night{night}"]
+    return store
+
+
+@pytest.mark.parametrize(("tflops", "status", "expected"), [
+    (701.0, "ok", []), (760.0, "ok", []),  # within the noise; faster (printed, not a failure)
+    (600.0, "ok", ["REGRESSION matmul"]), (701.0, "failed", ["COVERAGE LOST attention triton"]),
+])
+def test_the_night_fails_on_a_regression_or_a_lost_cell_only(store, tmp_path, capsys, tflops, status, expected):
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, tflops, status)
+    problems = nightly.append_and_check(store, suite_folder, ["tflops", "busbw_gbps"])
+    assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected, strict=True))
+    out = capsys.readouterr().out
+    assert "night7 added" in out
+    if tflops > 750:
+        assert "improved: matmul" in out
+    assert len({r["run_id"] for r in history.load(store)}) == 8
+
+
+def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
+    for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
+        nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])
+    nightly.append(store, [_night(tmp_path / "a", 7, 701.0)])
+    rows = history.load(store)
+    assert [f["device"] for f in history.check(rows, "tflops")] == ["GPU B"]
+    assert nightly.judge(rows, ["night7"], ["tflops"]) == []
+    assert nightly.judge(rows, ["night6-b"], ["tflops"])[0].startswith("REGRESSION matmul")
+
+
+def test_an_empty_suite_folder_is_a_problem(tmp_path):
+    (tmp_path / "suite").mkdir()
+    (problem,) = nightly.append_and_check(tmp_path / "store", tmp_path / "suite", ["tflops"])
+    assert "wrote no valid bundle" in problem
+
+
+@pytest.mark.e2e
+def test_the_nightly_command_end_to_end(tmp_path):
+    """Two nights of a one-part nightly at the smallest sizes: appended, judged (too few runs), exit 0;
+    then a third night with a different suite definition starts new series instead of failing."""
+    tiny = ["suite.only=[matmul]", "suite.doctor=false", "backends=[torch]", "workload.sizes=[32]", "dtype=fp32",
+            "timing.max_time_s=0.3", "telemetry.enabled=false"]
+
+    def night(*extra):
+        cmd = [sys.executable, "-m", "harness.cli", "run", "experiment=nightly", f"store={tmp_path / 'store'}",
+               f"results_dir={tmp_path / 'r'}", *tiny, *extra]
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+    first = night()
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "history check tflops: 1 series with fewer than 3 runs" in first.stdout and "report: " in first.stdout
+    rows = history.load(tmp_path / "store")
+    assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
+    changed = night("suite.parts.matmul.what=renamed", "suite.version=2")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    keys = {r["comparability_key"] for r in history.load(tmp_path / "store")}
+    assert len(keys) == 2  # version 2 of the suite: new series
+
+
+def test_the_nightly_scripts_parse_and_run_the_nightly_suite():
+    import yaml
+
+    folder = ROOT / "benchmarks" / "nightly"
+    for script in ("nightly.sh", "nightly.sbatch"):
+        text = (folder / script).read_text()
+        assert subprocess.run(["bash", "-n", str(folder / script)], capture_output=True).returncode == 0
+        assert "run experiment=nightly" in text and "history report" in text and 'exit "$status"' in text
+    workflow = yaml.safe_load((folder / "github-actions.yml").read_text())
+    steps = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
+    assert any("experiment=nightly" in s for s in steps) and any("history report" in s for s in steps)
+    assert workflow["jobs"]["publish"]["if"] == "always()"
