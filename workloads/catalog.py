@@ -20,6 +20,7 @@ from workloads.matmul import spec as matmul_spec
 from workloads.matmul import torch as matmul_torch
 from workloads.matmul import triton as matmul_triton
 from workloads.transformer import cases as transformer_cases
+from workloads.transformer import figures as transformer_figures
 from workloads.transformer import jax as transformer_jax
 from workloads.transformer import torch as transformer_torch
 from workloads.transformer import torch_compile as transformer_compile
@@ -58,7 +59,7 @@ def build_registry() -> Registry:
         "torch_compile": _impl("torch_compile", transformer_compile),
         "torch_triton": _impl("torch_triton", transformer_triton),
         "jax": _impl("jax", transformer_jax),
-    }))
+    }, derive=transformer_figures.derive))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
         "torch_dist": _impl("torch_dist", collectives_torch),
         "jax": _impl("jax", collectives_jax),

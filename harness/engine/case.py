@@ -80,6 +80,15 @@ class Prepared:
     fixed: FixedPlan | None = None  # set: sampled by this plan instead of the adaptive stop rule
     gather: Callable[[list[float]], list[list[float]]] | None = None  # every rank's samples (multi-process)
     rank_combine: str = "mean"  # per sample index across ranks: "mean" (nccl-tests' default) or "max"
+    # The case as this backend runs it, where preparing settled something the expanded case left open (e.g. a
+    # distributed step's world size): the row's params, FLOPs and figures come from it. None: the case itself.
+    case: Any = None
+    # Companion callables timed with the same timer and plan as `fn`, sample by sample in turn with it, e.g. the
+    # step with its collectives removed; rows get each one's time statistics under `variants`.
+    variants: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    # Files for the bundle (name -> content), e.g. a profiler trace; attached by the runner after timing. Only
+    # the writing rank (rank 0) keeps them.
+    attachments: dict[str, bytes | str] = field(default_factory=dict)
 
 
 class RunAborted(Exception):

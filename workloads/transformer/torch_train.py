@@ -24,6 +24,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def loss_under_precision(model: Any, tokens: Any, targets: Any, dtype: str) -> Any:
+    """The model's loss as every torch backend computes it: fp32, or bf16 autocast over fp32 master weights."""
+    import torch
+
+    device_type = "cuda" if tokens.device.type == "cuda" else "cpu"
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        return model(tokens, targets)
+
+
 def _compiled_graphs() -> int:
     """Graphs torch.compile (Dynamo) has captured in this process so far."""
     from torch._dynamo.utils import counters
@@ -53,8 +62,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     device_type = "cuda" if device.startswith("cuda") else "cpu"
 
     def loss_of(x, y):
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=case.dtype == "bf16"):
-            return runner(x, y)
+        return loss_under_precision(runner, x, y, case.dtype)
 
     sel = case.check_rows()  # correctness values first, on the initial weights
     loss = loss_of(tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
