@@ -209,7 +209,7 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
              "no_comm_hlo_collectives": jax_comm.summary(jax_comm.hlo_collectives(no_comm.as_text(), run.devices)),
              "comm_alone_collectives": {"source": "the compiled step's HLO",
                                         "collectives": [c.as_dict() for c in found]},
-             "devices": [str(d) for d in devices]}
+             "rank_map": [{"device": str(d), "id": d.id, "process": d.process_index} for d in devices]}
     variants = {"no_comm": step_no_comm, "comm_alone": jax_comm.collectives_alone(found, devices)}
     return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=_peak_memory(notes), case=run,
                     fixed=FixedPlan(run.warmup, run.samples, 1), gather=_gather(notes), rank_combine="max",

@@ -16,6 +16,7 @@ tensors of this rank's shard shapes), and `comm_alone`, the step's collectives w
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -204,7 +205,9 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_
     b = run.per_device_batch
     batch = tuple(torch.from_numpy(a[rank * b:(rank + 1) * b]).to(device) for a in run.batch_tokens())
     step = _aborting(_train_step(wrapped, opt, *batch, run.dtype))
-    notes = {**notes, **custom_notes, "strategy": run.parallel, "world_size": n, "rank": rank,
+    rank_map: list[Any] = [None] * n  # rank -> (host, local rank, device): who sat where in this run
+    dist.all_gather_object(rank_map, (socket.gethostname(), ctx.device.index, device))
+    notes = {**notes, **custom_notes, "strategy": run.parallel, "world_size": n, "rank": rank, "rank_map": rank_map,
              "backend": dist.get_backend(), "mixed_precision": _precision(run),
              "comm": parallel.nominal(run, "torch"), "reference_device": check.get("reference_device")}
     prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
