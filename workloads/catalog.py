@@ -15,6 +15,7 @@ from workloads.collectives import summary as collectives_summary
 from workloads.inference import cases as inference_cases
 from workloads.matmul import spec as matmul_spec
 from workloads.transformer import cases as transformer_cases
+from workloads.transformer import figures as transformer_figures
 
 # Triton backends count as torch: xmfu's Triton kernels take torch's tensors on torch's device.
 TORCH, JAX = ("torch",), ("jax",)
@@ -63,7 +64,7 @@ def build_registry() -> Registry:
         "torch_compile": _impl("torch_compile", "workloads.transformer.torch_compile", TORCH),
         "torch_triton": _impl("torch_triton", "workloads.transformer.torch_triton", TORCH),
         "jax": _impl("jax", "workloads.transformer.jax", JAX),
-    }))
+    }, derive=transformer_figures.derive))
     registry.add(WorkloadDef("inference", inference_cases.expand, {
         "torch": _impl("torch", "workloads.inference.torch", TORCH),
         "torch_compile": _impl("torch_compile", "workloads.inference.torch_compile", TORCH),

@@ -11,13 +11,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.engine.case import Case, Prepared, RunAborted, Unavailable
 from harness.engine.context import RunContext
 from harness.engine.registry import WorkloadDef
-from harness.engine.sampler import sample_fixed, sample_interleaved
+from harness.engine.sampler import sample_fixed_group, sample_interleaved
 from harness.engine.timers import timer_for
 from harness.engine.timing import Series, merged_series
 
@@ -35,6 +35,8 @@ class Attempt:
     check: dict[str, Any] | None = None
     series: Series | None = None
     rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
+    variants: dict[str, Series] = field(default_factory=dict)  # the prepared variants' samples, by name
+    variant_rank_samples: dict[str, list[list[float]]] = field(default_factory=dict)
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -86,14 +88,16 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
         assert p is not None
         if p.timing_valid:
             timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush)
-            a.series = Series(a.backend, p.fn, timer, repeat=repeat)
-            a.series.fixed = p.fixed
-            a.series.calls_per_sample, a.series.before_sample = p.calls_per_sample, p.before_sample
-    adaptive = [a.series for a in attempts if a.series and not a.series.fixed]
+            a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed,
+                              calls_per_sample=p.calls_per_sample, before_sample=p.before_sample)
+            a.variants = {name: Series(f"{a.backend}:{name}", fn, timer, repeat=repeat, fixed=p.fixed)
+                          for name, fn in p.variants.items()}
+    # Variants take turns with their step: in the interleaved rounds, or sample by sample under a fixed plan.
+    adaptive = [s for a in attempts if a.series and not a.series.fixed for s in (a.series, *a.variants.values())]
     timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
     for a in attempts:
         if a.series and a.series.fixed:
-            sample_fixed(a.series)
+            sample_fixed_group([a.series, *a.variants.values()])
     for a in attempts:
         if a.series and a.series.error:
             a.status, a.reason = "failed", a.series.error
@@ -107,11 +111,17 @@ def gather_ranks(attempts: list[Attempt]) -> None:
         p, s = a.prepared, a.series
         if not (p and p.gather and s):
             continue
-        per_rank = p.gather(s.samples if s.error is None else [])
-        a.rank_samples = per_rank
-        if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
-            combine = max if p.rank_combine == "max" else statistics.fmean
-            s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
+        a.rank_samples = _gathered(p, s)
+        a.variant_rank_samples = {name: _gathered(p, v) for name, v in a.variants.items()}
+
+
+def _gathered(p: Prepared, s: Series) -> list[list[float]]:
+    """Every rank's samples of one series; the series' own samples become their per-index combination."""
+    per_rank = p.gather(s.samples if s.error is None else [])
+    if s.error is None and all(len(r) == len(s.samples) for r in per_rank):
+        combine = max if p.rank_combine == "max" else statistics.fmean
+        s.samples = [combine(values) for values in zip(*per_rank, strict=True)]
+    return per_rank
 
 
 def release(attempts: Sequence[Attempt]) -> None:
@@ -124,8 +134,10 @@ def release(attempts: Sequence[Attempt]) -> None:
     for a in attempts:
         if a.prepared is not None:
             a.prepared.fn, a.prepared.result = released, released
-        if a.series is not None:
-            a.series.fn = released
+            a.prepared.variants = dict.fromkeys(a.prepared.variants, released)
+        for s in (a.series, *a.variants.values()):
+            if s is not None:
+                s.fn = released
 
 
 def merge_repeats(repeats: Sequence[Attempt]) -> Attempt:
@@ -143,7 +155,18 @@ def merge_repeats(repeats: Sequence[Attempt]) -> Attempt:
     timed = [a.series for a in repeats if a.series is not None]
     if timed:
         merged.series = merged_series(timed)
-    ranks = [a.rank_samples for a in repeats if a.rank_samples]
-    if ranks and len(ranks) == len(timed):
-        merged.rank_samples = [[v for r in ranks for v in r[i]] for i in range(len(ranks[0]))]
+    for name in first.variants:
+        merged.variants[name] = merged_series([a.variants[name] for a in repeats if name in a.variants])
+    merged.rank_samples = _merged_ranks([a.rank_samples for a in repeats], len(timed))
+    for name in first.variant_rank_samples:
+        merged.variant_rank_samples[name] = _merged_ranks([a.variant_rank_samples.get(name) for a in repeats],
+                                                          len(timed))
     return merged
+
+
+def _merged_ranks(per_repeat: list[list[list[float]] | None], timed: int) -> list[list[float]] | None:
+    """Each rank's samples over the repeats, in order (None unless every timed repeat gathered them)."""
+    ranks = [r for r in per_repeat if r]
+    if not ranks or len(ranks) != timed:
+        return None
+    return [[v for r in ranks for v in r[i]] for i in range(len(ranks[0]))]

@@ -89,6 +89,15 @@ class Prepared:
     # warm-up calls and JAX's drain call then repeat the same work).
     calls_per_sample: int | None = None
     before_sample: Callable[[], Any] | None = None
+    # The case as this backend runs it, where preparing settled something the expanded case left open (e.g. a
+    # distributed step's world size): the row's params, FLOPs and figures come from it. None: the case itself.
+    case: Any = None
+    # Companion callables timed with the same timer and plan as `fn`, sample by sample in turn with it, e.g. the
+    # step with its collectives removed; rows get each one's time statistics under `variants`.
+    variants: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    # Files for the bundle (name -> content), e.g. a profiler trace; attached by the runner after timing. Only
+    # the writing rank (rank 0) keeps them.
+    attachments: dict[str, bytes | str] = field(default_factory=dict)
 
 
 class RunAborted(Exception):

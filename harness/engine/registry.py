@@ -65,6 +65,9 @@ class WorkloadDef:
     summarize: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None  # run-level figures from rows
     # the cases as the run's device takes them (e.g. matmul's fp8 format); None: the device changes nothing
     for_device: Callable[[Sequence[Case], DeviceInfo], Sequence[Case]] | None = None
+    # figures of a finished row against itself and the run's earlier rows (e.g. a scaling efficiency against a
+    # baseline row of the same run), merged into the row before it is written; None: nothing to derive
+    derive: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]] | None = None
 
     def cases(self, config: Mapping[str, Any], dtype: str, seed: int,
               device: DeviceInfo | None = None) -> Sequence[Case]:

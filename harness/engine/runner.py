@@ -52,6 +52,21 @@ def _rank_fields(a: Attempt) -> dict[str, Any]:
             "rank_skew": max(medians) / float(np.median(medians))}
 
 
+def _variant_fields(a: Attempt, resamples: int) -> dict[str, Any]:
+    """Each timed variant's statistics (combined over ranks like the step) and every rank's median of it."""
+    out: dict[str, Any] = {}
+    for name, s in a.variants.items():
+        if s.error is not None or not s.samples:
+            out[name] = {"time_s": None, "error": s.error or "no samples"}
+            continue
+        entry: dict[str, Any] = {"time_s": summarize(s.samples, resamples, s.sample_repeats).as_dict()}
+        per_rank = a.variant_rank_samples.get(name)
+        if per_rank and all(per_rank):
+            entry["per_rank_median_s"] = [float(np.median(r)) for r in per_rank]
+        out[name] = entry
+    return out
+
+
 def _paired(s: Series) -> tuple[list[float], list[int], list[int]]:
     return s.samples, s.rounds, s.sample_repeats
 
@@ -174,7 +189,20 @@ class CaseRunner:
         for a in attempts:
             row, samples = self._row(phase, case, a, timed_out, started)
             row["speedup"] = speedups.get(a.backend)
+            if a.status == "ok" and a.prepared and a.prepared.attachments:
+                row["attachments"] = self._attach(row, a.prepared.attachments)
+            if phase.workload.derive:
+                row.update(phase.workload.derive(row, self.rows))
             self._emit(row, samples)
+
+    def _attach(self, row: dict[str, Any], files: dict[str, bytes | str]) -> list[str]:
+        """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to."""
+        names = []
+        for name, data in files.items():
+            full = f"{row['case_id']}.{row['backend']}.{name}"
+            self.writer.attach(full, data)
+            names.append(full)
+        return names
 
     def _measure(self, phase: Phase, case: Case, repeat: int) -> tuple[list[Attempt], bool]:
         """One repeat of the whole measurement, in the backends' order rotated by `repeat`; returns the
@@ -274,6 +302,8 @@ class CaseRunner:
     def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
              started: str) -> tuple[dict[str, Any], dict[str, Any]]:
         cfg, device = self.ctx.config, self.ctx.device
+        if a.prepared is not None and a.prepared.case is not None:
+            case = a.prepared.case  # as the backend ran it (e.g. its world size settled)
         flops = case.flops()
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
                                       cfg.protocol())
@@ -301,6 +331,8 @@ class CaseRunner:
                             "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
                             **_launch_fields(s, summary.median), **self._method_fields(p)}
             row["repeats"] = _repeat_fields(s)
+            if a.variants:
+                row["variants"] = _variant_fields(a, cfg.timing.bootstrap_resamples)
             if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
                 tput = throughput(flops, case.bytes_moved(), summary)
         elif a.status == "ok" and not timing_valid:
@@ -328,6 +360,9 @@ class CaseRunner:
                    "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
                    "samples": s.samples if s else [], "rounds": s.rounds if s else [],
                    "repeats": s.sample_repeats if s else []}
+        if a.variants:
+            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name)}
+                                   for name, v in a.variants.items()}
         return row, samples
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,

@@ -38,21 +38,34 @@ def rel_half_width(samples: list[float]) -> float:
     return (high - low) / 2 / median if median > 0 else float("inf")
 
 
-def sample_fixed(series: Series) -> None:
-    """Exactly `plan.warmup` calls, then `plan.samples` samples of `plan.inner` calls: the same on every rank."""
-    plan = series.fixed
-    for _ in range(plan.warmup):
-        series.warmup_s.append(series.timer.measure(series.fn, 1))
-    series.inner = plan.inner
-    try:
-        for i in range(plan.samples):
-            if plan.before_sample:
-                plan.before_sample()
-            series.take(i)
-    except RunAborted:
-        raise
-    except Exception as exc:  # as in a round: this backend fails, the others go on
-        series.error = f"{type(exc).__name__} while timing: {exc}"
+def sample_fixed_group(group: Sequence[Series]) -> None:
+    """Exactly `plan.warmup` calls of each series, then `plan.samples` samples of `plan.inner` calls, the series
+    taking turns sample by sample (their order rotating, so none always runs first): the same calls on every
+    rank. A step and its variants share one plan; the first series' plan rules. A series that raises stops
+    (its row fails) and the others go on; a RunAborted ends the run."""
+    plan = group[0].fixed
+    for series in group:
+        try:
+            for _ in range(plan.warmup):
+                series.warmup_s.append(series.timer.measure(series.fn, 1))
+        except RunAborted:
+            raise
+        except Exception as exc:  # as in a round: this series fails, the others go on
+            series.error = f"{type(exc).__name__} during warm-up: {exc}"
+        series.inner = plan.inner
+    for i in range(plan.samples):
+        shift = i % len(group)
+        for series in [*group[shift:], *group[:shift]]:
+            if series.error is not None:
+                continue
+            try:
+                if plan.before_sample:
+                    plan.before_sample()
+                series.take(i)
+            except RunAborted:
+                raise
+            except Exception as exc:
+                series.error = f"{type(exc).__name__} while timing: {exc}"
 
 
 def ci_target_met(series: Series, cfg: TimingConfig, timed_out: bool) -> bool | None:

@@ -102,9 +102,19 @@ def jax_unavailable(platform_kind: str) -> str | None:
     return None if ok else why
 
 
+def jax_coordinator(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where jax.distributed's coordinator listens: None where JAX finds it itself (JAX_COORDINATOR_ADDRESS,
+    which jax.distributed.initialize reads; or under Slurm without MASTER_ADDR, the first node of the job step,
+    jax/_src/clusters/slurm_cluster.py), else MASTER_PORT + 1 on MASTER_ADDR, beside torch's store."""
+    env = os.environ if environ is None else environ
+    if env.get("JAX_COORDINATOR_ADDRESS") or ("SLURM_JOB_ID" in env and "MASTER_ADDR" not in env):
+        return None
+    return f"{env.get('MASTER_ADDR', '127.0.0.1')}:{int(env.get('MASTER_PORT', '29500')) + 1}"
+
+
 def initialize_jax_distributed(platform_kind: str) -> None:
-    """Join the processes of a multi-process run (torchrun's or Slurm's environment) with jax.distributed,
-    before JAX first touches a device. The coordinator listens on MASTER_PORT + 1, beside torch's store.
+    """Join the processes of a multi-process run (torchrun's, Slurm's, or JAX_COORDINATOR_ADDRESS /
+    JAX_NUM_PROCESSES / JAX_PROCESS_ID) with jax.distributed, before JAX first touches a device.
 
     On GPUs each process is pinned to its own GPU: without `local_device_ids` every process would see every
     GPU of its node (jax 0.10.2 pins by itself only where its cluster detection knows the launcher, Slurm or
@@ -122,10 +132,10 @@ def initialize_jax_distributed(platform_kind: str) -> None:
         return
     if platform_kind == "cpu":  # CPU devices of different processes talk through gloo
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    address = f"{os.environ.get('MASTER_ADDR', '127.0.0.1')}:{int(os.environ.get('MASTER_PORT', '29500')) + 1}"
     # jax.distributed.initialize(coordinator_address, num_processes, process_id, local_device_ids, ...) in 0.10.2;
     # local_device_ids restricts this process's GPUs (it sets jax_cuda/rocm_visible_devices).
-    jax.distributed.initialize(coordinator_address=address, num_processes=proc.world_size, process_id=proc.rank,
+    jax.distributed.initialize(coordinator_address=jax_coordinator(), num_processes=proc.world_size,
+                               process_id=proc.rank,
                                local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank))
 
 

@@ -2,7 +2,8 @@
 
 xmfu launches nothing itself: torchrun (and Slurm, through Hydra's submitit launcher) start the processes
 and set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; backends that need a process group
-build it from these. Rank 0 writes the bundle; the other ranks only measure.
+build it from these; JAX also joins processes described by JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
+JAX_PROCESS_ID. Rank 0 writes the bundle; the other ranks only measure.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class ProcessInfo:
     rank: int
     world_size: int
     local_rank: int
-    launcher: str  # torchrun | slurm | single
+    launcher: str  # torchrun | slurm | jax | env | single
 
     @property
     def writes_bundle(self) -> bool:
@@ -28,14 +29,19 @@ class ProcessInfo:
 
 
 def process_info(environ: dict[str, str] | None = None) -> ProcessInfo:
+    """torchrun's RANK/WORLD_SIZE/LOCAL_RANK first, then Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, then
+    JAX's own JAX_PROCESS_ID/JAX_NUM_PROCESSES (with JAX_COORDINATOR_ADDRESS: processes started by any other
+    means, which jax.distributed.initialize joins)."""
     env = os.environ if environ is None else environ
     if "TORCHELASTIC_RUN_ID" in env:
         launcher = "torchrun"
     elif "SLURM_JOB_ID" in env:
         launcher = "slurm"
+    elif "JAX_COORDINATOR_ADDRESS" in env and "JAX_PROCESS_ID" in env:
+        launcher = "jax"
     else:
         launcher = "single" if "RANK" not in env else "env"
-    rank = int(env.get("RANK", env.get("SLURM_PROCID", "0")))
-    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
+    rank = int(env.get("RANK", env.get("SLURM_PROCID", env.get("JAX_PROCESS_ID", "0"))))
+    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", env.get("JAX_NUM_PROCESSES", "1"))))
     local = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0")))
     return ProcessInfo(rank, world, local, launcher)

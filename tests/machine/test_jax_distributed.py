@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from harness.machine.frameworks import initialize_jax_distributed
+from harness.machine.frameworks import initialize_jax_distributed, jax_coordinator
 from tests.fakes import jax_devices as fj
 
 LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                       "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES",
-                      "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "JAX_LOCAL_DEVICE_IDS")
+                      "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "JAX_LOCAL_DEVICE_IDS", "JAX_COORDINATOR_ADDRESS",
+                      "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 
 
 @pytest.fixture
@@ -88,3 +89,22 @@ def test_one_process_or_an_initialized_runtime_is_left_alone(jax, monkeypatch):
     initialize_jax_distributed("cuda")
     initialize_jax_distributed("cuda")  # a second job of a sweep in the same process
     assert len(jax.distributed.calls) == 1
+
+
+def test_processes_described_by_jax_variables_join_their_coordinator(jax, monkeypatch):
+    """JAX_COORDINATOR_ADDRESS is read by jax.distributed.initialize itself (jax/_src/distributed.py); the process
+    count and id come from JAX_NUM_PROCESSES / JAX_PROCESS_ID, which jax 0.10.2 does not read."""
+    for key, value in {"JAX_COORDINATOR_ADDRESS": "10.0.0.9:1234", "JAX_NUM_PROCESSES": "4",
+                       "JAX_PROCESS_ID": "2"}.items():
+        monkeypatch.setenv(key, value)
+    initialize_jax_distributed("tpu")
+    assert jax.distributed.calls == [{"coordinator_address": None, "num_processes": 4, "process_id": 2,
+                                      "local_device_ids": None}]
+
+
+def test_slurm_without_master_addr_leaves_the_coordinator_to_jax_cluster_detection(jax, monkeypatch):
+    slurm(monkeypatch, rank=0, world=16, local=0)
+    initialize_jax_distributed("cuda")
+    assert jax.distributed.calls[0]["coordinator_address"] is None  # SlurmCluster: the step's first node
+    monkeypatch.setenv("MASTER_ADDR", "node7")  # exported by submitit's TorchDistributedEnvironment
+    assert jax_coordinator() == "node7:29501"

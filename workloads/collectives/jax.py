@@ -36,7 +36,8 @@ def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def _collective(op: str):
+def lax_collective(op: str) -> Any:
+    """The lax collective of `op` over the mesh axis "x", as shard_map runs it on each device's block."""
     from jax import lax
 
     return {"all_reduce": lambda x: lax.psum(x, "x"),
@@ -62,7 +63,7 @@ def map_collective(case: CollectiveCase, mesh: Any, jax_module: Any) -> Any:
     from jax.sharding import PartitionSpec as P
 
     _, shard_map = shard_map_api(jax_module)
-    return shard_map(_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    return shard_map(lax_collective(case.op), mesh=mesh, in_specs=P("x"), out_specs=P("x"))
 
 
 def _compile(case: CollectiveCase, mesh: Any, x: Any) -> tuple[Any, str, float]:

@@ -75,7 +75,7 @@ def process_group(kind: str, local_rank: int, timeout_s: float) -> Any:
     return dist
 
 
-def _buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any, Any, Any]:
+def rank_buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any, Any, Any]:
     """(input, output, layout) for this rank; in-place ops alias input into output as NCCL defines it."""
     import torch
 
@@ -93,7 +93,7 @@ def _buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any, Any
     return inp, out, lay
 
 
-def _call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
+def collective_call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
     op = case.op
     if op == "all_reduce":
         return lambda: dist.all_reduce(inp)
@@ -109,7 +109,7 @@ def _call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
     return lambda: dist.all_to_all_single(out, inp)
 
 
-def _guarded(call: Any) -> Any:
+def guarded(call: Any) -> Any:
     def run() -> Any:
         try:
             return call()
@@ -123,9 +123,9 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
 
     dist = process_group(ctx.platform.kind, ctx.device.index, case.timeout_s)
     rank, n = dist.get_rank(), dist.get_world_size()
-    inp, out, lay = _buffers(case, ctx, dist)
+    inp, out, lay = rank_buffers(case, ctx, dist)
     fresh = to_torch(rank_input(case.op, rank, lay), case.dtype, ctx.torch_device)
-    call = _guarded(_call(case, dist, inp, out))
+    call = guarded(collective_call(case, dist, inp, out))
 
     def result(select: Any) -> dict[str, int]:
         inp.copy_(fresh)  # in-place calls before this one changed the data
@@ -145,7 +145,7 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
 
     latency = case.mode == "latency"
     plan = FixedPlan(case.warmup, case.samples, 1 if latency else case.iters,
-                     before_sample=_guarded(dist.barrier) if latency else None)
+                     before_sample=guarded(dist.barrier) if latency else None)
     version = torch.cuda.nccl.version() if ctx.platform.kind in ("cuda", "rocm") else None
     ranks: list[Any] = [None] * n  # rank -> (host, local rank, device): who sat where in this run
     dist.all_gather_object(ranks, (socket.gethostname(), ctx.device.index, ctx.torch_device))

@@ -1,4 +1,5 @@
-"""The cases the engine runs for `workload=transformer`: a step spec plus its fp64 correctness check."""
+"""The cases the engine runs for `workload=transformer`: a step spec plus its correctness check (the fp64
+model for the single-device step; the single-device step itself for a distributed one)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.engine.case import Check
-from workloads.transformer import reference
+from workloads.transformer import parity, reference
 from workloads.transformer.spec import TrainSpec, parse_specs
 
 
 @dataclass(frozen=True)
 class TrainCase(TrainSpec):
-    def check(self, result: dict[str, float]) -> Check:
+    def check(self, result: dict[str, Any]) -> Check:
+        if self.distributed:
+            return parity.check_parity(self.dtype, result)
         return reference.check_step(self, result)
 
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[TrainCase]:
-    """One case per batch size in `workload.batch` (a sweep finds the largest that fits)."""
+    """One case per batch size in `workload.batch` and strategy in `workload.parallel`."""
     return [TrainCase(**vars(spec)) for spec in parse_specs(workload, dtype, seed)]

@@ -1,4 +1,5 @@
-"""The transformer step in JAX: jit-compiled forward, backward and optax AdamW, buffers donated."""
+"""The transformer step in JAX: jit-compiled forward, backward and optax AdamW, buffers donated; on one device,
+or over every device of the run with `dp` or `fsdp` (jax_parallel.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ from functools import partial
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from harness.machine.frameworks import jax_unavailable, local_jax_device
-from workloads.transformer.spec import TrainSpec
-
-ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the torch backends
+from workloads.transformer import jax_parallel
+from workloads.transformer.spec import ADAMW, TrainSpec
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind)
+    why = jax_unavailable(ctx.platform.kind) or jax_parallel.unavailable(case)
     if why:
         return False, why
     import importlib.util
@@ -25,6 +25,8 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    if case.distributed:
+        return jax_parallel.prepare_parallel(case, ctx, notes={"library": "jax.jit + optax.adamw, NamedSharding"})
     import jax
     import jax.numpy as jnp
     import optax

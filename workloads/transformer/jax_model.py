@@ -6,6 +6,7 @@ set. Mixed precision: fp32 parameters, matmuls in `compute_dtype`, norms, softma
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -50,6 +51,11 @@ def _attention(spec: ModelSpec, p: Params, prefix: str, x: jax.Array, rope: tupl
     return _linear(o.reshape(b, s, h * dh), p[prefix + "wo.weight"], dtype)
 
 
+def _gathered_block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any,
+                    gather: Callable[[Params], Params]) -> jax.Array:
+    return _block(spec, gather(p), i=i, x=x, rope=rope, dtype=dtype)
+
+
 def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any) -> jax.Array:
     pre = f"layers.{i}."
     x = x + _attention(spec, p, pre + "attention.", _rms_norm(x, p[pre + "attention_norm.weight"], spec.norm_eps),
@@ -60,15 +66,23 @@ def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dty
     return x + _linear(gate * up, p[pre + "feed_forward.w2.weight"], dtype)
 
 
+def _same(params: Params) -> Params:
+    return params
+
+
 def loss_fn(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
-            checkpointing: bool = False) -> jax.Array:
-    """Mean next-token cross-entropy, as Transformer.forward in torch_model.py."""
+            checkpointing: bool = False, gather: Callable[[Params], Params] = _same) -> jax.Array:
+    """Mean next-token cross-entropy, as Transformer.forward in torch_model.py. `gather` sees each group of
+    parameters where it is used (the embedding, each block, the head): sharded parameters are gathered there
+    (a sharding constraint), inside a block's recomputation under activation checkpointing."""
     rope = rope_tables(spec)
-    x = params["tok_embeddings.weight"][tokens]  # (B, S, D), fp32 residual stream as under torch autocast
-    for i in range(spec.n_layers):
-        block = partial(_block, spec, i=i, rope=rope, dtype=dtype)
-        x = (jax.checkpoint(block) if checkpointing else block)(params, x=x)
-    logits = _linear(_rms_norm(x, params["norm.weight"], spec.norm_eps), params["output.weight"], dtype)
+    x = gather({"tok_embeddings.weight": params["tok_embeddings.weight"]})["tok_embeddings.weight"][tokens]  # (B, S, D)
+    for i in range(spec.n_layers):  # fp32 residual stream, as under torch autocast
+        block = partial(_gathered_block, spec, i=i, rope=rope, dtype=dtype, gather=gather)
+        layer = {k: v for k, v in params.items() if k.startswith(f"layers.{i}.")}
+        x = (jax.checkpoint(block) if checkpointing else block)(layer, x=x)
+    head = gather({k: params[k] for k in ("norm.weight", "output.weight")})
+    logits = _linear(_rms_norm(x, head["norm.weight"], spec.norm_eps), head["output.weight"], dtype)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # (B, S, V)
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -20,9 +20,13 @@ from harness.engine.settings import ConfigError, boolean, check_keys, choice, po
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
-CONFIG_KEYS = ("name", "model", "flop_convention", "activation_checkpointing", "lr", "batch")
+CONFIG_KEYS = ("name", "model", "flop_convention", "activation_checkpointing", "lr", "batch", "parallel", "scaling",
+               "warmup", "samples", "timeout_s", "profile")
+PARALLEL = ("none", "ddp", "fsdp", "dp")  # none: the single-device step, every strategy's baseline
+SCALINGS = ("weak", "strong")  # weak: `batch` per device (global = batch x devices); strong: `batch` is global
 MODEL_KEYS = ("name", "vocab", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "seq_len", "batch",
               "rope_theta", "norm_eps")
+ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # every backend's AdamW (optax's names)
 INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama reference code do; norms start at 1
 
 
@@ -86,27 +90,72 @@ class TrainSpec:
     """One training step to run: the model, dtype and FLOP convention, with its formulas and its inputs.
     Pure data and formulas; `cases.TrainCase` adds the fp64 correctness check."""
 
-    model: ModelSpec
+    model: ModelSpec  # model.batch: per device under weak scaling, global under strong (single device: both)
     dtype: str
     flop_convention: str = "palm"
     activation_checkpointing: bool = False
     lr: float = 3e-4
     seed: int = 0
+    parallel: str = "none"
+    scaling: str = "weak"
+    world_size: int | None = 1  # devices the step spans; None until a distributed backend settles it
+    warmup: int = 3  # distributed steps: untimed steps, then `samples` samples, the same on every rank
+    samples: int = 10
+    timeout_s: float = 300.0  # a collective (or a rank joining) slower than this ends the run
+    profile: bool = False  # torch: a profiler trace of one step, kept in the bundle
 
     workload: ClassVar[str] = "transformer"
 
     @property
+    def distributed(self) -> bool:
+        return self.parallel != "none"
+
+    @property
+    def devices(self) -> int:
+        return self.world_size or 1
+
+    @property
+    def global_batch(self) -> int:
+        return self.model.batch * self.devices if self.scaling == "weak" else self.model.batch
+
+    @property
+    def per_device_batch(self) -> int:
+        """Sequences each device runs (strong scaling: the global batch split evenly; see `split_problem`)."""
+        return self.model.batch if self.scaling == "weak" else self.model.batch // self.devices
+
+    def split_problem(self) -> str | None:
+        """Why this batch cannot be spread over the devices, or None."""
+        if self.scaling == "strong" and self.model.batch % self.devices:
+            return (f"strong scaling: a global batch of {self.model.batch} does not split evenly over "
+                    f"{self.devices} devices")
+        return None
+
+    def on_devices(self, world_size: int) -> TrainSpec:
+        """This step as it runs on `world_size` devices."""
+        return replace(self, world_size=world_size)
+
+    @property
     def tokens(self) -> int:
-        return self.model.batch * self.model.seq_len
+        """Tokens of one step over all devices (the global batch)."""
+        return self.global_batch * self.model.seq_len
 
     @property
     def case_id(self) -> str:
         remat = "-remat" if self.activation_checkpointing else ""
-        return f"transformer-{self.dtype}-{self.model.name}-b{self.model.batch}-s{self.model.seq_len}{remat}"
+        strategy = f"-{self.parallel}-{self.scaling}" if self.distributed else ""
+        return (f"transformer-{self.dtype}-{self.model.name}-b{self.model.batch}-s{self.model.seq_len}{remat}"
+                f"{strategy}")
 
     def params(self) -> dict[str, Any]:
-        return {**asdict(self.model), "params": self.model.param_counts()["total"],
-                "activation_checkpointing": self.activation_checkpointing, "lr": self.lr}
+        """The single-device step keeps its earlier params (and comparability key); a distributed one adds
+        its strategy, scaling and world size, so `compare` refuses rows that differ in any of them."""
+        out = {**asdict(self.model), "params": self.model.param_counts()["total"],
+               "activation_checkpointing": self.activation_checkpointing, "lr": self.lr}
+        if self.distributed:
+            out.update({"parallel": self.parallel, "scaling": self.scaling, "world_size": self.world_size,
+                        "global_batch": self.global_batch if self.world_size else None,
+                        "per_device_batch": self.per_device_batch if self.world_size else None})
+        return out
 
     def _attention_per_token(self) -> float:
         # 12·L·H·Dh·S per token for forward+backward: QKᵀ and PV, 2 FLOPs per multiply-add, x3 for the
@@ -116,16 +165,23 @@ class TrainSpec:
         full = 12.0 * m.n_layers * m.n_heads * m.head_dim * m.seq_len
         return full if self.flop_convention == "palm" else full / 2
 
-    def flops(self) -> float:
-        """Model FLOPs of one step: 6·N_non-embedding + attention, per token (recompute not counted)."""
+    def global_flops(self) -> float:
+        """Model FLOPs of one step over all devices: 6·N_non-embedding + attention, per token (recompute not
+        counted)."""
         return self.tokens * (6.0 * self.model.param_counts()["non_embedding"] + self._attention_per_token())
 
+    def flops(self) -> float:
+        """Model FLOPs each device is credited with per step: the global count / devices, so that TFLOP/s and
+        MFU are per device (MFU = global FLOPs / (devices x peak x time)); the global count on one device."""
+        return self.global_flops() / self.devices
+
     def hardware_flops(self) -> float | None:
-        """With activation checkpointing every block's forward runs twice; None without it (HFU = MFU)."""
+        """With activation checkpointing every block's forward runs twice; None without it (HFU = MFU).
+        Per device, like `flops`."""
         if not self.activation_checkpointing:
             return None
         recompute = 2.0 * self.model.param_counts()["blocks"] + self._attention_per_token() / 3
-        return self.flops() + self.tokens * recompute
+        return (self.global_flops() + self.tokens * recompute) / self.devices
 
     def work_units(self) -> dict[str, float]:
         return {"tokens": float(self.tokens)}
@@ -137,11 +193,15 @@ class TrainSpec:
         return init_weights(self.model, self.seed)
 
     def batch_tokens(self) -> tuple[np.ndarray, np.ndarray]:
-        """(inputs, targets), each (batch, seq_len) int32: a random token stream shifted by one."""
-        return synthetic_batch(self.model, self.seed)
+        """(inputs, targets), each (global batch, seq_len) int32: a random token stream shifted by one. Device
+        r of a distributed step takes rows [r·per_device_batch, (r+1)·per_device_batch)."""
+        return synthetic_batch(replace(self.model, batch=self.global_batch), self.seed)
 
     def check_rows(self) -> dict[str, int]:
-        return {"batch": 1, "tokens": min(self.model.seq_len, CHECK_TOKENS)}
+        """The correctness check's batch: the first sequence against the fp64 model; a distributed step's
+        parity check runs one sequence per device (the first `devices` sequences) against the single-device
+        step on the same batch."""
+        return {"batch": self.devices if self.distributed else 1, "tokens": min(self.model.seq_len, CHECK_TOKENS)}
 
 
 @lru_cache(maxsize=2)
@@ -164,8 +224,29 @@ def synthetic_batch(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray
     return stream[:, :-1], stream[:, 1:]
 
 
+def _listed(field: str, value: Any, allowed: tuple[str, ...], default: str) -> list[str]:
+    values = [default] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
+    chosen = [choice(f"{field}[{i}]" if len(values) > 1 else field, v, allowed) for i, v in enumerate(values)]
+    return list(dict.fromkeys(chosen))  # a strategy named twice runs once
+
+
+def _strategies(workload: Mapping[str, Any]) -> list[str]:
+    """`workload.parallel` in order, with the single-device step first whenever a distributed strategy runs:
+    it is the baseline of their scaling efficiency, timed in the same run."""
+    chosen = _listed("workload.parallel", workload.get("parallel"), PARALLEL, "none")
+    return ["none", *(p for p in chosen if p != "none")]
+
+
+def _distributed_settings(workload: Mapping[str, Any]) -> dict[str, Any]:
+    return {"warmup": positive_int("workload.warmup", workload.get("warmup", 3)),
+            "samples": positive_int("workload.samples", workload.get("samples", 10)),
+            "timeout_s": positive_float("workload.timeout_s", workload.get("timeout_s", 300)),
+            "profile": boolean("workload.profile", workload.get("profile", False))}
+
+
 def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[TrainSpec]:
-    """One case per batch size in `batch` (a sweep finds the largest that fits), for the chosen model."""
+    """One case per batch size in `batch` (a sweep finds the largest that fits) and strategy in `parallel`
+    (the single-device step first, then each strategy under each `scaling`), for the chosen model."""
     check_keys("workload", workload, CONFIG_KEYS)
     if dtype not in DTYPES:
         raise ConfigError("dtype", f"{dtype} is not a training dtype here", ", ".join(DTYPES))
@@ -175,11 +256,20 @@ def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[Trai
     base = model_from_config(raw)
     batches = workload.get("batch")
     batches = [base.batch] if batches is None else (batches if isinstance(batches, list) else [batches])
-    convention = choice("workload.flop_convention", workload.get("flop_convention", "palm"), CONVENTIONS)
-    remat = boolean("workload.activation_checkpointing", workload.get("activation_checkpointing", False))
-    lr = positive_float("workload.lr", workload.get("lr", 3e-4))
+    common = {"flop_convention": choice("workload.flop_convention", workload.get("flop_convention", "palm"),
+                                        CONVENTIONS),
+              "activation_checkpointing": boolean("workload.activation_checkpointing",
+                                                  workload.get("activation_checkpointing", False)),
+              "lr": positive_float("workload.lr", workload.get("lr", 3e-4)), "seed": seed,
+              **_distributed_settings(workload)}
+    scalings = _listed("workload.scaling", workload.get("scaling"), SCALINGS, "weak")
     cases = []
     for i, b in enumerate(batches):
         model = ModelSpec(**{**asdict(base), "batch": positive_int(f"workload.batch[{i}]", b)})
-        cases.append(TrainSpec(model, dtype, convention, remat, lr, seed))
+        for parallel in _strategies(workload):
+            if parallel == "none":
+                cases.append(TrainSpec(model, dtype, **common))
+            else:  # the world size is the backend's to settle (processes, or JAX devices)
+                cases += [TrainSpec(model, dtype, parallel=parallel, scaling=scaling, world_size=None, **common)
+                          for scaling in scalings]
     return cases

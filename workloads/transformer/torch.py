@@ -1,18 +1,24 @@
-"""The transformer step in eager torch, attention through SDPA."""
+"""The transformer step in eager torch, attention through SDPA: on one device, or across processes with DDP or
+FSDP (`workload.parallel`)."""
 
 from __future__ import annotations
 
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from harness.machine.frameworks import torch_unavailable
+from workloads.transformer import torch_parallel
 from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_train import prepare_train
 
+LIBRARY = "torch eager, SDPA attention"
+
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case)
     return (False, why) if why else (True, "")
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
-    return prepare_train(case, ctx, notes={"library": "torch eager, SDPA attention"})
+    if case.distributed:
+        return torch_parallel.prepare_parallel(case, ctx, notes={"library": LIBRARY})
+    return prepare_train(case, ctx, notes={"library": LIBRARY})

@@ -1,4 +1,5 @@
-"""The transformer step with the model under torch.compile (Inductor); compile time is reported apart."""
+"""The transformer step with the model under torch.compile (Inductor); compile time is reported apart. Across
+processes (DDP, FSDP) each block is compiled before wrapping, as torchtitan does."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import shutil
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from harness.machine.frameworks import torch_unavailable
+from workloads.transformer import torch_parallel
 from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_train import prepare_train
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case)
     if why:
         return False, why
     if ctx.platform.kind == "cpu" and not (shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")):
@@ -21,4 +23,7 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    if case.distributed:
+        return torch_parallel.prepare_parallel(case, ctx, compile_model=True, notes={
+            "library": "torch.compile (Inductor) per block, SDPA attention", "compile_dynamic": False})
     return prepare_train(case, ctx, compile_model=True, notes={"library": "torch.compile (Inductor), SDPA attention"})

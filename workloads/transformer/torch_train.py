@@ -13,6 +13,7 @@ from harness.engine.case import Prepared
 from harness.engine.context import RunContext
 from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
+from workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
 
 ADAMW = {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the JAX backend
 
@@ -22,6 +23,15 @@ def _sync(device: str) -> None:
 
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
+
+
+def loss_under_precision(model: Any, tokens: Any, targets: Any, dtype: str) -> Any:
+    """The model's loss as every torch backend computes it: fp32, or bf16 autocast over fp32 master weights."""
+    import torch
+
+    device_type = "cuda" if tokens.device.type == "cuda" else "cpu"
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        return model(tokens, targets)
 
 
 def _compiled_graphs() -> int:
@@ -53,8 +63,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     device_type = "cuda" if device.startswith("cuda") else "cpu"
 
     def loss_of(x, y):
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=case.dtype == "bf16"):
-            return runner(x, y)
+        return loss_under_precision(runner, x, y, case.dtype)
 
     sel = case.check_rows()  # correctness values first, on the initial weights
     loss = loss_of(tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
@@ -87,5 +96,8 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     notes = {**notes, "first_step_s": first_step_s, "compile_s": first_step_s if compile_model else None,
              "mixed_precision": "bf16 autocast, fp32 master weights" if case.dtype == "bf16" else "fp32",
              "optimizer": f"torch.optim.AdamW {ADAMW}"}
-    return Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                    notes=notes, peak_memory=peak_memory)
+    prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
+                        notes=notes, peak_memory=peak_memory)
+    if case.profile and timing_valid:  # after the first step: the trace shows a steady step, not set-up
+        prepared.attachments[TRACE_NAME] = chrome_trace(step, device)
+    return prepared

@@ -7,12 +7,13 @@ from harness.engine.case import Prepared, Unavailable
 from harness.engine.context import RunContext
 from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
 from workloads.attention.triton import HEAD_DIMS
+from workloads.transformer import torch_parallel
 from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_train import prepare_train
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = triton_unavailable(ctx.platform.kind)
+    why = triton_unavailable(ctx.platform.kind) or torch_parallel.unavailable(case)
     if why:
         return False, why
     if case.model.head_dim not in HEAD_DIMS:
@@ -44,5 +45,6 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
         return {"triton_linears": use_triton_linears(model)}
 
     notes = {"library": "torch eager, Triton FlashAttention + Triton GEMM linears", "interpreter": on_cpu}
-    return prepare_train(case, ctx, attend=attend, customize=customize, notes=notes,
-                         timing_valid=not on_cpu, timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
+    prepare = torch_parallel.prepare_parallel if case.distributed else prepare_train
+    return prepare(case, ctx, attend=attend, customize=customize, notes=notes, timing_valid=not on_cpu,
+                   timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")

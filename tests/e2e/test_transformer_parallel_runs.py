@@ -1,0 +1,102 @@
+"""The distributed training step end to end: torch DDP and FSDP with 2 gloo ranks under torchrun, JAX dp and fsdp
+on 4 forced CPU devices, and a rank that never joins."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results.reader import read_bundle
+from harness.results.validator import validate_bundle
+
+pytestmark = pytest.mark.e2e
+SMALL = ["workload=transformer", "model=tiny", "dtype=fp32", "workload.warmup=1", "workload.samples=3",
+         "timing=quick", "timing.max_time_s=0.5", "timing.warmup_s=0", "telemetry.enabled=false"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE")}
+    return {**env, **extra}
+
+
+def _bundle(stdout: str) -> Path:
+    return Path(stdout.strip().splitlines()[-1].removeprefix("bundle: "))
+
+
+def _distributed_rows_hold_up(rows: list[dict], samples: list[dict], strategies: set[str], ranks: int | None) -> None:
+    by_id = {(r["case_id"], r["backend"]): r for r in rows}
+    timed = [r for r in rows if r["params"].get("parallel") in strategies]
+    assert {r["params"]["parallel"] for r in timed} == strategies
+    for row in timed:
+        assert row["status"] == "ok", row["reason"]
+        assert row["correctness"]["ok"] and "single-device step" in row["correctness"]["metric"]
+        assert row["params"]["world_size"] == row["notes"]["world_size"] > 1
+        base = by_id[(row["scaling_baseline"]["case_id"], row["backend"])]
+        assert row["scaling_efficiency"] == pytest.approx(row["tflops"] / base["tflops"])
+        assert row["mfu"] == pytest.approx(row["flops_global"] / row["params"]["world_size"] / row["time_s"]["median"]
+                                           / 1e12 / row["peak_tflops"])
+        assert row["comm_bytes_per_rank"] == row["notes"]["comm"]["bytes_per_rank"] > 0
+        assert row["comm_total_s"] > 0 and row["comm_achieved_gbps"] > 0 and row["comm_exposed_s"] is not None
+        assert 0 <= row["overlap"] <= 1 and (row["comm"]["clamped"] == ("note" in row["comm"]))
+        assert row["comm"]["exposed_method"] and row["comm"]["total_method"]
+        assert set(row["variants"]) == {"no_comm", "comm_alone"}
+        if ranks:  # every rank's samples, the slowest counting, and who sat where
+            assert row["ranks"] == ranks and row["rank_combine"] == "max" and len(row["notes"]["rank_map"]) == ranks
+            assert len(row["peak_memory_per_rank_bytes"]) == ranks
+    for record in samples:
+        if record["case_id"].endswith(("-ddp-weak", "-fsdp-weak")) and ranks:
+            assert len(record["rank_samples"]) == ranks and len(record["variants"]["no_comm"]["rank_samples"]) == ranks
+
+
+def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "harness.cli",
+           "run", *SMALL, "backends=[torch]", "workload.parallel=[ddp,fsdp,dp]", f"results_dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(tmp_path.glob("*/manifest.json"))) == 1  # rank 0 alone writes
+    folder = _bundle(proc.stdout)
+    assert validate_bundle(folder) == []
+    bundle = read_bundle(folder)
+    assert [r["case_id"].removeprefix("transformer-fp32-tiny-b2-s32") for r in bundle.cases] == [
+        "", "-ddp-weak", "-fsdp-weak", "-dp-weak"]
+    skipped = bundle.cases[-1]
+    assert skipped["status"] == "skipped" and "JAX strategy" in skipped["reason"]
+    _distributed_rows_hold_up(bundle.cases, bundle.samples, {"ddp", "fsdp"}, ranks=2)
+
+
+def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
+    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[jax]", "model.n_layers=1",
+                           "workload.parallel=[dp,fsdp]", f"results_dir={tmp_path}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = _bundle(proc.stdout)
+    assert validate_bundle(folder) == []
+    rows = read_bundle(folder).cases
+    _distributed_rows_hold_up(rows, [], {"dp", "fsdp"}, ranks=None)
+    for row in rows[1:]:
+        assert row["params"]["world_size"] == 4 and len(row["notes"]["rank_map"]) == 4
+        assert row["notes"]["hlo_collectives"]["counts"] and row["notes"]["no_comm_hlo_collectives"]["counts"] == {}
+
+
+def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[torch]",
+                           "workload.parallel=[ddp]", "workload.timeout_s=3", f"results_dir={tmp_path}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert time.monotonic() - start < 60 and proc.returncode == 1
+    folder = _bundle(proc.stdout)
+    bundle = read_bundle(folder)
+    assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
+    assert [r["status"] for r in bundle.cases] == ["ok", "failed"]  # the single-device step, then the group
+    assert "not formed within 3 s" in bundle.cases[1]["reason"]

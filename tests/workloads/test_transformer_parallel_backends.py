@@ -1,0 +1,50 @@
+"""The distributed backends in this process: one rank (a world of one on gloo) or one JAX device still runs
+every part (wrapping, parity check, variants, collectives alone, profiler trace); several ranks, and JAX over
+several devices (XLA_FLAGS must be set before JAX starts), run end to end in
+tests/e2e/test_transformer_parallel_runs.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from harness.hydra_app import CONFIG_DIR
+from workloads.transformer import jax as jax_backend
+from workloads.transformer import torch as torch_backend
+from workloads.transformer.cases import TrainCase
+from workloads.transformer.spec import model_from_config
+
+TINY = model_from_config({**yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()), "seq_len": 16})
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_torch_strategy_on_one_rank_checks_and_times_its_variants(strategy, cpu_ctx):
+    case = TrainCase(TINY, "fp32", parallel=strategy, world_size=None, warmup=1, samples=2)
+    prepared = torch_backend.prepare(case, cpu_ctx)
+    check = case.check(prepared.result(None))
+    assert check.ok, check
+    assert prepared.case.world_size == 1 and prepared.case.params()["world_size"] == 1
+    assert prepared.rank_combine == "max" and prepared.fixed.samples == 2
+    assert set(prepared.variants) == {"no_comm", "comm_alone"}
+    losses = [float(prepared.fn()), float(prepared.variants["no_comm"]())]
+    assert all(0 < loss < 10 for loss in losses)
+    prepared.variants["comm_alone"]()
+    collectives = prepared.notes["comm_alone_collectives"]["collectives"]
+    assert collectives and {c["op"] for c in collectives} <= {"all_reduce", "all_gather", "reduce_scatter"}
+    assert prepared.notes["comm"]["bytes_per_rank"] == 0  # one rank: nothing crosses a link
+    assert len(prepared.notes["rank_map"]) == 1 and prepared.gather(prepared.fixed and [1.0]) == [[1.0]]
+
+
+def test_strategies_a_backend_lacks_are_skipped_with_the_reason(cpu_ctx):
+    ok, why = torch_backend.available(TrainCase(TINY, "fp32", parallel="dp", world_size=None), cpu_ctx)
+    assert not ok and "JAX strategy" in why
+    ok, why = jax_backend.available(TrainCase(TINY, "fp32", parallel="ddp", world_size=None), cpu_ctx)
+    assert not ok and "torch's strategy" in why
+
+
+def test_profile_attaches_a_chrome_trace(cpu_ctx):
+    prepared = torch_backend.prepare(TrainCase(TINY, "fp32", profile=True), cpu_ctx)
+    trace = json.loads(prepared.attachments["trace.json"])
+    assert trace["traceEvents"] and any("aten::" in e.get("name", "") for e in trace["traceEvents"])
