@@ -1,7 +1,8 @@
 """`xmfu report`: one self-contained HTML file (inline SVG drawn by matplotlib, no script, no network).
 
 What runs where (the coverage matrix); MFU per case with its 95% CI; TFLOP/s against problem size; collective
-bus bandwidth against message size; a roofline; clocks and power over time; every row; each bundle's
+bus bandwidth against message size; distributed training's scaling efficiency and exposed communication
+per strategy; inference decode figures; a roofline; clocks and power over time; every row; each bundle's
 environment. Every text from a bundle is escaped, in the HTML and inside the plots (harness/results/figures.py).
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from harness.results import coverage, inference_plot, report_plots, roofline, telemetry_plot
+from harness.results import coverage, inference_plot, report_plots, roofline, scaling_table, telemetry_plot
 from harness.results.reader import Bundle
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -81,6 +82,8 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
         ("MFU", report_plots.mfu(rows)),
         ("Throughput against problem size", report_plots.throughput(rows)),
         ("Collective bus bandwidth against message size", report_plots.busbw(rows)),
+        ("Distributed training: scaling efficiency and exposed communication per strategy",
+         scaling_table.scaling_table(rows)),
         ("Inference: decode throughput and bandwidth utilization", inference_plot.inference(rows)),
         ("Roofline", roofline.roofline(rows)),
         ("Clocks and power", telemetry_plot.telemetry(telemetry, where)),

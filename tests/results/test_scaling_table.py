@@ -1,0 +1,46 @@
+"""The report's distributed-training table: scaling efficiency and exposed communication per strategy, from the
+committed CPU reference bundles (torch ddp/fsdp on 2 gloo ranks) and from rows with figures missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.results import report, scaling_table
+from harness.results.reader import read_bundle
+
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "cpu-amd-epyc-2core"
+TORCH_TINY = REFERENCE / "20261123T222637Z-transformer-fp32-97b8cd"
+
+
+def test_each_strategy_row_shows_its_scaling_efficiency_and_exposed_communication():
+    bundle = read_bundle(TORCH_TINY)
+    picked = scaling_table.distributed_rows(bundle.cases)
+    assert [r["params"]["parallel"] for r in picked] == ["ddp", "fsdp"]  # the `none` baseline is not a strategy row
+    html = scaling_table.scaling_table(bundle.cases)
+    for r in picked:
+        row = dict(zip(scaling_table.HEAD, scaling_table.cells(r), strict=True))
+        assert row["scaling efficiency"] == f"{100 * r['scaling_efficiency']:.1f}%"
+        assert row["comm exposed ms"] == f"{r['comm_exposed_s'] * 1e3:.4g}"
+        assert row["comm alone ms"] == f"{r['comm_total_s'] * 1e3:.4g}"
+        assert row["devices"] == "2"
+        assert row["how exposed was measured / reason"] in html.replace("&#x27;", "'")
+        if r["comm"]["clamped"]:  # a clamped overlap says so, with what was measured
+            assert "clamped" in row["overlap"]
+
+
+def test_missing_figures_stay_blank_and_a_failed_row_gives_its_reason():
+    failed = {"workload": "transformer", "status": "failed", "reason": "rank 1 never joined <in time>",
+              "params": {"parallel": "fsdp", "world_size": 2}, "time_s": {}, "timing_valid": False}
+    row = dict(zip(scaling_table.HEAD, scaling_table.cells(failed), strict=True))
+    assert row["scaling efficiency"] == row["overlap"] == row["comm exposed ms"] == ""
+    html = scaling_table.scaling_table([failed])
+    assert "rank 1 never joined &lt;in time&gt;" in html and "class=bad" in html
+
+
+def test_the_report_has_the_section_and_says_when_no_row_is_distributed():
+    bundle = read_bundle(TORCH_TINY)
+    page = report.build([bundle], [{}], {})
+    assert "scaling efficiency and exposed communication per strategy" in page
+    assert "ddp" in page and "fsdp" in page
+    assert "No distributed training rows" in scaling_table.scaling_table(
+        [{**bundle.cases[0], "params": {**bundle.cases[0]["params"], "parallel": "none"}}])
