@@ -23,15 +23,16 @@ $(STAMP): pyproject.toml Makefile constraints.txt scripts/install.sh scripts/kee
 bench: install
 	$(XMFU) run $$($(PY) -m harness.machine.platform)
 
-# The whole suite, two workers (the end-to-end runs, marked e2e, are the slow ones): under 6 minutes on 2 cores.
+# The whole suite, two workers that steal work from each other (the end-to-end runs, marked e2e, are the slow
+# ones; a long test at the end of one queue would leave the other core idle): under 6 minutes on 2 cores.
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 2 --dist worksteal
 
 # Everything but the end-to-end runs: about a minute.
 test-fast: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 -m "not e2e"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e"
 
 # The GPU reference set (benchmarks/gpu_reference.py): <= 25 minutes on one GPU, outputs in results/reference/<device>/;
 # without an accelerator, every part at smoke sizes into a temporary folder.

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# XLA's CPU compiler takes seconds per training step and the suite compiles the same small programs many times (in
+# this process, in the other xdist worker, in the end-to-end subprocesses, which inherit the environment): share
+# JAX's persistent compilation cache between them. Keyed by the program, JAX's version and flags, it changes no
+# number a test checks, only how often XLA compiles.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), f"xmfu-tests-jax-cache-{os.getuid()}"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
 import pytest
 
