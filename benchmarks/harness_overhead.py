@@ -58,20 +58,20 @@ def torch_timer(a, b, flops: float) -> float:
     return flops / timer.blocked_autorange(min_run_time=SECONDS).median / 1e12
 
 
-def with_xmfu(a, b, flops: float, folder: str) -> float:
+def with_xmfu(a, b, flops: float, dtype: str, folder: str) -> float:
     import torch
 
     import xmfu
 
     result = xmfu.benchmark({"torch": lambda: torch.matmul(a, b)}, reference=lambda: a.double() @ b.double(),
-                            flops=flops, tolerance=1.0, results_dir=folder,
+                            flops=flops, dtype=dtype, tolerance=1.0, results_dir=folder,
                             timing={"max_time_s": SECONDS, "warmup_s": 0.3, "target_rel_ci": 0.002})
     return result.rows[0]["tflops"]
 
 
 def run(size: int, dtype: str, rounds: int, folder: str) -> list[str]:
     a, b, flops = operands(size, dtype)
-    methods = {"xmfu": lambda: with_xmfu(a, b, flops, folder), "bare": lambda: bare(a, b, flops),
+    methods = {"xmfu": lambda: with_xmfu(a, b, flops, dtype, folder), "bare": lambda: bare(a, b, flops),
                "timer": lambda: torch_timer(a, b, flops)}
     names = list(methods)
     figures: dict[str, list[float]] = {n: [] for n in names}
