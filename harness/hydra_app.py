@@ -211,10 +211,14 @@ def sweep_summary(sweep_dir: Path, expected: int) -> int:
 
 
 def _record_job(hydra_cfg: Any, outcome: Any, overrides: list[str]) -> None:
-    """In a multirun, each job leaves its outcome in its own sweep folder for the closing summary."""
+    """In a multirun, each job leaves its outcome in its own sweep folder for the closing summary. A job of
+    several tasks (submitit's tasks_per_node, one rank each) is recorded by rank 0, the rank that writes the
+    bundle: the other ranks' outcomes name no bundle on disk."""
     from hydra.types import RunMode
 
-    if hydra_cfg.mode != RunMode.MULTIRUN:
+    from harness.machine.ranks import process_info
+
+    if hydra_cfg.mode != RunMode.MULTIRUN or not process_info().writes_bundle:
         return
     folder = Path(hydra_cfg.runtime.output_dir)
     folder.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ class ProcessInfo:
     rank: int
     world_size: int
     local_rank: int
-    launcher: str  # torchrun | slurm | jax | env | single
+    launcher: str  # torchrun | slurm | submitit_local | jax | env | single
 
     @property
     def writes_bundle(self) -> bool:
@@ -29,19 +29,26 @@ class ProcessInfo:
 
 
 def process_info(environ: dict[str, str] | None = None) -> ProcessInfo:
-    """torchrun's RANK/WORLD_SIZE/LOCAL_RANK first, then Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, then
-    JAX's own JAX_PROCESS_ID/JAX_NUM_PROCESSES (with JAX_COORDINATOR_ADDRESS: processes started by any other
-    means, which jax.distributed.initialize joins)."""
+    """torchrun's RANK/WORLD_SIZE/LOCAL_RANK first, then Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (or the
+    same from Hydra's submitit_local launcher, which runs a Slurm job's tasks on this machine), then JAX's own
+    JAX_PROCESS_ID/JAX_NUM_PROCESSES (with JAX_COORDINATOR_ADDRESS: processes started by any other means, which
+    jax.distributed.initialize joins)."""
     env = os.environ if environ is None else environ
     if "TORCHELASTIC_RUN_ID" in env:
         launcher = "torchrun"
     elif "SLURM_JOB_ID" in env:
         launcher = "slurm"
+    elif "SUBMITIT_LOCAL_JOB_ID" in env:  # Hydra's submitit_local launcher: the Slurm path's tasks on this machine
+        launcher = "submitit_local"
     elif "JAX_COORDINATOR_ADDRESS" in env and "JAX_PROCESS_ID" in env:
         launcher = "jax"
     else:
         launcher = "single" if "RANK" not in env else "env"
-    rank = int(env.get("RANK", env.get("SLURM_PROCID", env.get("JAX_PROCESS_ID", "0"))))
-    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", env.get("JAX_NUM_PROCESSES", "1"))))
-    local = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0")))
+    # submitit's local executor names its tasks SUBMITIT_LOCAL_GLOBALID / _NTASKS / _LOCALID
+    # (submitit/local/local.py, LocalJobEnvironment._env).
+    rank = int(env.get("RANK", env.get("SLURM_PROCID", env.get("SUBMITIT_LOCAL_GLOBALID",
+                                                                   env.get("JAX_PROCESS_ID", "0")))))
+    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", env.get("SUBMITIT_LOCAL_NTASKS",
+                                                                          env.get("JAX_NUM_PROCESSES", "1")))))
+    local = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", env.get("SUBMITIT_LOCAL_LOCALID", "0"))))
     return ProcessInfo(rank, world, local, launcher)

@@ -100,3 +100,20 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
     assert [r["status"] for r in bundle.cases] == ["ok", "failed"]  # the single-device step, then the group
     assert "not formed within 3 s" in bundle.cases[1]["reason"]
+
+
+def test_ddp_under_the_slurm_path_on_this_machine(tmp_path):
+    """Hydra's submitit_local launcher runs a Slurm job's tasks here: two tasks form one gloo group from submitit's
+    job environment, rank 0 alone writes, and the sweep summary names the bundle rank 0 wrote."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", "hydra/launcher=submitit_local",
+                           "hydra.launcher.tasks_per_node=2", *SMALL, "model.n_layers=1", "backends=[torch]",
+                           "workload.parallel=[ddp]", f"results_dir={tmp_path}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env=_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    bundles = list(tmp_path.glob("*/manifest.json"))
+    assert len(bundles) == 1  # rank 0 alone writes
+    assert f"bundle: {bundles[0].parent}" in proc.stdout
+    rows = read_bundle(bundles[0].parent).cases
+    ddp = rows[-1]
+    assert ddp["status"] == "ok" and ddp["params"]["world_size"] == 2 and ddp["ranks"] == 2

@@ -108,3 +108,14 @@ def test_slurm_without_master_addr_leaves_the_coordinator_to_jax_cluster_detecti
     assert jax.distributed.calls[0]["coordinator_address"] is None  # SlurmCluster: the step's first node
     monkeypatch.setenv("MASTER_ADDR", "node7")  # exported by submitit's TorchDistributedEnvironment
     assert jax_coordinator() == "node7:29501"
+
+
+def test_submitit_local_tasks_are_ranks():
+    """submitit's local executor (Hydra's submitit_local launcher) names its tasks like this
+    (submitit/local/local.py, LocalJobEnvironment._env)."""
+    from harness.machine.ranks import process_info
+
+    info = process_info({"SUBMITIT_LOCAL_JOB_ID": "4242", "SUBMITIT_LOCAL_GLOBALID": "1",
+                         "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1"})
+    assert (info.rank, info.world_size, info.local_rank, info.launcher) == (1, 2, 1, "submitit_local")
+    assert not info.writes_bundle

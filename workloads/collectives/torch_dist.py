@@ -45,8 +45,9 @@ def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def _slurm_env() -> None:
-    """Under Slurm without torchrun, derive MASTER_ADDR/PORT, RANK, WORLD_SIZE from the job (submitit)."""
-    if "SLURM_JOB_ID" in os.environ and "MASTER_ADDR" not in os.environ:
+    """Under Slurm without torchrun (or submitit_local's tasks), derive MASTER_ADDR/PORT, RANK, WORLD_SIZE from
+    the job: submitit's TorchDistributedEnvironment (the first host of the job, a port drawn from the job id)."""
+    if ("SLURM_JOB_ID" in os.environ or "SUBMITIT_LOCAL_JOB_ID" in os.environ) and "MASTER_ADDR" not in os.environ:
         from submitit.helpers import TorchDistributedEnvironment
 
         TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
