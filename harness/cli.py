@@ -1,4 +1,6 @@
-"""The `xmfu` command: run | validate | peaks | env.
+"""The `xmfu` command: run | compare | report | export | history | validate | doctor | peaks | env. Each
+subcommand parses its arguments here (history in harness/cli_history.py; what they share in
+harness/cli_common.py) and hands the work to the packages.
 
 Bad input is one paragraph on stderr and exit status 2; nothing here prints a traceback for it.
 """
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.cli_common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+from harness.cli_history import cmd_history
 
 USAGE = """usage: xmfu <command> [arguments]
 
@@ -43,20 +47,10 @@ commands:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's default exits 2 too, but with its own usage dump
-        raise SystemExit(_usage_error(f"{self.prog}: {message}"))
-
-
-def _usage_error(message: str) -> int:
-    print(f"xmfu: {message}", file=sys.stderr)
-    return 2
-
-
 def cmd_validate(args: Sequence[str]) -> int:
     from harness.results.validator import validate_bundle
 
-    parser = _Parser(prog="xmfu validate")
+    parser = Parser(prog="xmfu validate")
     parser.add_argument("bundles", nargs="+")
     ns = parser.parse_args(args)
     worst = 0
@@ -74,7 +68,7 @@ SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compar
 
 
 def _compare_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="xmfu compare")
+    parser = Parser(prog="xmfu compare")
     parser.add_argument("bundles", nargs="*")
     parser.add_argument("--baseline", help="run id or position (0-based) of the baseline side; default the first")
     parser.add_argument("--format", default="table", choices=("table", "csv", "json", "markdown"))
@@ -111,21 +105,21 @@ def cmd_compare(args: Sequence[str]) -> int:
     ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
     sides = _sides(ns.bundles)
     if len(sides) < 2 or any(not side for side in sides):
-        return _usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
+        return usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
                             "(xmfu compare A1 A2 -- B1 B2)")
     for name, value in (("--margin", ns.margin), ("--noise-floor", ns.noise_floor)):
         if not 0 <= value < 1:
-            return _usage_error(f"compare: {name} {value} is out of range. Allowed: a fraction, 0 <= x < 1")
+            return usage_error(f"compare: {name} {value} is out of range. Allowed: a fraction, 0 <= x < 1")
     try:
-        loaded = [Side([_validated_bundle("compare", f) for f in side]) for side in sides]
+        loaded = [Side([validated_bundle("compare", f) for f in side]) for side in sides]
         prices = _prices(ns)
         noise = _history_noise(ns.noise_from) if ns.noise_from else None
     except UsageFailure as exc:
-        return _usage_error(str(exc))
+        return usage_error(str(exc))
     base = _baseline_index(ns.baseline, loaded)
     if base is None:
         labels = ", ".join(s.label for s in loaded)
-        return _usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
+        return usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
                             f"nor a position 0-{len(loaded) - 1}")
     result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise)
     if prices:
@@ -137,21 +131,6 @@ def cmd_compare(args: Sequence[str]) -> int:
     if ns.fail_on == "slower" and any(r["verdict"] == "slower" for r in result.rows):
         return 1
     return 1 if result.refused and not result.rows else 0
-
-
-class UsageFailure(Exception):
-    """Bad input found while loading a command's inputs: one paragraph, exit 2."""
-
-
-def _validated_bundle(command: str, folder: str) -> Any:
-    """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
-    from harness.results.validator import load_bundle
-
-    loaded = load_bundle(folder)
-    if loaded.problems or loaded.bundle is None:
-        more = f" (and {len(loaded.problems) - 1} more: xmfu validate {folder})" if len(loaded.problems) > 1 else ""
-        raise UsageFailure(f"{command}: {folder} is not a valid bundle: {loaded.problems[0]}{more}")
-    return loaded.bundle
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
@@ -196,164 +175,23 @@ def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
         row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
 
 
-def _output(command: str, path: str, suffixes: tuple[str, ...] | None = None) -> Path:
-    """Where `-o` writes: its folder must exist and, where the suffix picks the format, be one of `suffixes`."""
-    out = Path(path)
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise UsageFailure(f"{command}: -o {path}: unknown suffix {out.suffix or '(none)'!r}. "
-                           f"Allowed: {', '.join(suffixes)}")
-    if not out.parent.is_dir():
-        raise UsageFailure(f"{command}: -o {path}: the folder {out.parent} does not exist")
-    return out
-
-
-def _store(command: str, path: str, must_hold_runs: bool) -> Path:
-    from harness.results import history
-
-    store = Path(path)
-    if store.exists() and not store.is_dir():
-        raise UsageFailure(f"{command}: --store {path} is a file, not a folder of Parquet files")
-    if must_hold_runs:
-        try:
-            history.check_store(store)
-        except history.StoreError as exc:
-            raise UsageFailure(f"{command}: {exc}") from None
-    return store
-
-
-def _history_add(ns: argparse.Namespace) -> int:
-    from harness.results import history
-
-    store = _store("history add", ns.store, must_hold_runs=False)
-    for folder in ns.bundles:
-        bundle = _validated_bundle("history add", folder)
-        try:
-            added = history.add(store, bundle, bundle.environment())
-        except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
-            raise UsageFailure(f"history add: {folder}: {exc}") from None
-        print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
-    return 0
-
-
-def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
-    """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
-    from harness.results import history, trend
-
-    if ns.gap:
-        points = history.gap(rows, ns.metric, *ns.gap)
-        for p in points:
-            print(f"{p['day']}  {p['workload']}  {p['case_id']}  {ns.metric} {ns.gap[0]}/{ns.gap[1]} = "
-                  f"{p['ratio']:.4g}")
-        return (trend.gap_groups(points), f"{ns.metric}: {ns.gap[0]} / {ns.gap[1]} on matching cases, per day",
-                f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}")
-    found = history.series(rows, ns.metric)
-    for key, pts in found.items():
-        print(f"{history.series_label(key, list(found))}: {len(pts)} points, latest {pts[-1][1]:.4g} "
-              f"({pts[-1][0].isoformat()})")
-    return trend.series_groups(found), f"{ns.metric} over time", trend.METRIC_LABELS.get(ns.metric, ns.metric)
-
-
-def _history_trend(ns: argparse.Namespace) -> int:
-    from harness.results import history, trend
-
-    out = _output("history trend", ns.output, (".svg", ".html")) if ns.output else None
-    store = _store("history trend", ns.store, must_hold_runs=True)
-    rows = [r for r in history.load(store) if not ns.workload or r["workload"] == ns.workload]
-    groups, title, ylabel = _trend_groups(ns, rows)
-    if not groups:
-        what = f"the gap {ns.gap[0]} / {ns.gap[1]}" if ns.gap else ns.metric
-        where = f" for workload {ns.workload}" if ns.workload else ""
-        raise UsageFailure(f"history trend: nothing to plot: no ok, validly timed rows give {what}{where} in the "
-                           f"store {ns.store}")
-    if out:
-        fig = trend.figure(groups, title, ylabel, parity=bool(ns.gap))
-        page = trend.svg_file(fig) if out.suffix.lower() == ".svg" else trend.html_page(
-            fig, title, *trend.series_table(groups))
-        out.write_text(page)
-        print(f"plot: {out}")
-    return 0
-
-
-def _history_check(ns: argparse.Namespace) -> int:
-    from harness.results import history
-
-    if ns.window < 1:
-        raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
-                           "(the number of previous runs in the baseline)")
-    rows = history.load(_store("history check", ns.store, must_hold_runs=True))
-    keys = list(history.series(rows, ns.metric))
-    for s in history.insufficient(rows, ns.metric):
-        label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
-        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
-    flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    for f in flagged:
-        print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
-              f"{f['latest']:.4g} "
-              f"vs baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
-    if not flagged:
-        print(f"no change in {ns.metric} beyond the noise")
-    return 1 if flagged else 0
-
-
-def cmd_history(args: Sequence[str]) -> int:
-    from harness import history_page
-    from harness.results.history import StoreError
-
-    parser = _Parser(prog="xmfu history")
-    sub = parser.add_subparsers(dest="action", required=True)
-    p_add = sub.add_parser("add", help="append bundles to a Parquet store (idempotent by run id)")
-    p_add.add_argument("bundles", nargs="+")
-    p_trend = sub.add_parser("trend", help="a metric over time per workload, case, backend and device")
-    p_trend.add_argument("--metric", default="mfu", choices=sorted(_history_columns()))
-    p_trend.add_argument("--workload")
-    p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
-                         help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
-    p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
-    p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
-    p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
-    p_check.add_argument("--window", type=int, default=7)
-    p_check.add_argument("--sigmas", type=float, default=3.0)
-    p_check.add_argument("--min-change", type=float, default=0.02)
-    p_report = history_page.add_parser(sub)
-    for p in (p_add, p_trend, p_check, p_report):
-        p.add_argument("--store", required=True, help="the history folder (Parquet files)")
-    for p in (p_add, p_trend, p_check, p_report):
-        p.error = parser.error  # one-paragraph errors, exit 2
-    ns = parser.parse_args(args)
-    try:
-        return {"add": _history_add, "trend": _history_trend, "check": _history_check,
-                "report": lambda ns: history_page.run(ns, _store, _output)}[ns.action](ns)
-    except UsageFailure as exc:
-        return _usage_error(str(exc))
-    except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout
-        return _usage_error(f"history {ns.action}: {exc}")
-    except RuntimeError as exc:  # pyarrow or matplotlib missing
-        return _usage_error(f"history: {exc}")
-
-
-def _history_columns() -> list[str]:
-    from harness.results.history import COLUMNS
-
-    return list(COLUMNS)
-
-
 def cmd_report(args: Sequence[str]) -> int:
     from harness.results import report
 
-    parser = _Parser(prog="xmfu report")
+    parser = Parser(prog="xmfu report")
     parser.add_argument("bundles", nargs="+")
     parser.add_argument("-o", "--output", default="report.html")
     ns = parser.parse_args(args)
     try:
-        out = _output("report", ns.output)
-        bundles = [_validated_bundle("report", b) for b in ns.bundles]
+        out = output_path("report", ns.output)
+        bundles = [validated_bundle("report", b) for b in ns.bundles]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
         out.write_text(report.build(bundles, envs, telemetry))
     except UsageFailure as exc:
-        return _usage_error(str(exc))
+        return usage_error(str(exc))
     except RuntimeError as exc:  # matplotlib missing
-        return _usage_error(f"report: {exc}")
+        return usage_error(f"report: {exc}")
     print(f"report: {out}")
     return 0
 
@@ -361,18 +199,18 @@ def cmd_report(args: Sequence[str]) -> int:
 def cmd_export(args: Sequence[str]) -> int:
     from harness.results import export
 
-    parser = _Parser(prog="xmfu export")
+    parser = Parser(prog="xmfu export")
     parser.add_argument("bundles", nargs="+")
     parser.add_argument("-o", "--output", required=True, help="rows.parquet or rows.csv")
     ns = parser.parse_args(args)
     try:
-        out = _output("export", ns.output, export.SUFFIXES)
-        rows = export.rows([_validated_bundle("export", b) for b in ns.bundles])
+        out = output_path("export", ns.output, export.SUFFIXES)
+        rows = export.rows([validated_bundle("export", b) for b in ns.bundles])
         export.write(rows, out)
     except UsageFailure as exc:
-        return _usage_error(str(exc))
+        return usage_error(str(exc))
     except RuntimeError as exc:  # pyarrow missing
-        return _usage_error(f"export: {exc}")
+        return usage_error(f"export: {exc}")
     print(f"export: {len(rows)} rows to {out}")
     return 0
 
@@ -380,7 +218,7 @@ def cmd_export(args: Sequence[str]) -> int:
 def cmd_peaks(args: Sequence[str]) -> int:
     from harness.machine.peaks import load_table
 
-    parser = _Parser(prog="xmfu peaks")
+    parser = Parser(prog="xmfu peaks")
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args(args)
     table = load_table()
@@ -401,14 +239,14 @@ def cmd_env(args: Sequence[str]) -> int:
     from harness.machine.environment import PEAK_DTYPES, peaks_used
     from harness.machine.platform import NoAcceleratorError, detect
 
-    parser = _Parser(prog="xmfu env")
+    parser = Parser(prog="xmfu env")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     ns = parser.parse_args(args)
     try:
         plat = detect(ns.device)
     except NoAcceleratorError as exc:
-        return _usage_error(f"env: {exc}")
+        return usage_error(f"env: {exc}")
     if ns.json:  # everything a bundle's environment.json records
         from harness.machine.environment import capture
 
@@ -431,7 +269,7 @@ def cmd_env(args: Sequence[str]) -> int:
 def cmd_doctor(args: Sequence[str]) -> int:
     from harness import doctor
 
-    parser = _Parser(prog="xmfu doctor")
+    parser = Parser(prog="xmfu doctor")
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args(args)
     return doctor.main(["--json"] if ns.json else [])
@@ -447,7 +285,7 @@ def cmd_run(args: Sequence[str]) -> int:
         code = maybe_run(args, registry)  # experiment=acceptance, experiment=nightly: a suite of runs
         return run_command(args, registry) if code is None else code
     except UsageError as exc:
-        return _usage_error(f"run: {exc}")
+        return usage_error(f"run: {exc}")
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
@@ -491,7 +329,7 @@ def _dispatch(args: list[str]) -> int:
         args = ["run", *args]
     command = COMMANDS.get(args[0])
     if command is None:
-        return _usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
+        return usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
     return command(args[1:])
 
 

@@ -1,0 +1,49 @@
+"""What every `xmfu` subcommand shares: its argument parser, the one-paragraph usage error (exit 2), and
+the checks of its inputs (a bundle, validated as it is read; an output path) that turn bad input into that error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with xmfu's one-paragraph errors."""
+
+    def error(self, message: str) -> None:  # argparse's default exits 2 too, but with its own usage dump
+        raise SystemExit(usage_error(f"{self.prog}: {message}"))
+
+
+def usage_error(message: str) -> int:
+    """Print `message` as xmfu's one-paragraph error; the exit status for bad input."""
+    print(f"xmfu: {message}", file=sys.stderr)
+    return 2
+
+
+class UsageFailure(Exception):
+    """Bad input found while loading a command's inputs: one paragraph, exit 2."""
+
+
+def validated_bundle(command: str, folder: str) -> Any:
+    """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
+    from harness.results.validator import load_bundle
+
+    loaded = load_bundle(folder)
+    if loaded.problems or loaded.bundle is None:
+        more = f" (and {len(loaded.problems) - 1} more: xmfu validate {folder})" if len(loaded.problems) > 1 else ""
+        raise UsageFailure(f"{command}: {folder} is not a valid bundle: {loaded.problems[0]}{more}")
+    return loaded.bundle
+
+
+def output_path(command: str, path: str, suffixes: tuple[str, ...] | None = None) -> Path:
+    """Where `-o` writes: its folder must exist and, where the suffix picks the format, be one of `suffixes`."""
+    out = Path(path)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise UsageFailure(f"{command}: -o {path}: unknown suffix {out.suffix or '(none)'!r}. "
+                           f"Allowed: {', '.join(suffixes)}")
+    if not out.parent.is_dir():
+        raise UsageFailure(f"{command}: -o {path}: the folder {out.parent} does not exist")
+    return out

@@ -1,0 +1,142 @@
+"""`xmfu history`: add bundles to a Parquet store, plot a metric (or the gap between two platforms) over time,
+check the latest run against the noise of the previous ones, and write the history report page."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.cli_common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+
+
+def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
+    """The history folder `--store` names; `must_hold_runs`: it must exist and hold runs."""
+    from harness.results import history
+
+    store = Path(path)
+    if store.exists() and not store.is_dir():
+        raise UsageFailure(f"{command}: --store {path} is a file, not a folder of Parquet files")
+    if must_hold_runs:
+        try:
+            history.check_store(store)
+        except history.StoreError as exc:
+            raise UsageFailure(f"{command}: {exc}") from None
+    return store
+
+
+def _history_add(ns: argparse.Namespace) -> int:
+    from harness.results import history
+
+    store = store_path("history add", ns.store, must_hold_runs=False)
+    for folder in ns.bundles:
+        bundle = validated_bundle("history add", folder)
+        try:
+            added = history.add(store, bundle, bundle.environment())
+        except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
+            raise UsageFailure(f"history add: {folder}: {exc}") from None
+        print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
+    return 0
+
+
+def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
+    """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
+    from harness.results import history, trend
+
+    if ns.gap:
+        points = history.gap(rows, ns.metric, *ns.gap)
+        for p in points:
+            print(f"{p['day']}  {p['workload']}  {p['case_id']}  {ns.metric} {ns.gap[0]}/{ns.gap[1]} = "
+                  f"{p['ratio']:.4g}")
+        return (trend.gap_groups(points), f"{ns.metric}: {ns.gap[0]} / {ns.gap[1]} on matching cases, per day",
+                f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}")
+    found = history.series(rows, ns.metric)
+    for key, pts in found.items():
+        print(f"{history.series_label(key, list(found))}: {len(pts)} points, latest {pts[-1][1]:.4g} "
+              f"({pts[-1][0].isoformat()})")
+    return trend.series_groups(found), f"{ns.metric} over time", trend.METRIC_LABELS.get(ns.metric, ns.metric)
+
+
+def _history_trend(ns: argparse.Namespace) -> int:
+    from harness.results import history, trend
+
+    out = output_path("history trend", ns.output, (".svg", ".html")) if ns.output else None
+    store = store_path("history trend", ns.store, must_hold_runs=True)
+    rows = [r for r in history.load(store) if not ns.workload or r["workload"] == ns.workload]
+    groups, title, ylabel = _trend_groups(ns, rows)
+    if not groups:
+        what = f"the gap {ns.gap[0]} / {ns.gap[1]}" if ns.gap else ns.metric
+        where = f" for workload {ns.workload}" if ns.workload else ""
+        raise UsageFailure(f"history trend: nothing to plot: no ok, validly timed rows give {what}{where} in the "
+                           f"store {ns.store}")
+    if out:
+        fig = trend.figure(groups, title, ylabel, parity=bool(ns.gap))
+        page = trend.svg_file(fig) if out.suffix.lower() == ".svg" else trend.html_page(
+            fig, title, *trend.series_table(groups))
+        out.write_text(page)
+        print(f"plot: {out}")
+    return 0
+
+
+def _history_check(ns: argparse.Namespace) -> int:
+    from harness.results import history
+
+    if ns.window < 1:
+        raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
+                           "(the number of previous runs in the baseline)")
+    rows = history.load(store_path("history check", ns.store, must_hold_runs=True))
+    keys = list(history.series(rows, ns.metric))
+    for s in history.insufficient(rows, ns.metric):
+        label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
+        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
+    flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
+    for f in flagged:
+        print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
+              f"{f['latest']:.4g} "
+              f"vs baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
+    if not flagged:
+        print(f"no change in {ns.metric} beyond the noise")
+    return 1 if flagged else 0
+
+
+def cmd_history(args: Sequence[str]) -> int:
+    from harness import history_page
+    from harness.results.history import StoreError
+
+    parser = Parser(prog="xmfu history")
+    sub = parser.add_subparsers(dest="action", required=True)
+    p_add = sub.add_parser("add", help="append bundles to a Parquet store (idempotent by run id)")
+    p_add.add_argument("bundles", nargs="+")
+    p_trend = sub.add_parser("trend", help="a metric over time per workload, case, backend and device")
+    p_trend.add_argument("--metric", default="mfu", choices=sorted(_history_columns()))
+    p_trend.add_argument("--workload")
+    p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
+                         help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
+    p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
+    p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
+    p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
+    p_check.add_argument("--window", type=int, default=7)
+    p_check.add_argument("--sigmas", type=float, default=3.0)
+    p_check.add_argument("--min-change", type=float, default=0.02)
+    p_report = history_page.add_parser(sub)
+    for p in (p_add, p_trend, p_check, p_report):
+        p.add_argument("--store", required=True, help="the history folder (Parquet files)")
+    for p in (p_add, p_trend, p_check, p_report):
+        p.error = parser.error  # one-paragraph errors, exit 2
+    ns = parser.parse_args(args)
+    try:
+        return {"add": _history_add, "trend": _history_trend, "check": _history_check,
+                "report": lambda ns: history_page.run(ns, store_path, output_path)}[ns.action](ns)
+    except UsageFailure as exc:
+        return usage_error(str(exc))
+    except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout
+        return usage_error(f"history {ns.action}: {exc}")
+    except RuntimeError as exc:  # pyarrow or matplotlib missing
+        return usage_error(f"history: {exc}")
+
+
+def _history_columns() -> list[str]:
+    from harness.results.history import COLUMNS
+
+    return list(COLUMNS)
