@@ -168,3 +168,24 @@ def test_parity_reference_that_does_not_fit_runs_on_this_process_cpu(monkeypatch
                         [mine] if backend == "cpu" else [gpu])
     ref = jax_parity.single_device_reference(None, None, None)
     assert used == [mine] and ref["device"] == "cpu (does not fit one device)"
+
+
+ASYNC_HLO = """
+ENTRY %main {
+  %reduce-scatter-start = ((f32[64,64]{1,0}), f32[16,64]{1,0}) reduce-scatter-start(f32[64,64]{1,0} %g), dimensions={0}
+  %reduce-scatter-done = f32[16,64]{1,0} reduce-scatter-done(((f32[64,64]{1,0}), f32[16,64]{1,0}) %reduce-scatter-start)
+  %all-to-all-start = ((bf16[8,4]{1,0}), bf16[8,4]{1,0}, u32[], u32[]) all-to-all-start(bf16[8,4]{1,0} %t)
+  %all-gather-start.1 = ((f32[4]{0}, f32[8]{0}), (f32[16]{0}, f32[32]{0})) all-gather-start(f32[4]{0} %a, f32[8]{0} %b)
+  %all-reduce-start = (f32[32]{0}, f32[8]{0}) all-reduce-start(f32[32]{0} %c, f32[8]{0} %d), to_apply=%add
+  ROOT %all-reduce-done = (f32[32]{0}, f32[8]{0}) all-reduce-done((f32[32]{0}, f32[8]{0}) %all-reduce-start)
+}
+"""
+
+
+def test_async_collectives_as_the_gpu_hlo_printer_writes_them_count_their_results():
+    """XLA's default HloPrintOptions (syntax_sugar_async_ops) print an async-wrapped reduce-scatter or all-to-all
+    as `<op>-start` with the async shape ((operands), results[, context]) and omit the wrapped computation."""
+    found = jax_comm.hlo_collectives(ASYNC_HLO, 4)
+    assert [(c.op, c.size_bytes, c.dtype) for c in found] == [
+        ("reduce_scatter", 4 * 16 * 64 * 4, "fp32"), ("all_to_all", 8 * 4 * 2, "bf16"),
+        ("all_gather", (16 + 32) * 4, "fp32"), ("all_reduce", (32 + 8) * 4, "fp32")]
