@@ -140,3 +140,52 @@ def test_collectives_are_read_from_optimised_hlo_with_nccl_tests_sizes():
         ("reduce_scatter", 4 * 16 * 64 * 4, "fp32"), ("all_to_all", 32, "fp32")]
     assert jax_comm.summary(found)["counts"] == {"all_reduce": 1, "all_gather": 1, "reduce_scatter": 1,
                                                  "all_to_all": 1}
+
+
+def test_parity_reference_that_does_not_fit_runs_on_this_process_cpu(monkeypatch):
+    """jax.devices("cpu") lists every process's CPU devices after jax.distributed (jax/_src/xla_bridge.py
+    make_cpu_client passes num_nodes and node_id): process 0's comes first, unreachable from process 1."""
+    import types
+
+    import jax
+
+    from workloads.transformer import jax_parity
+
+    gpu = types.SimpleNamespace(platform="gpu")
+    other, mine = (types.SimpleNamespace(platform="cpu", process_index=i) for i in (0, 1))
+    used = []
+
+    def step(run, device, step, tx):
+        if device is gpu:
+            raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+        used.append(device)
+        return {"loss": 1.0, "grad_norm": 1.0, "params": {}}
+
+    monkeypatch.setattr(jax_parity, "local_jax_device", lambda: gpu)
+    monkeypatch.setattr(jax_parity, "_single_device_step", step)
+    monkeypatch.setattr(jax, "devices", lambda backend=None: [other, mine] if backend == "cpu" else [gpu])
+    monkeypatch.setattr(jax, "local_devices", lambda process_index=None, backend=None:
+                        [mine] if backend == "cpu" else [gpu])
+    ref = jax_parity.single_device_reference(None, None, None)
+    assert used == [mine] and ref["device"] == "cpu (does not fit one device)"
+
+
+ASYNC_HLO = """
+ENTRY %main {
+  %reduce-scatter-start = ((f32[64,64]{1,0}), f32[16,64]{1,0}) reduce-scatter-start(f32[64,64]{1,0} %g), dimensions={0}
+  %reduce-scatter-done = f32[16,64]{1,0} reduce-scatter-done(((f32[64,64]{1,0}), f32[16,64]{1,0}) %reduce-scatter-start)
+  %all-to-all-start = ((bf16[8,4]{1,0}), bf16[8,4]{1,0}, u32[], u32[]) all-to-all-start(bf16[8,4]{1,0} %t)
+  %all-gather-start.1 = ((f32[4]{0}, f32[8]{0}), (f32[16]{0}, f32[32]{0})) all-gather-start(f32[4]{0} %a, f32[8]{0} %b)
+  %all-reduce-start = (f32[32]{0}, f32[8]{0}) all-reduce-start(f32[32]{0} %c, f32[8]{0} %d), to_apply=%add
+  ROOT %all-reduce-done = (f32[32]{0}, f32[8]{0}) all-reduce-done((f32[32]{0}, f32[8]{0}) %all-reduce-start)
+}
+"""
+
+
+def test_async_collectives_as_the_gpu_hlo_printer_writes_them_count_their_results():
+    """XLA's default HloPrintOptions (syntax_sugar_async_ops) print an async-wrapped reduce-scatter or all-to-all
+    as `<op>-start` with the async shape ((operands), results[, context]) and omit the wrapped computation."""
+    found = jax_comm.hlo_collectives(ASYNC_HLO, 4)
+    assert [(c.op, c.size_bytes, c.dtype) for c in found] == [
+        ("reduce_scatter", 4 * 16 * 64 * 4, "fp32"), ("all_to_all", 8 * 4 * 2, "bf16"),
+        ("all_gather", (16 + 32) * 4, "fp32"), ("all_reduce", (32 + 8) * 4, "fp32")]

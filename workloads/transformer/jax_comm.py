@@ -3,9 +3,12 @@ workload's machinery (workloads/collectives/jax.py: the same shard_map'd lax col
 step's devices) at the sizes the step moves.
 
 Sizes come from the optimised HLO text: each instruction `name = <shape> <op>(...)` whose op is a collective.
-On GPUs XLA makes some of them asynchronous: `all-gather-start` returns (operand, result) and `all-reduce-start`
-its result, while a reduce-scatter or all-gather wrapped in `async-start` keeps its plain instruction inside the
-wrapped computation (counted there; the `async-start` line itself is not a collective op). S is nccl-tests':
+On GPUs XLA makes some of them asynchronous: `all-reduce-start` returns its result, `all-gather-start`
+(operands, results), and a reduce-scatter or all-to-all wrapped in `async-start` prints, under the HLO printer's
+default async syntax sugar, as `reduce-scatter-start` / `all-to-all-start` with the async shape ((operands),
+results[, context]) and no wrapped computation (xla/hlo/ir/hlo_instruction.cc, hlo_module.cc Print); the
+results are element 1 of either tuple. Printed unsugared, the `async-start` line is not a collective op and the
+plain instruction inside the wrapped computation is counted. The `-done` halves are not counted. S is nccl-tests':
 the buffer (all-reduce), the whole output (all-gather), the whole input (reduce-scatter: n x its result), the
 per-rank buffer (all-to-all).
 """
@@ -44,6 +47,24 @@ def _arrays(shape: str) -> list[tuple[str, int]]:
     return out
 
 
+def _tuple_elements(shape: str) -> list[str]:
+    """The top-level elements of an HLO tuple shape `(a, (b, c), d)`; a non-tuple shape is its own element."""
+    shape = shape.strip()
+    if not shape.startswith("("):
+        return [shape]
+    out, depth, start = [], 0, 1
+    for i, ch in enumerate(shape):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            out.append(shape[start:i])
+            start = i + 1
+    out.append(shape[start:shape.rindex(")")])
+    return [e.strip() for e in out]
+
+
 def hlo_collectives(hlo: str, n: int) -> list[Collective]:
     """The collectives of an optimised HLO module, in text order, with nccl-tests' S for each."""
     found = []
@@ -52,8 +73,9 @@ def hlo_collectives(hlo: str, n: int) -> list[Collective]:
         if not arrays:
             continue
         op = HLO_OPS[match.group("op")]
-        if match.group("start") and op == "all_gather":
-            arrays = arrays[len(arrays) // 2:]  # all-gather-start: (operands, results)
+        elements = _tuple_elements(match.group("shape"))
+        if match.group("start") and op != "all_reduce" and len(elements) > 1:  # results: element 1
+            arrays = _arrays(elements[1])
         size = sum(b for _, b in arrays)
         if op == "reduce_scatter":
             size *= n

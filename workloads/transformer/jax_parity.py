@@ -44,7 +44,7 @@ def single_device_reference(run: TrainSpec, step: Callable, tx: Any) -> dict[str
     except Exception as exc:  # XLA reports running out of device memory as RESOURCE_EXHAUSTED
         if "RESOURCE_EXHAUSTED" not in str(exc) or device.platform == "cpu":
             raise
-    host = jax.devices("cpu")[0]
+    host = jax.local_devices(backend="cpu")[0]  # jax.devices("cpu") lists every process's CPU devices
     return {**_single_device_step(run, host, step, tx), "device": "cpu (does not fit one device)"}
 
 
