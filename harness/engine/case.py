@@ -77,6 +77,7 @@ class Prepared:
     timing_note: str = ""
     notes: dict[str, Any] = field(default_factory=dict)  # precision, kernel config, compile time...
     peak_memory: Callable[[], int | None] | None = None  # device bytes at peak, read after timing
+    peak_memory_source: str = "device allocator peak"  # what `peak_memory` reads, said in the row
     fixed: FixedPlan | None = None  # set: sampled by this plan instead of the adaptive stop rule
     gather: Callable[[list[float]], list[list[float]]] | None = None  # every rank's samples (multi-process)
     rank_combine: str = "mean"  # per sample index across ranks: "mean" (nccl-tests' default) or "max"

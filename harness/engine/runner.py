@@ -126,7 +126,7 @@ def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, tim
         out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
     if a.prepared and a.prepared.peak_memory and a.status == "ok":
         out["peak_memory_bytes"] = a.prepared.peak_memory()
-        out["peak_memory_source"] = "device allocator peak"
+        out["peak_memory_source"] = a.prepared.peak_memory_source
         if out["peak_memory_bytes"] is None and platform_kind == "cpu":
             # A CPU's "device memory" is the process: its high-water mark (Linux reports KiB), all backends so far.
             out["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

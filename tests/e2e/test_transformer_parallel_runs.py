@@ -83,6 +83,7 @@ def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
     for row in rows[1:]:
         assert row["params"]["world_size"] == 4 and len(row["notes"]["rank_map"]) == 4
         assert row["notes"]["hlo_collectives"]["counts"] and row["notes"]["no_comm_hlo_collectives"]["counts"] == {}
+        assert row["notes"]["step_memory"]["argument_bytes"] > 0  # XLA's per-device figure for the step itself
 
 
 def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):

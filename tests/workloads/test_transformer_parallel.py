@@ -189,3 +189,21 @@ def test_async_collectives_as_the_gpu_hlo_printer_writes_them_count_their_result
     assert [(c.op, c.size_bytes, c.dtype) for c in found] == [
         ("reduce_scatter", 4 * 16 * 64 * 4, "fp32"), ("all_to_all", 8 * 4 * 2, "bf16"),
         ("all_gather", (16 + 32) * 4, "fp32"), ("all_reduce", (32 + 8) * 4, "fp32")]
+
+
+def test_step_memory_is_xlas_buffer_assignment_for_one_device():
+    import jax
+    import jax.numpy as jnp
+
+    from workloads.transformer.jax_parallel import step_memory
+
+    compiled = jax.jit(lambda x: (x @ x).sum()).lower(jnp.ones((64, 64), jnp.float32)).compile()
+    found = step_memory(compiled)
+    assert found["argument_bytes"] == 64 * 64 * 4 and found["output_bytes"] == 4
+    assert set(found) <= {"argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "peak_bytes"}
+
+    class Unsupported:
+        def memory_analysis(self):
+            raise NotImplementedError
+
+    assert step_memory(Unsupported()) is None

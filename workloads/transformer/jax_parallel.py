@@ -209,11 +209,36 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
              "no_comm_hlo_collectives": jax_comm.summary(jax_comm.hlo_collectives(no_comm.as_text(), run.devices)),
              "comm_alone_collectives": {"source": "the compiled step's HLO",
                                         "collectives": [c.as_dict() for c in found]},
-             "rank_map": [{"device": str(d), "id": d.id, "process": d.process_index} for d in devices]}
+             "rank_map": [{"device": str(d), "id": d.id, "process": d.process_index} for d in devices],
+             "step_memory": step_memory(compiled)}
     variants = {"no_comm": step_no_comm, "comm_alone": jax_comm.collectives_alone(found, devices)}
-    return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=_peak_memory(notes), case=run,
+    return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=_peak_memory(notes),
+                    peak_memory_source=PEAK_MEMORY_SOURCE, case=run,
                     fixed=FixedPlan(run.warmup, run.samples, 1), gather=_gather(notes), rank_combine="max",
                     variants=variants)
+
+
+# JAX has no call that resets the allocator's high-water mark (peak_bytes_in_use in Device.memory_stats()), so on
+# a GPU or TPU the peak is the process's so far: the single-device reference, earlier cases and the no-comm
+# variant's replicated parameters included. XLA's own per-device figure for the step is notes.step_memory.
+PEAK_MEMORY_SOURCE = ("device allocator peak since the process started (JAX cannot reset it: earlier cases and "
+                      "the single-device check included); the step's own: notes.step_memory")
+
+
+def step_memory(compiled: Any) -> dict[str, int] | None:
+    """XLA's buffer assignment for one device of the compiled step (Compiled.memory_analysis(), jaxlib's
+    CompiledMemoryStats): arguments, outputs, temporaries, donated (aliased) bytes and the peak it plans. None
+    where the runtime does not say."""
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # not every runtime implements it
+        return None
+    if stats is None:
+        return None
+    fields = {"argument_bytes": "argument_size_in_bytes", "output_bytes": "output_size_in_bytes",
+              "temp_bytes": "temp_size_in_bytes", "alias_bytes": "alias_size_in_bytes",
+              "peak_bytes": "peak_memory_in_bytes"}
+    return {name: int(getattr(stats, attr)) for name, attr in fields.items() if getattr(stats, attr, None) is not None}
 
 
 def _device_peaks() -> list[int | None]:
