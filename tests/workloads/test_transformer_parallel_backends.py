@@ -48,3 +48,20 @@ def test_profile_attaches_a_chrome_trace(cpu_ctx):
     prepared = torch_backend.prepare(TrainCase(TINY, "fp32", profile=True), cpu_ctx)
     trace = json.loads(prepared.attachments["trace.json"])
     assert trace["traceEvents"] and any("aten::" in e.get("name", "") for e in trace["traceEvents"])
+
+
+def test_ddp_collectives_alone_are_the_buckets_ddp_rebuilt():
+    # Built without find_unused_parameters, DDP starts with one bucket of every parameter and logs that as
+    # `bucket_sizes`; the buckets its backward all-reduces after the rebuild are `rebuilt_bucket_sizes`.
+    import torch
+
+    from workloads.collectives.torch_dist import process_group
+    from workloads.transformer.torch_comm import ddp_bucket_bytes
+
+    process_group("cpu", 0, 60)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
+    for _ in range(3):
+        ddp(torch.ones(2, 256)).sum().backward()
+    sizes = ddp_bucket_bytes(ddp)
+    assert sizes and len(sizes) > 1 and sum(sizes) == 4 * sum(p.numel() for p in model.parameters())
