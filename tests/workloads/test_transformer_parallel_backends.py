@@ -65,3 +65,27 @@ def test_ddp_collectives_alone_are_the_buckets_ddp_rebuilt():
         ddp(torch.ones(2, 256)).sum().backward()
     sizes = ddp_bucket_bytes(ddp)
     assert sizes and len(sizes) > 1 and sum(sizes) == 4 * sum(p.numel() for p in model.parameters())
+
+
+def test_fsdp_no_comm_is_dropped_on_every_rank_when_one_rank_cannot_fit_it(cpu_ctx, monkeypatch):
+    # A rank that times a variant the others lack takes its turns out of step with them: its step's
+    # collectives meet another rank's collectives-alone, and the sample gathers differ in number.
+    from types import SimpleNamespace
+
+    import torch
+
+    from workloads.transformer import torch_parallel
+
+    class AnotherRankOutOfMemory:  # all_reduce(MIN) of this rank's 1 with another rank's 0
+        ReduceOp = torch.distributed.ReduceOp
+
+        def all_reduce(self, tensor, op=None):
+            assert op == self.ReduceOp.MIN
+            tensor.zero_()
+
+    monkeypatch.setattr(torch_parallel, "_no_comm_fsdp", lambda *args: (lambda: None))
+    run = SimpleNamespace(parallel="fsdp", dtype="fp32")
+    notes: dict = {}
+    variants = torch_parallel._variants(run, cpu_ctx, AnotherRankOutOfMemory(), None, None, (None, None), None,
+                                        notes)
+    assert set(variants) == {"comm_alone"} and "every rank" in notes["no_comm"]
