@@ -89,3 +89,25 @@ def test_fsdp_no_comm_is_dropped_on_every_rank_when_one_rank_cannot_fit_it(cpu_c
     variants = torch_parallel._variants(run, cpu_ctx, AnotherRankOutOfMemory(), None, None, (None, None), None,
                                         notes)
     assert set(variants) == {"comm_alone"} and "every rank" in notes["no_comm"]
+
+
+def test_single_device_step_makes_its_gpu_the_current_device(monkeypatch):
+    # Under torchrun every rank runs the single-device step on its local rank's GPU (or on `device_index`):
+    # torch.cuda.Event.record and torch.cuda.synchronize act on the current device, cuda:0 until it is set.
+    import torch
+
+    from harness.engine.context import RunContext
+    from harness.machine.platform import Platform
+    from tests.conftest import gpu_device, run_config
+    from workloads.transformer import torch_train
+
+    class Stop(Exception):
+        pass
+
+    def set_device(device):
+        raise Stop(str(device))
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
+    with pytest.raises(Stop, match="cuda:3"):
+        torch_train.prepare_train(TrainCase(TINY, "fp32"), ctx, notes={})
