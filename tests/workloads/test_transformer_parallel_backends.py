@@ -48,3 +48,66 @@ def test_profile_attaches_a_chrome_trace(cpu_ctx):
     prepared = torch_backend.prepare(TrainCase(TINY, "fp32", profile=True), cpu_ctx)
     trace = json.loads(prepared.attachments["trace.json"])
     assert trace["traceEvents"] and any("aten::" in e.get("name", "") for e in trace["traceEvents"])
+
+
+def test_ddp_collectives_alone_are_the_buckets_ddp_rebuilt():
+    # Built without find_unused_parameters, DDP starts with one bucket of every parameter and logs that as
+    # `bucket_sizes`; the buckets its backward all-reduces after the rebuild are `rebuilt_bucket_sizes`.
+    import torch
+
+    from workloads.collectives.torch_dist import process_group
+    from workloads.transformer.torch_comm import ddp_bucket_bytes
+
+    process_group("cpu", 0, 60)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
+    for _ in range(3):
+        ddp(torch.ones(2, 256)).sum().backward()
+    sizes = ddp_bucket_bytes(ddp)
+    assert sizes and len(sizes) > 1 and sum(sizes) == 4 * sum(p.numel() for p in model.parameters())
+
+
+def test_fsdp_no_comm_is_dropped_on_every_rank_when_one_rank_cannot_fit_it(cpu_ctx, monkeypatch):
+    # A rank that times a variant the others lack takes its turns out of step with them: its step's
+    # collectives meet another rank's collectives-alone, and the sample gathers differ in number.
+    from types import SimpleNamespace
+
+    import torch
+
+    from workloads.transformer import torch_parallel
+
+    class AnotherRankOutOfMemory:  # all_reduce(MIN) of this rank's 1 with another rank's 0
+        ReduceOp = torch.distributed.ReduceOp
+
+        def all_reduce(self, tensor, op=None):
+            assert op == self.ReduceOp.MIN
+            tensor.zero_()
+
+    monkeypatch.setattr(torch_parallel, "_no_comm_fsdp", lambda *args: (lambda: None))
+    run = SimpleNamespace(parallel="fsdp", dtype="fp32")
+    notes: dict = {}
+    variants = torch_parallel._variants(run, cpu_ctx, AnotherRankOutOfMemory(), None, None, (None, None), None,
+                                        notes)
+    assert set(variants) == {"comm_alone"} and "every rank" in notes["no_comm"]
+
+
+def test_single_device_step_makes_its_gpu_the_current_device(monkeypatch):
+    # Under torchrun every rank runs the single-device step on its local rank's GPU (or on `device_index`):
+    # torch.cuda.Event.record and torch.cuda.synchronize act on the current device, cuda:0 until it is set.
+    import torch
+
+    from harness.engine.context import RunContext
+    from harness.machine.platform import Platform
+    from tests.conftest import gpu_device, run_config
+    from workloads.transformer import torch_train
+
+    class Stop(Exception):
+        pass
+
+    def set_device(device):
+        raise Stop(str(device))
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
+    with pytest.raises(Stop, match="cuda:3"):
+        torch_train.prepare_train(TrainCase(TINY, "fp32"), ctx, notes={})

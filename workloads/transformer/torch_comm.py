@@ -17,11 +17,16 @@ from workloads.transformer.parallel import Collective, ddp_collectives
 
 
 def ddp_bucket_bytes(ddp: Any) -> list[int] | None:
-    """The byte size of each of DDP's gradient buckets, from its logging data (`bucket_sizes`, comma-separated;
-    torch/nn/parallel/distributed.py `_get_ddp_logging_data`, a prototype interface). DDP rebuilds its buckets
-    in gradient order at the start of the second iteration, so read this after two steps. None when absent."""
+    """The byte size of each of DDP's gradient buckets, from its logging data (comma-separated;
+    torch/nn/parallel/distributed.py `_get_ddp_logging_data`, a prototype interface). `bucket_sizes` are the
+    buckets DDP was built with: without find_unused_parameters, one bucket of every parameter (distributed.py,
+    compute_bucket_size_limits: sys.maxsize). DDP rebuilds them in gradient order at the start of the second
+    iteration and logs them as `rebuilt_bucket_sizes` at the next synchronised forward (torch/csrc/distributed/
+    c10d/logger.cpp, set_runtime_stats_and_log), so read this after three steps; until then the built ones.
+    None when absent."""
     try:
-        text = str(ddp._get_ddp_logging_data().get("bucket_sizes", ""))
+        data = ddp._get_ddp_logging_data()
+        text = str(data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes", ""))
     except Exception:  # a prototype interface: its absence is recorded, not fatal
         return None
     sizes = [int(s) for s in text.split(",") if s.strip().isdigit()]
@@ -30,7 +35,7 @@ def ddp_bucket_bytes(ddp: Any) -> list[int] | None:
 
 def ddp_step_collectives(ddp: Any, model_spec: Any) -> tuple[list[Collective], str]:
     buckets = ddp_bucket_bytes(ddp)
-    source = "DDP's buckets (_get_ddp_logging_data bucket_sizes)" if buckets else (
+    source = "DDP's buckets (_get_ddp_logging_data)" if buckets else (
         "one all-reduce of every gradient (DDP's bucket sizes unreadable)")
     return ddp_collectives(model_spec, buckets), source
 

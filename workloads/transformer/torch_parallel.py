@@ -159,7 +159,13 @@ def _variants(run: TrainSpec, ctx: RunContext, dist: Any, wrapped: Any, opt: Any
             no_comm = _no_comm_fsdp(run, wrapped, *batch, build)
         except torch.OutOfMemoryError:  # an unsharded model may not fit where the sharded one does
             no_comm = None
-            notes["no_comm"] = "not measured: the unsharded no-communication model does not fit the device"
+        # Every rank times the same variants, or their turns with the step (and its collectives) and the
+        # gathers of their samples would no longer line up: one rank without room drops it everywhere.
+        fits = torch.tensor([0 if no_comm is None else 1], device=ctx.torch_device)
+        dist.all_reduce(fits, op=dist.ReduceOp.MIN)
+        if not int(fits):
+            no_comm = None
+            notes["no_comm"] = "not measured: the unsharded no-communication model does not fit every rank's device"
     alone: dict[str, Any] = {}
 
     def comm_alone() -> None:  # built at its first (warm-up) call: DDP has rebuilt its buckets by then

@@ -48,6 +48,8 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     import torch
 
     device = ctx.torch_device
+    if device.startswith("cuda"):  # the timer's events and synchronize act on the current device
+        torch.cuda.set_device(device)
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32; bf16 work runs under autocast
     model = Transformer(case.model, attend, case.activation_checkpointing)
     load_weights(model, case.weights())
