@@ -184,10 +184,17 @@ def flush_buffer(cache_bytes: int | None, device: str | None) -> tuple[Callable[
 
 
 def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
-              flush: Callable[[], Any] | None = None) -> Timer:
+              flush: Callable[[], Any] | None = None, device: str | None = None) -> Timer:
     """The timer for a backend's framework here. CUDA graphs apply to torch on GPUs; an LLC flush to torch
-    and host work (JAX runs whole compiled programs, whose calls cannot be split by a flush)."""
+    and host work (JAX runs whole compiled programs, whose calls cannot be split by a flush).
+
+    `device` ("cuda:N"): the GPU the work runs on, made torch's current device first. torch's events, streams,
+    synchronize() and graph captures act on the current device (torch 2.13: torch.cuda.synchronize(None) uses
+    current_device(), torch/cuda/__init__.py; Event.record(None) uses current_stream(), torch/cuda/streams.py);
+    a rank or a `device_index` other than 0 would otherwise time cuda:0 while its work runs elsewhere."""
     torch_gpu = framework == "torch" and platform_kind in ("cuda", "rocm")
+    if torch_gpu and device is not None:
+        _torch().cuda.set_device(device)
     if flush is not None and framework != "jax":
         return FlushingTimer(flush, torch=_torch() if torch_gpu else None)
     if framework == "jax":

@@ -77,3 +77,16 @@ def test_timer_choice():
 
 def test_host_timer_is_the_mean_per_call():
     assert HostTimer().measure(lambda: np.zeros(10), 10) < 0.01
+
+
+def test_a_torch_gpu_timer_makes_the_timed_device_current(monkeypatch):
+    """Events, synchronize() and graphs act on torch's current device: the timer for cuda:3 must time cuda:3."""
+    import torch
+
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    assert timer_for("torch", "cuda", device="cuda:3").name == "torch.cuda.Event"
+    assert timer_for("torch", "rocm", cuda_graph=True, device="cuda:1").name.startswith("torch.cuda.CUDAGraph")
+    timer_for("jax", "cuda", device="cuda:2")  # JAX places its own work; torch is not asked
+    timer_for("torch", "cpu", device="cpu")
+    assert chosen == ["cuda:3", "cuda:1"]
