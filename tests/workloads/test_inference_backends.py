@@ -96,3 +96,37 @@ def test_decode_under_cuda_graph_timing_is_skipped_with_the_reason():
 
     with pytest.raises(Unavailable, match="one cache position"):
         prepare_generation(InferenceCase(TINY, "bf16", "decode", 1, 8, 4), ctx, notes={})
+
+
+def test_check_pass_keeps_each_decode_steps_logits_when_replays_reuse_one_output_buffer():
+    """Under mode="reduce-overhead" a decode step is a CUDA graph replay whose outputs live in the graph's static
+    memory: the next step overwrites them (cudagraph trees even poison that storage on the next step). The fake
+    step returns the eager step's logits in one reused buffer, as a replay does."""
+    import torch
+
+    from workloads.inference.torch_decoder import sdpa_prefix
+    from workloads.inference.torch_generate import Generation, build_decoder
+
+    case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=3)
+
+    def generation():
+        return Generation(case, build_decoder(case, "cpu", sdpa_prefix, None)[0], "cpu", compile_phase=None)
+
+    with torch.no_grad():
+        expected = generation().check_pass()
+        gen = generation()
+        eager, static = gen._step, {}
+
+        def replayed(token, positions, start):
+            logits, nxt = eager(token, positions, start)
+            if not static:
+                static.update(logits=torch.empty_like(logits), nxt=torch.empty_like(nxt))
+            static["logits"].copy_(logits)
+            static["nxt"].copy_(nxt)
+            return static["logits"], static["nxt"]
+
+        gen._step = replayed
+        got = gen.check_pass()
+    np.testing.assert_array_equal(got["tokens"], expected["tokens"])
+    np.testing.assert_allclose(got["logits"], expected["logits"], rtol=1e-6)
+

@@ -116,7 +116,8 @@ class Generation:
         self.compile_s["prefill_first_call_s"] = time.perf_counter() - start
         for t in range(steps):
             start = time.perf_counter()
-            logits.append(self.step(p + t)[0])
+            # cloned: a CUDA graph replay's outputs live in the graph's memory, overwritten by the next step
+            logits.append(self.step(p + t)[0].clone())
             if t == 0:
                 self.compile_s["decode_first_call_s"] = time.perf_counter() - start
         return {"logits": torch.stack(logits).double().cpu().numpy(),
