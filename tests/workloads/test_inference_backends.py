@@ -130,3 +130,22 @@ def test_check_pass_keeps_each_decode_steps_logits_when_replays_reuse_one_output
     np.testing.assert_array_equal(got["tokens"], expected["tokens"])
     np.testing.assert_allclose(got["logits"], expected["logits"], rtol=1e-6)
 
+
+def test_prepare_makes_the_gpu_the_current_device_before_any_cuda_work(monkeypatch):
+    # Triton launches its kernels (the attention and GEMMs of torch_triton, the autotuner's benchmarks) on the
+    # current device, and the engine's events and synchronize act on it too: cuda:0 until it is set.
+    import torch
+
+    from workloads.inference.torch_generate import prepare_generation
+
+    class Stop(Exception):
+        pass
+
+    def set_device(device):
+        raise Stop(str(device))
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
+    with pytest.raises(Stop, match="cuda:3"):
+        prepare_generation(InferenceCase(TINY, "fp32", "prefill", 1, 8, 4), ctx, notes={})
+

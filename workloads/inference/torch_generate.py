@@ -174,6 +174,8 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
         raise Unavailable("timing.cuda_graph replays one captured call, which would time one cache position over "
                           "and over; decode samples step through every position (torch_compile runs the decode "
                           "step as CUDA graphs itself)")
+    if _on_gpu(device):  # Triton launches, the autotuner's and the timer's events act on the current device
+        torch.cuda.set_device(device)
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32
     before = _allocated(device)
     decoder, custom_notes = build_decoder(case, device, attend_prefix, customize)
