@@ -149,3 +149,20 @@ def test_prepare_makes_the_gpu_the_current_device_before_any_cuda_work(monkeypat
     with pytest.raises(Stop, match="cuda:3"):
         prepare_generation(InferenceCase(TINY, "fp32", "prefill", 1, 8, 4), ctx, notes={})
 
+
+def test_triton_attention_compiles_one_kernel_for_every_decode_position():
+    """Triton specialises an int argument equal to 1 and one divisible by 16 (runtime/jit.py, specialize_impl):
+    a decode step passes its position as the causal offset, so a position of another class than those the
+    correctness pass and warm-up met would compile a new kernel inside a timed sample."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import JITFunction
+
+    from kernels.flash_attention import _attn_fwd
+
+    jitted = _attn_fwd.fn if isinstance(_attn_fwd.fn, JITFunction) else JITFunction(_attn_fwd.fn.fn,
+                                                                                   **_attn_fwd.fn.kwargs)
+    param = next(p for p in jitted.params if p.name == "CAUSAL_OFFSET")
+    kinds = {native_specialize_impl(BaseBackend, pos, False, not param.do_not_specialize,
+                                    not param.do_not_specialize_on_alignment) for pos in (1, 16, 17, 512, 513)}
+    assert len(kinds) == 1, kinds
