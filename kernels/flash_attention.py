@@ -45,8 +45,10 @@ BWD_CONFIGS = _configs(nvidia=[(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), 
 KEY = ["BATCH", "HEADS", "GROUP", "SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL", "PRECISION"]
 
 
+# CAUSAL_OFFSET not specialised (Triton would compile one kernel for 1, one for multiples of 16 and one for other
+# values): an inference decode step passes its cache position, and every position must run the same kernel.
 @triton.autotune(configs=FWD_CONFIGS, key=KEY)
-@triton.jit
+@triton.jit(do_not_specialize=["CAUSAL_OFFSET"])
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
               BATCH, HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,  # BATCH: only for the autotune key

@@ -96,3 +96,73 @@ def test_decode_under_cuda_graph_timing_is_skipped_with_the_reason():
 
     with pytest.raises(Unavailable, match="one cache position"):
         prepare_generation(InferenceCase(TINY, "bf16", "decode", 1, 8, 4), ctx, notes={})
+
+
+def test_check_pass_keeps_each_decode_steps_logits_when_replays_reuse_one_output_buffer():
+    """Under mode="reduce-overhead" a decode step is a CUDA graph replay whose outputs live in the graph's static
+    memory: the next step overwrites them (cudagraph trees even poison that storage on the next step). The fake
+    step returns the eager step's logits in one reused buffer, as a replay does."""
+    import torch
+
+    from workloads.inference.torch_decoder import sdpa_prefix
+    from workloads.inference.torch_generate import Generation, build_decoder
+
+    case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=3)
+
+    def generation():
+        return Generation(case, build_decoder(case, "cpu", sdpa_prefix, None)[0], "cpu", compile_phase=None)
+
+    with torch.no_grad():
+        expected = generation().check_pass()
+        gen = generation()
+        eager, static = gen._step, {}
+
+        def replayed(token, positions, start):
+            logits, nxt = eager(token, positions, start)
+            if not static:
+                static.update(logits=torch.empty_like(logits), nxt=torch.empty_like(nxt))
+            static["logits"].copy_(logits)
+            static["nxt"].copy_(nxt)
+            return static["logits"], static["nxt"]
+
+        gen._step = replayed
+        got = gen.check_pass()
+    np.testing.assert_array_equal(got["tokens"], expected["tokens"])
+    np.testing.assert_allclose(got["logits"], expected["logits"], rtol=1e-6)
+
+
+def test_prepare_makes_the_gpu_the_current_device_before_any_cuda_work(monkeypatch):
+    # Triton launches its kernels (the attention and GEMMs of torch_triton, the autotuner's benchmarks) on the
+    # current device, and the engine's events and synchronize act on it too: cuda:0 until it is set.
+    import torch
+
+    from workloads.inference.torch_generate import prepare_generation
+
+    class Stop(Exception):
+        pass
+
+    def set_device(device):
+        raise Stop(str(device))
+
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
+    with pytest.raises(Stop, match="cuda:3"):
+        prepare_generation(InferenceCase(TINY, "fp32", "prefill", 1, 8, 4), ctx, notes={})
+
+
+def test_triton_attention_compiles_one_kernel_for_every_decode_position():
+    """Triton specialises an int argument equal to 1 and one divisible by 16 (runtime/jit.py, specialize_impl):
+    a decode step passes its position as the causal offset, so a position of another class than those the
+    correctness pass and warm-up met would compile a new kernel inside a timed sample."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import JITFunction
+
+    from kernels.flash_attention import _attn_fwd
+
+    jitted = _attn_fwd.fn if isinstance(_attn_fwd.fn, JITFunction) else JITFunction(_attn_fwd.fn.fn,
+                                                                                   **_attn_fwd.fn.kwargs)
+    param = next(p for p in jitted.params if p.name == "CAUSAL_OFFSET")
+    kinds = {native_specialize_impl(BaseBackend, pos, False, not param.do_not_specialize,
+                                    not param.do_not_specialize_on_alignment) for pos in (1, 16, 17, 512, 513)}
+    assert len(kinds) == 1, kinds

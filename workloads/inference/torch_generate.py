@@ -116,7 +116,8 @@ class Generation:
         self.compile_s["prefill_first_call_s"] = time.perf_counter() - start
         for t in range(steps):
             start = time.perf_counter()
-            logits.append(self.step(p + t)[0])
+            # cloned: a CUDA graph replay's outputs live in the graph's memory, overwritten by the next step
+            logits.append(self.step(p + t)[0].clone())
             if t == 0:
                 self.compile_s["decode_first_call_s"] = time.perf_counter() - start
         return {"logits": torch.stack(logits).double().cpu().numpy(),
@@ -173,6 +174,8 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
         raise Unavailable("timing.cuda_graph replays one captured call, which would time one cache position over "
                           "and over; decode samples step through every position (torch_compile runs the decode "
                           "step as CUDA graphs itself)")
+    if _on_gpu(device):  # Triton launches, the autotuner's and the timer's events act on the current device
+        torch.cuda.set_device(device)
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32
     before = _allocated(device)
     decoder, custom_notes = build_decoder(case, device, attend_prefix, customize)
