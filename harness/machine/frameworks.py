@@ -102,6 +102,12 @@ def jax_unavailable(platform_kind: str) -> str | None:
     return None if ok else why
 
 
+# What a JAX backend's peak memory is: JAX has no call that resets the allocator's high-water mark
+# (Device.memory_stats()["peak_bytes_in_use"] on GPUs and TPUs), so it is the process's so far and an earlier,
+# larger case of the same run can set it. Rows say so in `peak_memory_source`.
+JAX_PEAK_SOURCE = "device allocator peak since the process started (JAX cannot reset it: earlier cases count)"
+
+
 def jax_coordinator(environ: Mapping[str, str] | None = None) -> str | None:
     """Where jax.distributed's coordinator listens: None where JAX finds it itself (JAX_COORDINATOR_ADDRESS,
     which jax.distributed.initialize reads; or under Slurm without MASTER_ADDR, the first node of the job step,

@@ -10,7 +10,7 @@ import numpy as np
 
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
-from harness.machine.frameworks import jax_unavailable, local_jax_device
+from harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
 from workloads.inference.spec import InferenceSpec, decode_cycle
 
 
@@ -87,5 +87,5 @@ def prepare(case: InferenceSpec, ctx: RunContext) -> Prepared:
              "weights_dtype": case.dtype, "kv_cache_dtype": case.dtype, "static_kv_cache": True,
              "decode_attention": "every cache slot, the unfilled ones masked (one program for every position)",
              "jax_device_kind": device.device_kind}
-    return Prepared(fn, lambda rows: check, "jax", notes=notes, peak_memory=peak_memory, calls_per_sample=1,
-                    before_sample=advance)
+    return Prepared(fn, lambda rows: check, "jax", notes=notes, peak_memory=peak_memory,
+                    peak_memory_source=JAX_PEAK_SOURCE, calls_per_sample=1, before_sample=advance)

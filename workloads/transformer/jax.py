@@ -8,7 +8,7 @@ from functools import partial
 
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
-from harness.machine.frameworks import jax_unavailable, local_jax_device
+from harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
 from workloads.transformer import jax_parallel
 from workloads.transformer.spec import ADAMW, TrainSpec
 
@@ -69,4 +69,5 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
 
     notes = {"library": "jax.jit + optax.adamw", "compile_s": compile_s, "matmul_precision": precision,
              "optimizer": f"optax.adamw {ADAMW}", "jax_device_kind": device.device_kind}
-    return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory)
+    return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory,
+                    peak_memory_source=JAX_PEAK_SOURCE)

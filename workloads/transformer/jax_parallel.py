@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.engine.case import FixedPlan, Prepared, Unavailable
 from harness.engine.context import RunContext
+from harness.machine.frameworks import JAX_PEAK_SOURCE
 from workloads.collectives.jax import shard_map_api
 from workloads.transformer import jax_comm, jax_parity, parallel
 from workloads.transformer.spec import ADAMW, TrainSpec
@@ -218,11 +219,9 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
                     variants=variants)
 
 
-# JAX has no call that resets the allocator's high-water mark (peak_bytes_in_use in Device.memory_stats()), so on
-# a GPU or TPU the peak is the process's so far: the single-device reference, earlier cases and the no-comm
-# variant's replicated parameters included. XLA's own per-device figure for the step is notes.step_memory.
-PEAK_MEMORY_SOURCE = ("device allocator peak since the process started (JAX cannot reset it: earlier cases and "
-                      "the single-device check included); the step's own: notes.step_memory")
+# On top of frameworks.JAX_PEAK_SOURCE: the single-device check and the no-comm variant's replicated parameters
+# count too. XLA's own per-device figure for the step is notes.step_memory.
+PEAK_MEMORY_SOURCE = f"{JAX_PEAK_SOURCE}; the step's own: notes.step_memory"
 
 
 def step_memory(compiled: Any) -> dict[str, int] | None:
