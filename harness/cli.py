@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -285,6 +287,8 @@ def cmd_run(args: Sequence[str]) -> int:
         code = maybe_run(args, registry)  # experiment=acceptance, experiment=nightly: a suite of runs
         return run_command(args, registry) if code is None else code
     except UsageError as exc:
+        if _CTRL_C.seen:  # the interrupt surfaced as someone's error (see _CtrlC): it was Ctrl-C all the same
+            raise KeyboardInterrupt from None
         return usage_error(f"run: {exc}")
 
 
@@ -303,10 +307,38 @@ def _strip_run_from_completion_line() -> None:
             os.environ["COMP_LINE"] = " ".join([words[0], *words[2:]])
 
 
+class _CtrlC:
+    """SIGINT during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an error
+    of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
+    interrupted (130), never as bad input. The run installs its own handler once it starts."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        self.seen = False
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+_CTRL_C = _CtrlC()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _dispatch(args)
+        with _CTRL_C:
+            return _dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C before a run's own handler is installed (start-up, imports)
         print("xmfu: interrupted", file=sys.stderr)
         return 130

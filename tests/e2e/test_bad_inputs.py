@@ -134,3 +134,23 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
     assert loaded.problems == [] and loaded.bundle.manifest["status"] == "partial"
     assert 0 < len(loaded.bundle.cases) < 40
     assert not list(folder.glob("*.tmp"))
+
+
+def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypatch, capsys):
+    """Hydra's composition can catch the KeyboardInterrupt of an early Ctrl-C and raise an error of its own with no
+    text; that must end as interrupted (130), not as bad input (2) with an empty message."""
+    import harness.hydra_app
+    from harness.cli import main
+
+    def composition_hit_by_ctrl_c(args, registry):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            raise harness.hydra_app.UsageError("") from None
+
+    monkeypatch.setattr(harness.hydra_app, "run_command", composition_hit_by_ctrl_c)
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["run", "workload=matmul"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back
