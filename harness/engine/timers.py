@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from harness.machine.frameworks import make_torch_device_current
+
 
 class Timer(Protocol):
     name: str
@@ -188,13 +190,11 @@ def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
     """The timer for a backend's framework here. CUDA graphs apply to torch on GPUs; an LLC flush to torch
     and host work (JAX runs whole compiled programs, whose calls cannot be split by a flush).
 
-    `device` ("cuda:N"): the GPU the work runs on, made torch's current device first. torch's events, streams,
-    synchronize() and graph captures act on the current device (torch 2.13: torch.cuda.synchronize(None) uses
-    current_device(), torch/cuda/__init__.py; Event.record(None) uses current_stream(), torch/cuda/streams.py);
-    a rank or a `device_index` other than 0 would otherwise time cuda:0 while its work runs elsewhere."""
+    `device` ("cuda:N"): the GPU the work runs on, made torch's current device first (the timer's events and
+    synchronize act on the current device: machine.frameworks.make_torch_device_current)."""
     torch_gpu = framework == "torch" and platform_kind in ("cuda", "rocm")
     if torch_gpu and device is not None:
-        _torch().cuda.set_device(device)
+        make_torch_device_current(device)
     if flush is not None and framework != "jax":
         return FlushingTimer(flush, torch=_torch() if torch_gpu else None)
     if framework == "jax":

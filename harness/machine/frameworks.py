@@ -56,6 +56,18 @@ def jax_rows(x: Any, rows: np.ndarray | None) -> np.ndarray:
     return host if rows is None else host[rows]
 
 
+def make_torch_device_current(device: str) -> None:
+    """Make `device` ("cuda:N", ROCm too) torch's current device; nothing for "cpu". torch's events,
+    synchronize() and graph captures act on the current device (torch 2.13: torch.cuda.synchronize(None) uses
+    current_device(), torch/cuda/__init__.py; Event.record(None) uses current_stream(), torch/cuda/streams.py),
+    and Triton launches on it (triton/runtime/jit.py: driver.active.get_current_device()); a rank or a
+    `device_index` other than 0 would otherwise work or time on cuda:0 while its tensors live elsewhere."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(device)
+
+
 def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
     """Why a torch backend cannot run `dtype` here, or None."""
     import importlib.util

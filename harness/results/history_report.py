@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from harness.results import coverage, coverage_history, figures, history, trend
+from harness.results.html_table import html_table
 from harness.results.report import STYLE
 
 METRICS = ("tflops", "busbw_gbps")  # the figures a nightly tracks; MFU and tokens/s follow TFLOP/s
@@ -62,12 +63,7 @@ def _marks(steps: Sequence[dict[str, Any]]) -> dict[str, list[trend.Mark]]:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], css: Sequence[str] = ()) -> str:
-    if not rows:
-        return "<p>none</p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join(f"<tr{f' class={css[i]}' if css and css[i] else ''}>"
-                   + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return html_table(header, rows, css) if rows else "<p>none</p>"
 
 
 def _steps_html(steps: Sequence[dict[str, Any]], changes: Sequence[Change]) -> str:

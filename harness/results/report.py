@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from harness.results import coverage, inference_plot, report_plots, roofline, scaling_table, telemetry_plot
+from harness.results.html_table import html_table
 from harness.results.reader import Bundle
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -49,16 +50,12 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    body = "".join(f"<tr{'' if r['status'] == 'ok' else ' class=bad'}>"
-                   + "".join(f"<td>{escape(str(c))}</td>" for c in _cells(r)) + "</tr>" for r in rows)
-    return f"<table><tr>{''.join(f'<th>{escape(h)}</th>' for h in HEAD)}</tr>{body}</table>"
+    return html_table(HEAD, [_cells(r) for r in rows], [None if r["status"] == "ok" else "bad" for r in rows])
 
 
 def _runs(bundles: Sequence[Bundle]) -> str:
     cells = ("run_id", "created", "status", "workload", "git_sha")
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(b.manifest.get(c)))}</td>" for c in cells) + "</tr>"
-                   for b in bundles)
-    return f"<table><tr>{''.join(f'<th>{c}</th>' for c in cells)}</tr>{body}</table>"
+    return html_table(cells, [[b.manifest.get(c) for c in cells] for b in bundles])
 
 
 def _environments(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]]) -> str:

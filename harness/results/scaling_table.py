@@ -9,8 +9,9 @@ defines each figure). A figure a row does not have is left blank, never guessed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from html import escape
 from typing import Any
+
+from harness.results.html_table import html_table
 
 HEAD = ("run", "backend", "device", "dtype", "model", "strategy", "scaling", "devices", "global batch", "status",
         "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank", "comm alone ms",
@@ -65,6 +66,5 @@ def scaling_table(rows: Iterable[Mapping[str, Any]]) -> str:
     intro = ("<p>Scaling efficiency = MFU per device / MFU of the single-device step of the same backend in the "
              "same run. Comm alone: the step's collectives timed by themselves; comm exposed: step time minus "
              "the same step without its collectives; overlap = 1 - exposed / alone.</p>")
-    body = "".join(f"<tr{'' if r.get('status') == 'ok' else ' class=bad'}>"
-                   + "".join(f"<td>{escape(c)}</td>" for c in cells(r)) + "</tr>" for r in picked)
-    return f"{intro}<table><tr>{''.join(f'<th>{escape(h)}</th>' for h in HEAD)}</tr>{body}</table>"
+    return intro + html_table(HEAD, [cells(r) for r in picked],
+                              [None if r.get("status") == "ok" else "bad" for r in picked])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import figures, report, verdict
+from harness.results.html_table import html_table
 from harness.results.reader import Bundle
 from harness.results.validator import load_bundle
 
@@ -135,10 +136,7 @@ def headlines(v: dict[str, Any]) -> list[str]:
 def _table(header: list[str], rows: list[list[Any]], flagged: list[bool] | None = None) -> str:
     if not rows:
         return "<p>not measured</p>"
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join(f"<tr{' class=bad' if flagged and flagged[i] else ''}>"
-                   + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return html_table(header, rows, ["bad" if flag else None for flag in flagged] if flagged else None)
 
 
 def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.engine.case import Prepared, Unavailable
 from harness.engine.context import RunContext
+from harness.machine.frameworks import make_torch_device_current
 from workloads.inference.spec import InferenceSpec, decode_cycle
 from workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
 
@@ -180,8 +181,7 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
         raise Unavailable("timing.cuda_graph replays one captured call, which would time one cache position over "
                           "and over; decode samples step through every position (torch_compile runs the decode "
                           "step as CUDA graphs itself)")
-    if _on_gpu(device):  # Triton launches, the autotuner's and the timer's events act on the current device
-        torch.cuda.set_device(device)
+    make_torch_device_current(device)  # before the check: Triton and the autotuner launch on the current device
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32
     before = _allocated(device)
     decoder, custom_notes = build_decoder(case, device, attend_prefix, customize)

@@ -16,6 +16,7 @@ tensors of this rank's shard shapes), and `comm_alone`, the step's collectives w
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -101,11 +102,14 @@ def _wrap(model: Any, run: TrainSpec, ctx: RunContext, n: int) -> Any:
     return DistributedDataParallel(model, device_ids=[ctx.device.index] if gpu else None)
 
 
-def _train_step(model: Any, opt: Any, x: Any, y: Any, dtype: str) -> Callable[[], Any]:
+def _train_step(model: Any, opt: Any, x: Any, y: Any, dtype: str,
+                within: Callable[[], Any] = contextlib.nullcontext) -> Callable[[], Any]:
+    """One AdamW step; its forward and backward run inside `within()`."""
     def step() -> Any:
         opt.zero_grad(set_to_none=True)
-        loss = loss_under_precision(model, x, y, dtype)
-        loss.backward()
+        with within():
+            loss = loss_under_precision(model, x, y, dtype)
+            loss.backward()
         opt.step()
         return loss.detach()
 
@@ -115,15 +119,7 @@ def _train_step(model: Any, opt: Any, x: Any, y: Any, dtype: str) -> Callable[[]
 def _no_comm_ddp(ddp: Any, opt: Any, x: Any, y: Any, dtype: str) -> Callable[[], Any]:
     """The DDP step under no_sync(): the same hooks and buckets, no all-reduce (torch DDP.no_sync docstring:
     the forward must be inside the context too). The replicas drift apart; nothing reads them afterwards."""
-    def step() -> Any:
-        opt.zero_grad(set_to_none=True)
-        with ddp.no_sync():
-            loss = loss_under_precision(ddp, x, y, dtype)
-            loss.backward()
-        opt.step()
-        return loss.detach()
-
-    return step
+    return _train_step(ddp, opt, x, y, dtype, within=ddp.no_sync)
 
 
 def _no_comm_fsdp(run: TrainSpec, fsdp: Any, x: Any, y: Any, build: Callable) -> Callable[[], Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.engine.case import Prepared
 from harness.engine.context import RunContext
+from harness.machine.frameworks import make_torch_device_current
 from workloads.transformer.spec import TrainSpec
 from workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
 from workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
@@ -48,8 +49,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     import torch
 
     device = ctx.torch_device
-    if device.startswith("cuda"):  # the timer's events and synchronize act on the current device
-        torch.cuda.set_device(device)
+    make_torch_device_current(device)
     torch.set_float32_matmul_precision("highest")  # fp32 means fp32; bf16 work runs under autocast
     model = Transformer(case.model, attend, case.activation_checkpointing)
     load_weights(model, case.weights())
