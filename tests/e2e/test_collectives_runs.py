@@ -14,6 +14,7 @@ import pytest
 
 from harness.results.reader import read_bundle
 from harness.results.validator import validate_bundle
+from tests.conftest import xla_flags
 
 pytestmark = pytest.mark.e2e
 SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
@@ -67,7 +68,7 @@ def test_planted_corruption_is_caught(tmp_path):
 
 
 def test_jax_on_four_cpu_devices(tmp_path):
-    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = _env(XLA_FLAGS=xla_flags(4))
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "workload=collectives", "backends=[jax]",
                            *SMALL, f"results_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env=env)
@@ -101,7 +102,7 @@ def test_jax_multi_process_under_torchrun(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
            "harness.cli", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",
            "workload.in_place=[false]", *SMALL, f"results_dir={tmp_path}"]
-    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=2")  # 2 processes x 2 devices
+    env = _env(XLA_FLAGS=xla_flags(2))  # 2 processes x 2 devices
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = read_bundle(_bundle(proc.stdout))

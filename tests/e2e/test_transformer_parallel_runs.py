@@ -14,6 +14,7 @@ import pytest
 
 from harness.results.reader import read_bundle
 from harness.results.validator import validate_bundle
+from tests.conftest import xla_flags
 
 pytestmark = pytest.mark.e2e
 SMALL = ["workload=transformer", "model=tiny", "dtype=fp32", "workload.warmup=1", "workload.samples=3",
@@ -71,7 +72,7 @@ def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
 
 
 def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
-    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = _env(XLA_FLAGS=xla_flags(4))
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[jax]", "model.n_layers=1",
                            "workload.parallel=[dp,fsdp]", f"results_dir={tmp_path}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600, env=env)

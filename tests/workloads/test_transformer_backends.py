@@ -51,9 +51,14 @@ def test_step_zero_matches_the_fp64_reference(name, cpu_ctx):
     assert result["loss"] == pytest.approx(ref["loss"], rel=1e-5)
 
 
+# torch_compile runs bf16 (autocast) here, as the end-to-end smoke run does: the same graphs, so Inductor compiles
+# them once for the suite (its FX graph cache is on disk), and torch.compile under autocast is covered.
+COMPILE_DTYPE = "bf16"
+
+
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_loss_goes_down_on_every_backend(name, cpu_ctx):
-    case = TrainCase(TINY, "fp32", lr=1e-2)
+    case = TrainCase(TINY, COMPILE_DTYPE if name == "torch_compile" else "fp32", lr=1e-2)
     step = _prepared(name, case, cpu_ctx).fn
     losses = [float(step()) for _ in range(4)]  # the same batch every step: the model memorizes it
     assert losses[-1] < losses[0] - 0.1, losses
@@ -73,7 +78,7 @@ def test_torch_compile_times_a_static_graph_compiled_before_timing(cpu_ctx):
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()  # graphs cached by earlier tests in this process would be reused, not compiled
-    prepared = _prepared("torch_compile", TrainCase(TINY, "fp32"), cpu_ctx)
+    prepared = _prepared("torch_compile", TrainCase(TINY, COMPILE_DTYPE), cpu_ctx)
     assert prepared.notes["compile_dynamic"] is False and prepared.notes["compiles"] == 2
     before = counters["stats"]["unique_graphs"]
     prepared.fn()
