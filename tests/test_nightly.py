@@ -75,9 +75,12 @@ def test_an_empty_suite_folder_is_a_problem(tmp_path):
 
 
 @pytest.mark.e2e
-def test_the_nightly_command_end_to_end(tmp_path):
-    """Two nights of a one-part nightly at the smallest sizes: appended, judged (too few runs), exit 0;
-    then a third night with a different suite definition starts new series instead of failing."""
+def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
+    """A night of a one-part nightly at the smallest sizes, as a process with a bare environment: appended,
+    judged (too few runs), exit 0; then a night with a different suite definition (in-process through the CLI's
+    `main`) starts new series instead of failing."""
+    from harness.cli import main
+
     tiny = ["suite.only=[matmul]", "suite.doctor=false", "backends=[torch]", "workload.sizes=[32]", "dtype=fp32",
             "timing.max_time_s=0.3", "telemetry.enabled=false"]
 
@@ -92,8 +95,10 @@ def test_the_nightly_command_end_to_end(tmp_path):
     assert "history check tflops: 1 series with fewer than 3 runs" in first.stdout and "report: " in first.stdout
     rows = history.load(tmp_path / "store")
     assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
-    changed = night("suite.parts.matmul.what=renamed", "suite.version=2")
-    assert changed.returncode == 0, changed.stderr[-3000:]
+    monkeypatch.chdir(ROOT)
+    changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
+                    *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])
+    assert changed == 0, capsys.readouterr().err[-3000:]
     keys = {r["comparability_key"] for r in history.load(tmp_path / "store")}
     assert len(keys) == 2  # version 2 of the suite: new series
 

@@ -37,9 +37,9 @@ def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=_env())
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_gloo_every_operation_in_and_out_of_place(n, tmp_path):
-    proc = torchrun(n, *SMALL, f"results_dir={tmp_path}", cwd=tmp_path)
+@pytest.mark.parametrize(("n", "sizes"), [(2, "[1K,64K]"), (4, "[64K]")])  # 4 processes on 2 cores: one size
+def test_gloo_every_operation_in_and_out_of_place(n, sizes, tmp_path):
+    proc = torchrun(n, *SMALL, f"workload.sizes={sizes}", f"results_dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(tmp_path.glob("*/manifest.json"))) == 1  # rank 0 alone writes
     folder = _bundle(proc.stdout)
