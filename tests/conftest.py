@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -17,9 +18,6 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # so they compile at backend optimization level 0 (measured here: the tiny training step's compile 4.6 s -> 2.0 s,
 # the JAX dp/fsdp end-to-end run 56 s -> 37 s). The flag goes into XLA_FLAGS, which each bundle's environment
 # records; benchmarks and users' runs keep XLA's default. Tests that need forced host devices add to it: xla_flags().
-# The same holds for Inductor's C++ kernels on a CPU (g++ -O3 per kernel; measured here: the smoke transformer's
-# torch.compile run 164 s -> 117 s cold at -O0): TORCHINDUCTOR_DEBUG_COMPILE=1 builds them at -O0 (with -g).
-os.environ.setdefault("TORCHINDUCTOR_DEBUG_COMPILE", "1")
 os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([*os.environ.get("XLA_FLAGS", "").split(),
                                                    "--xla_backend_optimization_level=0"]))
 
@@ -33,6 +31,32 @@ from harness.machine.platform import DeviceInfo, Platform, cpu_device
 def xla_flags(host_devices: int) -> str:
     """XLA_FLAGS for a subprocess with `host_devices` forced CPU devices, keeping the suite's own flags."""
     return f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={host_devices}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _absl_writes_to_the_real_stderr() -> None:
+    """absl's log handler (optax imports absl.logging) keeps the sys.stderr of the moment it was made, which under
+    pytest is pytest's own capture file, and closes that stream when logging is reconfigured unless it is the
+    current sys.stderr. An in-process `xmfu run` under capsys reconfigures logging (Hydra's dictConfig closes every
+    handler ever made), so the handler closed pytest's capture file and every later test in that worker errored.
+    Pointed at the process's real stderr, which absl never closes, the handler leaves pytest's file alone."""
+    try:
+        from absl import logging as absl_logging
+    except ImportError:
+        return
+    absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    slow = item.get_closest_marker("slow")
+    return slow.kwargs.get("seconds", 10) if slow else 0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow run first, the slowest (`@pytest.mark.slow(seconds=N)`, measured cold on 2 cores) first
+    of all: pytest-xdist hands each worker a contiguous share and the idle one steals from the other's tail, so a
+    slow test at the end of a queue would leave one core idle while it finishes."""
+    items.sort(key=_expected_seconds, reverse=True)  # stable: the rest keep their order
 
 
 QUICK_TIMING = {"warmup_s": 0.0, "warmup_min_iters": 1, "min_samples": 3, "max_samples": 6, "round_samples": 3,

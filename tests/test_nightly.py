@@ -74,6 +74,7 @@ def test_an_empty_suite_folder_is_a_problem(tmp_path):
     assert "wrote no valid bundle" in problem
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
     """A night of a one-part nightly at the smallest sizes, as a process with a bare environment: appended,

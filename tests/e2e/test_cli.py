@@ -92,6 +92,7 @@ def test_multirun_writes_one_bundle_per_combination(tmp_path):
     assert lines[-3].startswith("job 0 (dtype=fp32") and "bundle: " in lines[-3]
 
 
+@pytest.mark.slow
 def test_a_failed_job_under_the_slurm_launcher_makes_the_sweep_fail(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     proc = xmfu("run", "-m", "hydra/launcher=submitit_local", "dtype=fp32,tf32", "backends=[torch]",
@@ -173,6 +174,7 @@ def test_no_case_could_run_exits_1(tmp_path, here):
     assert bundle.manifest["status"] == "complete"
 
 
+@pytest.mark.slow
 def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
     proc = xmfu("run", "workload=attention", "experiment=smoke", "baseline=torch_sdpa", "workload.mode=[fwd_bwd]",
                 "workload.causal=[true]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
@@ -191,6 +193,7 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
     assert rows["jax"]["flop_convention"] == "fa2" and rows["jax"]["params"]["alignment"] == "top_left"
 
 
+@pytest.mark.slow
 def test_transformer_tiny_runs_on_torch_triton_and_jax(tmp_path):
     """The smoke transformer as `make bench` runs it. torch_compile's Inductor compile of a training step takes
     minutes on 2 cores, so the suite does it once, in-process: tests/workloads/test_transformer_backends.py."""

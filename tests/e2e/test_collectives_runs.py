@@ -37,6 +37,7 @@ def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=_env())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "sizes"), [(2, "[1K,64K]"), (4, "[64K]")])  # 4 processes on 2 cores: one size
 def test_gloo_every_operation_in_and_out_of_place(n, sizes, tmp_path):
     proc = torchrun(n, *SMALL, f"workload.sizes={sizes}", f"results_dir={tmp_path}", cwd=tmp_path)
@@ -58,6 +59,7 @@ def test_gloo_every_operation_in_and_out_of_place(n, sizes, tmp_path):
     assert "collectives" in bundle.manifest["summary"]
 
 
+@pytest.mark.slow
 def test_planted_corruption_is_caught(tmp_path):
     proc = torchrun(2, *SMALL, "workload.ops=[all_gather]", "workload.inject_corruption=true",
                     f"results_dir={tmp_path}", cwd=tmp_path)
@@ -80,6 +82,7 @@ def test_jax_on_four_cpu_devices(tmp_path):
     assert all(r["reason"] for r in rows if r["status"] == "skipped")
 
 
+@pytest.mark.slow
 def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -98,6 +101,7 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
     assert failed and "not formed within 3 s" in failed[0]["reason"]
 
 
+@pytest.mark.slow
 def test_jax_multi_process_under_torchrun(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
            "harness.cli", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",

@@ -13,6 +13,7 @@ from tests.e2e.test_cli import TINY, _bundle_path, xmfu
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow
 def test_inference_smoke_run_gives_prefill_and_decode_rows(tmp_path, monkeypatch):
     # torch's OpenMP pool spin-waits by default: beside JAX on two cores its calls ran ~17x slower (README, Inference)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")

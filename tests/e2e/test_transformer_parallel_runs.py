@@ -55,6 +55,7 @@ def _distributed_rows_hold_up(rows: list[dict], samples: list[dict], strategies:
             assert len(record["rank_samples"]) == ranks and len(record["variants"]["no_comm"]["rank_samples"]) == ranks
 
 
+@pytest.mark.slow
 def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "harness.cli",
            "run", *SMALL, "backends=[torch]", "workload.parallel=[ddp,fsdp,dp]", f"results_dir={tmp_path}"]
@@ -71,6 +72,7 @@ def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
     _distributed_rows_hold_up(bundle.cases, bundle.samples, {"ddp", "fsdp"}, ranks=2)
 
 
+@pytest.mark.slow(seconds=45)
 def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
     env = _env(XLA_FLAGS=xla_flags(4))
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[jax]", "model.n_layers=1",
@@ -87,6 +89,7 @@ def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
         assert row["notes"]["step_memory"]["argument_bytes"] > 0  # XLA's per-device figure for the step itself
 
 
+@pytest.mark.slow
 def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,6 +107,7 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
     assert "not formed within 3 s" in bundle.cases[1]["reason"]
 
 
+@pytest.mark.slow
 def test_ddp_under_the_slurm_path_on_this_machine(tmp_path):
     """Hydra's submitit_local launcher runs a Slurm job's tasks here: two tasks form one gloo group from submitit's
     job environment, rank 0 alone writes, and the sweep summary names the bundle rank 0 wrote."""
