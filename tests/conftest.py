@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # XLA's CPU compiler takes seconds per training step and the suite compiles the same small programs many times (in
@@ -45,6 +47,22 @@ def _absl_writes_to_the_real_stderr() -> None:
     except ImportError:
         return
     absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path) -> Callable[..., subprocess.CompletedProcess]:
+    """`xmfu ARGS` in this process through the CLI's `main`, run from tmp_path: exit status, stdout and stderr as
+    from a subprocess, without a process's seconds of imports."""
+    from harness.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(tmp_path)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["xmfu", *args], code, out, err)
+
+    return run
 
 
 def _expected_seconds(item: pytest.Item) -> float:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
 from harness.results.reader import read_bundle
 from harness.results.validator import validate_bundle
 
@@ -26,25 +25,6 @@ def xmfu(*args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # xmfu must switch it on itself
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env)
-
-
-class Here:
-    """The CLI in this process, run from `cwd`: exit status, stdout and stderr, as from a subprocess."""
-
-    def __init__(self, capsys, monkeypatch, cwd: Path):
-        self.capsys, self.monkeypatch, self.cwd = capsys, monkeypatch, cwd
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess:
-        self.monkeypatch.chdir(self.cwd)
-        self.capsys.readouterr()
-        code = main(list(args))
-        out, err = self.capsys.readouterr()
-        return subprocess.CompletedProcess(["xmfu", *args], code, out, err)
-
-
-@pytest.fixture
-def here(capsys, monkeypatch, tmp_path) -> Here:
-    return Here(capsys, monkeypatch, tmp_path)
 
 
 def _bundle_path(stdout: str) -> Path:
@@ -101,8 +81,8 @@ def test_a_failed_job_under_the_slurm_launcher_makes_the_sweep_fail(tmp_path):
     assert "sweep: 2 jobs, 1 succeeded, 1 did not" in proc.stdout
 
 
-def test_mamf_sets_achievable_peak(tmp_path, here):
-    proc = here("run", "experiment=mamf", "backends=[torch]", "mamf.m=[32,64]", "mamf.n=[64]", "mamf.k=[64]",
+def test_mamf_sets_achievable_peak(tmp_path, cli):
+    proc = cli("run", "experiment=mamf", "backends=[torch]", "mamf.m=[32,64]", "mamf.n=[64]", "mamf.k=[64]",
                 "workload.sizes=[48]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     bundle = read_bundle(_bundle_path(proc.stdout))
@@ -152,22 +132,22 @@ def test_interrupted_run_leaves_a_valid_partial_bundle(tmp_path):
     assert stdout.strip().splitlines()[-1] == f"bundle: {folder}"
 
 
-def test_validate_peaks_and_env_commands(tmp_path, here):
-    proc = here("run", "backends=[torch]", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}")
+def test_validate_peaks_and_env_commands(tmp_path, cli):
+    proc = cli("run", "backends=[torch]", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}")
     folder = _bundle_path(proc.stdout)
-    assert here("validate", str(folder)).returncode == 0
+    assert cli("validate", str(folder)).returncode == 0
     with (folder / "samples.jsonl").open("a") as f:
         f.write("{}\n")
     bad = xmfu("validate", str(folder), cwd=tmp_path)  # a real process: validate imports no framework
     assert bad.returncode == 1 and "checksum mismatch" in bad.stdout
-    peaks = here("peaks")
+    peaks = cli("peaks")
     assert peaks.returncode == 0 and "nvidia-h100-sxm" in peaks.stdout and "amd-mi300x" in peaks.stdout
-    env = here("env")
+    env = cli("env")
     assert env.returncode == 0 and "platform: cpu" in env.stdout and "bf16" in env.stdout
 
 
-def test_no_case_could_run_exits_1(tmp_path, here):
-    proc = here("run", "backends=[torch]", "dtype=tf32", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}")
+def test_no_case_could_run_exits_1(tmp_path, cli):
+    proc = cli("run", "backends=[torch]", "dtype=tf32", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 1
     bundle = read_bundle(_bundle_path(proc.stdout))
     assert bundle.cases[0]["status"] == "skipped" and "tf32" in bundle.cases[0]["reason"]
@@ -213,8 +193,8 @@ def test_transformer_tiny_runs_on_torch_triton_and_jax(tmp_path):
     assert rows["jax"]["notes"]["compile_s"] > 0
 
 
-def test_sustained_run_reports_steady_state(tmp_path, here):
-    proc = here("run", "backends=[torch]", "workload.sizes=[64]", "timing=sustained", "timing.sustain_s=2",
+def test_sustained_run_reports_steady_state(tmp_path, cli):
+    proc = cli("run", "backends=[torch]", "workload.sizes=[64]", "timing=sustained", "timing.sustain_s=2",
                 "timing.window_s=0.5", "timing.warmup_s=0", f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     row = read_bundle(_bundle_path(proc.stdout)).cases[0]
@@ -223,23 +203,23 @@ def test_sustained_run_reports_steady_state(tmp_path, here):
     assert 0 <= steady["reached_after_s"] <= 2 and "sustained for 2 s" in row["timer"]["stop"]
 
 
-def test_env_json_prints_the_whole_environment(here):
-    proc = here("env", "--json")
+def test_env_json_prints_the_whole_environment(cli):
+    proc = cli("env", "--json")
     assert proc.returncode == 0
     env = json.loads(proc.stdout)
     assert env["host"]["kernel"] and "container" in env and env["telemetry"]["sampler"] == "cpu"
     assert env["devices"][0]["cpu"]["flags"] and env["packages"]["numpy"]
 
 
-def test_compare_command(tmp_path, here):
-    runs = [here("run", "backends=[torch]", "workload.sizes=[32]", *TINY, *extra, f"results_dir={tmp_path / n}")
+def test_compare_command(tmp_path, cli):
+    runs = [cli("run", "backends=[torch]", "workload.sizes=[32]", *TINY, *extra, f"results_dir={tmp_path / n}")
             for n, extra in (("a", []), ("b", []), ("c", ["timing.cold_cache=true"]))]
     a, b, c = (_bundle_path(r.stdout) for r in runs)
-    ok = here("compare", str(a), str(b), "--format", "json", "--price", "AMD EPYC=0.5")
+    ok = cli("compare", str(a), str(b), "--format", "json", "--price", "AMD EPYC=0.5")
     assert ok.returncode == 0, ok.stderr
     row = json.loads(ok.stdout)["rows"][0]
     assert row["verdict"] in ("faster", "slower", "equivalent", "inconclusive") and "break_even_price_ratio" in row
-    refused = here("compare", str(a), str(c))
+    refused = cli("compare", str(a), str(c))
     assert refused.returncode == 1 and "protocol.cold_cache: False vs True" in refused.stdout
     bad = xmfu("compare", str(a), str(tmp_path / "nope"), cwd=tmp_path)
     assert bad.returncode == 2 and "not a valid bundle" in bad.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import subprocess
-import sys
 
 import pytest
 
@@ -70,18 +68,13 @@ def test_gap_between_platforms_per_day():
     assert [g["ratio"] for g in gap] == [pytest.approx(0.75), pytest.approx(610 / 800)]
 
 
-def test_cli_add_trend_check(tmp_path, capsys):
-    """In-process through the CLI's `main` (tests/e2e/test_lazy_imports.py runs history commands as processes)."""
-    from harness.cli import main
-
+def test_cli_add_trend_check(tmp_path, cli):
+    """In-process (tests/e2e/test_lazy_imports.py runs history commands as processes)."""
     store = tmp_path / "store"
     folders = [_make(tmp_path, f"n{i}", 1.0, created=f"2026-11-0{i + 1}T00:00:00.000000Z").folder for i in range(4)]
 
     def xmfu(*args):
-        capsys.readouterr()
-        code = main(["history", *args, "--store", str(store)])
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
+        return cli("history", *args, "--store", str(store))
 
     assert "added" in xmfu("add", *map(str, folders)).stdout
     assert "already in the store" in xmfu("add", str(folders[0])).stdout
