@@ -1,6 +1,7 @@
 """`xmfu` end to end on the CPU, as a user runs it: real bundles, through real processes where the process is
-what is tested (switching Triton's interpreter on, Ctrl-C, Hydra's launchers, every backend in one run); the
-other commands run in-process through the CLI's `main` (a subprocess each would cost seconds of imports)."""
+what is tested (switching Triton's interpreter on, Ctrl-C, every backend in one run); the other commands, and the
+launching side of a sweep, run in-process through the CLI's `main` (a subprocess each would cost seconds of
+imports; Hydra's Slurm launcher still starts every job as a process of its own)."""
 
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ def test_run_all_three_backends_writes_a_valid_bundle(tmp_path):
     assert "TFLOP/s" in proc.stdout  # the summary table
 
 
-def test_multirun_writes_one_bundle_per_combination(tmp_path):
-    proc = xmfu("run", "-m", "dtype=fp32,bf16", "backends=[torch]", "workload.sizes=[32]", *TINY,
-                f"results_dir={tmp_path}", cwd=tmp_path)
+def test_multirun_writes_one_bundle_per_combination(tmp_path, cli):
+    proc = cli("run", "-m", "dtype=fp32,bf16", "backends=[torch]", "workload.sizes=[32]", *TINY,
+               f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     bundles = sorted(p for p in tmp_path.iterdir() if (p / "manifest.json").exists())
     assert len(bundles) == 2
@@ -73,10 +74,12 @@ def test_multirun_writes_one_bundle_per_combination(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failed_job_under_the_slurm_launcher_makes_the_sweep_fail(tmp_path):
+def test_a_failed_job_under_the_slurm_launcher_makes_the_sweep_fail(tmp_path, cli, monkeypatch):
+    """The launching side in-process; submitit starts each job as a process of its own."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    proc = xmfu("run", "-m", "hydra/launcher=submitit_local", "dtype=fp32,tf32", "backends=[torch]",
-                "workload.sizes=[16]", *TINY, "telemetry.enabled=false", f"results_dir={tmp_path}", cwd=tmp_path)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    proc = cli("run", "-m", "hydra/launcher=submitit_local", "dtype=fp32,tf32", "backends=[torch]",
+               "workload.sizes=[16]", *TINY, "telemetry.enabled=false", f"results_dir={tmp_path}")
     assert proc.returncode == 1, proc.stderr  # the tf32 job could run no case on a CPU
     assert "sweep: 2 jobs, 1 succeeded, 1 did not" in proc.stdout
 

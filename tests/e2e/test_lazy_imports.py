@@ -71,10 +71,10 @@ def test_commands_on_results_import_no_framework(jax_run, tmp_path, command):
     assert loaded == set(), f"xmfu {' '.join(command)} imported {sorted(loaded)}"
 
 
-def test_history_reading_imports_no_framework(jax_run, tmp_path):
+def test_history_reading_imports_no_framework(jax_run, tmp_path, cli):
     pytest.importorskip("pyarrow")
     store = str(tmp_path / "store")
-    assert probe("history", "add", str(jax_run[2]), "--store", store, cwd=tmp_path)[0].returncode == 0
+    assert cli("history", "add", str(jax_run[2]), "--store", store).returncode == 0  # its imports: history-add above
     for action in ("trend", "check"):
         proc, loaded = probe("history", action, "--store", store, "--metric", "tflops", cwd=tmp_path)
         assert proc.returncode == 0 and loaded == set(), (action, proc.stderr, loaded)

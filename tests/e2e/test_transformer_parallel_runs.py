@@ -108,14 +108,15 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_under_the_slurm_path_on_this_machine(tmp_path):
+def test_ddp_under_the_slurm_path_on_this_machine(tmp_path, cli, monkeypatch):
     """Hydra's submitit_local launcher runs a Slurm job's tasks here: two tasks form one gloo group from submitit's
-    job environment, rank 0 alone writes, and the sweep summary names the bundle rank 0 wrote."""
+    job environment, rank 0 alone writes, and the sweep summary names the bundle rank 0 wrote. The launching side
+    runs in-process; submitit starts each task as a process of its own."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "-m", "hydra/launcher=submitit_local",
-                           "hydra.launcher.tasks_per_node=2", *SMALL, "model.n_layers=1", "backends=[torch]",
-                           "workload.parallel=[ddp]", f"results_dir={tmp_path}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env=_env())
+    for name in ("TRITON_INTERPRET", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    proc = cli("run", "-m", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2", *SMALL,
+               "model.n_layers=1", "backends=[torch]", "workload.parallel=[ddp]", f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     bundles = list(tmp_path.glob("*/manifest.json"))
     assert len(bundles) == 1  # rank 0 alone writes

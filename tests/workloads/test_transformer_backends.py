@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -55,10 +56,10 @@ def test_step_zero_matches_the_fp64_reference(name, cpu_ctx):
 @pytest.mark.parametrize("name", [pytest.param("torch_triton", marks=pytest.mark.slow), "torch", "jax"])
 def test_loss_goes_down_on_every_backend(name, cpu_ctx):
     """torch_compile's: test_torch_compile_learns_on_a_static_graph_compiled_before_timing."""
-    case = TrainCase(TINY, "fp32", lr=1e-2)
+    case = TrainCase(TINY, "fp32", lr=3e-3)  # at 1e-2 AdamW's second step overshoots; at 3e-3 every step lowers it
     step = _prepared(name, case, cpu_ctx).fn
-    losses = [float(step()) for _ in range(4)]  # the same batch every step: the model memorizes it
-    assert losses[-1] < losses[0] - 0.1, losses
+    losses = [float(step()) for _ in range(2)]  # the same batch every step: the model memorizes it
+    assert losses[-1] < losses[0] - 0.1, losses  # measured: down by 0.25 (after a first step) or 0.43 (from start)
 
 
 @pytest.mark.parametrize("name", ["torch", "jax"])
@@ -69,15 +70,17 @@ def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
     assert remat["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-5)
 
 
-@pytest.mark.slow(seconds=100)  # Inductor compiles the training step: the suite's longest test, run once
+@pytest.mark.slow(seconds=70)  # Inductor compiles the training step: the suite's longest test, run once
 def test_torch_compile_learns_on_a_static_graph_compiled_before_timing(cpu_ctx):
-    """bf16 (autocast), as the smoke run (`make bench`). The correctness pass runs a smaller shape: the timed step
-    must not become a dynamic-shape recompile. And the loss goes down, as on every backend."""
+    """The correctness pass runs a smaller shape: the timed step must not become a dynamic-shape recompile. And the
+    loss goes down, as on every backend. One block and fp32, because each C++ kernel Inductor generates costs about
+    2 s of g++ here: the tiny preset's two blocks in bf16 take 53 kernels and about 136 s of CPU, in fp32 45 kernels
+    and 106 s, one block in fp32 33 kernels and 84 s. Autocast and depth are tested on the eager steps above."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()  # graphs cached by earlier tests in this process would be reused, not compiled
-    prepared = _prepared("torch_compile", TrainCase(TINY, "bf16", lr=1e-2), cpu_ctx)
+    prepared = _prepared("torch_compile", TrainCase(dataclasses.replace(TINY, n_layers=1), "fp32", lr=1e-2), cpu_ctx)
     assert prepared.notes["compile_dynamic"] is False and prepared.notes["compiles"] == 2
     assert prepared.notes["compile_s"] > 0 and prepared.notes["compile_s"] == prepared.notes["first_step_s"]
     before = counters["stats"]["unique_graphs"]
