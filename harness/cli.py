@@ -347,6 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception:
+        if _CTRL_C.seen:  # Ctrl-C cut an import short and it failed with an error of its own: still interrupted
+            print("xmfu: interrupted", file=sys.stderr)
+            return 130
+        raise
 
 
 def _dispatch(args: list[str]) -> int:
@@ -366,4 +371,13 @@ def _dispatch(args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if status == 130 and _CTRL_C.seen:
+        # `python -m harness.cli` (torchrun's form): when a Ctrl-C's KeyboardInterrupt once escaped code that a C
+        # extension ran during an import, CPython remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m, ends the
+        # process by re-raising SIGINT (status -2) even though main caught it (Modules/main.c, Py_RunMain). Nothing
+        # is open at start-up, so leave with 130 at once. (The console script exits through Py_Exit, unaffected.)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(status)

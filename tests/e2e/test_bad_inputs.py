@@ -155,3 +155,29 @@ def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypa
     assert main(["run", "workload=matmul"]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back
+
+
+def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
+    """An import interrupted by an early Ctrl-C can fail with an error of its own (seen with `import torch`: exit 1
+    and a traceback); that too ends as interrupted. Without a Ctrl-C the same error is not hidden."""
+    import harness.hydra_app
+    from harness.cli import main
+
+    def import_hit_by_ctrl_c(args, registry):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            raise ImportError("partially initialized module") from None
+
+    monkeypatch.setattr(harness.hydra_app, "run_command", import_hit_by_ctrl_c)
+    assert main(["run", "workload=matmul"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "xmfu: interrupted"
+
+    def import_that_fails(args, registry):
+        raise ImportError("a real failure")
+
+    monkeypatch.setattr(harness.hydra_app, "run_command", import_that_fails)
+    with pytest.raises(ImportError, match="a real failure"):
+        main(["run", "workload=matmul"])
