@@ -287,8 +287,8 @@ def cmd_run(args: Sequence[str]) -> int:
         code = maybe_run(args, registry)  # experiment=acceptance, experiment=nightly: a suite of runs
         return run_command(args, registry) if code is None else code
     except UsageError as exc:
-        if _CTRL_C.seen:  # the interrupt surfaced as someone's error (see _CtrlC): it was Ctrl-C all the same
-            raise KeyboardInterrupt from None
+        if _CTRL_C.seen:  # the interrupt surfaced as someone's error (see _CtrlC): main reports it as Ctrl-C
+            raise
         return usage_error(f"run: {exc}")
 
 
@@ -348,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception:
-        if _CTRL_C.seen:  # Ctrl-C cut an import short and it failed with an error of its own: still interrupted
+        if _CTRL_C.seen:  # a library turned an early Ctrl-C into an error of its own (Hydra, a cut-short import)
             print("xmfu: interrupted", file=sys.stderr)
             return 130
         raise
