@@ -47,7 +47,9 @@ def _steps_through_every_position(prepared, case) -> None:
 @pytest.mark.parametrize(("name", "dtype"), [("torch", "fp32"), ("torch", "bf16"), ("jax", "fp32"), ("jax", "bf16"),
                                              ("torch_triton", "fp32"),
                                              pytest.param("torch_compile", "fp32", marks=pytest.mark.slow(seconds=50))])
-def test_prefill_and_first_decode_steps_match_the_fp64_model(name, dtype, cpu_ctx):
+def test_prefill_and_first_decode_steps_match_the_fp64_model(name, dtype, cpu_ctx, request):
+    if name == "torch_compile":
+        request.getfixturevalue("inductor_cpp_wrapper")  # conftest: fewer g++ runs, the same kernels
     case = InferenceCase(TINY, dtype, "decode", 2, 8, 4, check_steps=2)
     prepared = _prepared(name, case, cpu_ctx)
     result = prepared.result(None)
