@@ -158,9 +158,9 @@ def test_no_case_could_run_exits_1(tmp_path, cli):
 
 
 @pytest.mark.slow
-def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
-    proc = xmfu("run", "workload=attention", "experiment=smoke", "baseline=torch_sdpa", "workload.mode=[fwd_bwd]",
-                "workload.causal=[true]", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)
+def test_attention_smoke_runs_every_backend_with_speedups(tmp_path, cli):
+    proc = cli("run", "workload=attention", "experiment=smoke", "baseline=torch_sdpa", "workload.mode=[fwd_bwd]",
+               "workload.causal=[true]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     bundle = read_bundle(_bundle_path(proc.stdout))
     rows = {r["backend"]: r for r in bundle.cases}
@@ -177,11 +177,11 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path):
 
 
 @pytest.mark.slow
-def test_transformer_tiny_runs_on_torch_triton_and_jax(tmp_path):
+def test_transformer_tiny_runs_on_torch_triton_and_jax(tmp_path, cli):
     """The smoke transformer as `make bench` runs it. torch_compile's Inductor compile of a training step takes
-    minutes on 2 cores, so the suite does it once, in-process: tests/workloads/test_transformer_backends.py."""
-    proc = xmfu("run", "workload=transformer", "experiment=smoke", "backends=[torch,torch_triton,jax]", *TINY,
-                f"results_dir={tmp_path}", cwd=tmp_path, timeout=600)
+    minutes on 2 cores, so the suite does it once: tests/workloads/test_transformer_backends.py."""
+    proc = cli("run", "workload=transformer", "experiment=smoke", "backends=[torch,torch_triton,jax]", *TINY,
+               f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     folder = _bundle_path(proc.stdout)
     assert validate_bundle(folder) == []
