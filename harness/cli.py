@@ -20,6 +20,7 @@ from typing import Any
 from harness import __version__
 from harness.cli_common import Parser, UsageFailure, output_path, usage_error, validated_bundle
 from harness.cli_history import cmd_history
+from harness.engine import interrupts
 
 USAGE = """usage: xmfu <command> [arguments]
 
@@ -310,7 +311,8 @@ def _strip_run_from_completion_line() -> None:
 class _CtrlC:
     """SIGINT during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an error
     of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
-    interrupted (130), never as bad input. The run installs its own handler once it starts."""
+    interrupted (130), never as bad input. The run installs its own handler once it starts; an interrupt that
+    came before and was swallowed on its way (a gc callback) makes the run start interrupted."""
 
     def __init__(self) -> None:
         self.seen = False
@@ -318,16 +320,19 @@ class _CtrlC:
 
     def __enter__(self) -> _CtrlC:
         self.seen = False
+        interrupts.remember_start_up_interrupt(None)
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
             self.previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        interrupts.remember_start_up_interrupt(None)  # the command is over: nothing is left to interrupt
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self.seen = True
+        interrupts.remember_start_up_interrupt(signum)  # in case the KeyboardInterrupt is swallowed on its way
         raise KeyboardInterrupt
 
 

@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None}
+_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None, "before_run": None}
+
+
+def remember_start_up_interrupt(signum: int | None) -> None:
+    """Record a signal that came before a run installed its handler (the command's start-up handler calls this),
+    or forget it (None). The KeyboardInterrupt raised then can be swallowed on its way out (it may land in a gc
+    callback or a library's broad except); the run then starts interrupted instead of running every case."""
+    _state["before_run"] = signum
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -38,6 +45,9 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     _state["requested"] = None
     previous = {s: signal.signal(s, _handler) for s in sigs}
     try:
+        early, _state["before_run"] = _state["before_run"], None
+        if early is not None:
+            raise KeyboardInterrupt(f"signal {early} (before the run started)")
         yield
     finally:
         for s, h in previous.items():
