@@ -18,10 +18,14 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # Most of an XLA CPU compile is LLVM optimizing the generated code; the tests check numbers and records, not speed,
 # so they compile at backend optimization level 0 (measured here: the tiny training step's compile 4.6 s -> 2.0 s,
-# the JAX dp/fsdp end-to-end run 56 s -> 37 s). The flag goes into XLA_FLAGS, which each bundle's environment
-# records; benchmarks and users' runs keep XLA's default. Tests that need forced host devices add to it: xla_flags().
+# the JAX dp/fsdp end-to-end run 56 s -> 37 s), and with XLA's older elemental emitters for fusions instead of its
+# MLIR fusion emitters (the same operations, generated faster: with an empty compilation cache, preparing the tiny
+# training step took 10.2 and 10.0 s of CPU, 5.3 and 5.1 s without them; the JAX dp/fsdp run 45.5 s -> 25.2 s).
+# The flags go into XLA_FLAGS, which each bundle's environment records; benchmarks and users' runs keep XLA's
+# defaults. Tests that need forced host devices add to it: xla_flags().
 os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([*os.environ.get("XLA_FLAGS", "").split(),
-                                                   "--xla_backend_optimization_level=0"]))
+                                                   "--xla_backend_optimization_level=0",
+                                                   "--xla_cpu_use_fusion_emitters=false"]))
 
 # Inductor compiles its C++ kernels in a pool of worker processes, one per core by default. In the suite both cores
 # are already busy with the two xdist workers, so the pool adds only its processes' start-up: compiling in the test's
