@@ -52,6 +52,7 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        _state["requested"] = None  # the run is over: a later raise_if_interrupted() outside a run must not fire
 
 
 @contextmanager
