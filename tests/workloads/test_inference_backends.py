@@ -49,7 +49,7 @@ def _steps_through_every_position(prepared, case) -> None:
                                              pytest.param("torch_compile", "fp32", marks=pytest.mark.slow(seconds=50))])
 def test_prefill_and_first_decode_steps_match_the_fp64_model(name, dtype, cpu_ctx, request):
     if name == "torch_compile":
-        request.getfixturevalue("inductor_cpp_wrapper")  # conftest: fewer g++ runs, the same kernels
+        request.getfixturevalue("inductor_quick_cpu_build")  # conftest: fewer g++ runs, scalar kernels
     case = InferenceCase(TINY, dtype, "decode", 2, 8, 4, check_steps=2)
     prepared = _prepared(name, case, cpu_ctx)
     result = prepared.result(None)

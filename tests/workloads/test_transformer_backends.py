@@ -71,12 +71,12 @@ def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
 
 
 @pytest.mark.slow(seconds=70)  # Inductor compiles the training step: the suite's longest test, run once
-def test_torch_compile_learns_on_a_static_graph_compiled_before_timing(cpu_ctx, inductor_cpp_wrapper):
+def test_torch_compile_learns_on_a_static_graph_compiled_before_timing(cpu_ctx, inductor_quick_cpu_build):
     """The correctness pass runs a smaller shape: the timed step must not become a dynamic-shape recompile. And the
     loss goes down, as on every backend. One block and fp32, because each C++ kernel Inductor generates costs about
     2 s of g++ here: the tiny preset's two blocks in bf16 take 53 kernels and about 136 s of CPU, in fp32 45 kernels
     and 106 s, one block in fp32 33 kernels and 98 s. Autocast and depth are tested on the eager steps above. The
-    C++ wrapper (conftest's inductor_cpp_wrapper) builds those kernels in one g++ run per graph."""
+    build is conftest's inductor_quick_cpu_build: one g++ run per graph, scalar kernels."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
