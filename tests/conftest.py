@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,10 +24,12 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # MLIR fusion emitters (the same operations, generated faster: with an empty compilation cache, preparing the tiny
 # training step took 10.2 and 10.0 s of CPU, 5.3 and 5.1 s without them; the JAX dp/fsdp run 45.5 s -> 25.2 s).
 # The flags go into XLA_FLAGS, which each bundle's environment records; benchmarks and users' runs keep XLA's
-# defaults. Tests that need forced host devices add to it: xla_flags().
-os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([*os.environ.get("XLA_FLAGS", "").split(),
-                                                   "--xla_backend_optimization_level=0",
-                                                   "--xla_cpu_use_fusion_emitters=false"]))
+# defaults. Tests that need forced host devices add to it: xla_flags(). XLA aborts the process on a flag it does not
+# know, so the emitter flag is passed only to the jaxlib it was measured with (constraints.txt) or a newer one.
+os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([
+    *os.environ.get("XLA_FLAGS", "").split(), "--xla_backend_optimization_level=0",
+    *(["--xla_cpu_use_fusion_emitters=false"] if importlib.util.find_spec("jaxlib") and tuple(
+        int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2]) >= (0, 10) else [])]))
 
 # Inductor compiles its C++ kernels in a pool of worker processes, one per core by default. In the suite both cores
 # are already busy with the two xdist workers, so the pool adds only its processes' start-up: compiling in the test's
