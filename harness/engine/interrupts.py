@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None, "before_run": None}
+_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None}
 
 
 def remember_start_up_interrupt(signum: int | None) -> None:
     """Record a signal that came before a run installed its handler (the command's start-up handler calls this),
     or forget it (None). The KeyboardInterrupt raised then can be swallowed on its way out (it may land in a gc
     callback or a library's broad except); the run then starts interrupted instead of running every case."""
-    _state["before_run"] = signum
+    _state["requested"] = signum
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -42,12 +42,10 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     SIGINT is installed explicitly: a parent non-interactive shell may have left it ignored.
     """
     sigs = (signal.SIGINT, signal.SIGTERM)
-    _state["requested"] = None
     previous = {s: signal.signal(s, _handler) for s in sigs}
     try:
-        early, _state["before_run"] = _state["before_run"], None
-        if early is not None:
-            raise KeyboardInterrupt(f"signal {early} (before the run started)")
+        if _state["requested"] is not None:  # remembered at start-up (remember_start_up_interrupt)
+            raise KeyboardInterrupt(f"signal {_state['requested']} (before the run started)")
         yield
     finally:
         for s, h in previous.items():

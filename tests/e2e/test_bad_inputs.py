@@ -4,6 +4,7 @@ seconds of imports); Ctrl-C at start-up is a real process and signal."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -139,6 +140,12 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
     assert not list(folder.glob("*.tmp"))
 
 
+def _ctrl_c_then_wait() -> None:
+    """Ctrl-C to this process, then time for its handler to run (here, inside the caller's try)."""
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+
+
 def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypatch, capsys):
     """Hydra's composition can catch the KeyboardInterrupt of an early Ctrl-C and raise an error of its own with no
     text; that must end as interrupted (130), not as bad input (2) with an empty message."""
@@ -147,8 +154,7 @@ def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypa
 
     def composition_hit_by_ctrl_c(args, registry):
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
+            _ctrl_c_then_wait()
         except KeyboardInterrupt:
             raise harness.hydra_app.UsageError("") from None
 
@@ -166,11 +172,8 @@ def test_ctrl_c_swallowed_during_start_up_still_interrupts_the_run(monkeypatch, 
     import harness.suite
 
     def start_up_that_swallows_ctrl_c(args, registry):
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        with contextlib.suppress(KeyboardInterrupt):  # as a gc callback would
+            _ctrl_c_then_wait()
         return None  # not a suite: the plain run goes on
 
     monkeypatch.setattr(harness.suite, "maybe_run", start_up_that_swallows_ctrl_c)
@@ -191,8 +194,7 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
 
     def import_hit_by_ctrl_c(args, registry):
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
+            _ctrl_c_then_wait()
         except KeyboardInterrupt:
             raise ImportError("partially initialized module") from None
 
