@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt scripts/install.sh scripts/kee
 
 # The default suite on whatever device is present; without an accelerator, the smoke sizes.
 bench: install
-	$(XMFU) run $$($(PY) -m harness.machine.platform)
+	$(XMFU) run $$($(PY) -m xmfu.harness.machine.platform)
 
 # The whole suite, two workers that steal work from each other (the end-to-end runs, marked e2e, are the slow
 # ones; a long test at the end of one queue would leave the other core idle): under 6 minutes on 2 cores.

@@ -32,7 +32,7 @@ RUN = ["workload=matmul", "backends=[torch]", "dtype=fp32", f"workload.sizes=[{S
 
 def xmfu(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "xmfu", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, check=False)
 
 

@@ -22,9 +22,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.results.compare import Side, compare  # noqa: E402
-from harness.results.validator import load_bundle  # noqa: E402
-from harness.results.writer import BundleWriter  # noqa: E402
+from xmfu.harness.results.compare import Side, compare  # noqa: E402
+from xmfu.harness.results.validator import load_bundle  # noqa: E402
+from xmfu.harness.results.writer import BundleWriter  # noqa: E402
 
 FIELDS = {"workload": "matmul", "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
           "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False, "sustained": False}}
@@ -71,7 +71,7 @@ def main() -> int:
         print(f"compare statistics (in-process): {time.perf_counter() - start:.2f} s, {len(result.rows)} rows")
         start = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", "compare", str(a), str(b), "--format", "json"],
+        proc = subprocess.run([sys.executable, "-m", "xmfu", "compare", str(a), str(b), "--format", "json"],
                               capture_output=True, text=True, env=env, check=False)
         print(f"xmfu compare A B --format json (fresh process, validation included): "
               f"{time.perf_counter() - start:.2f} s, exit {proc.returncode}")

@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.results.reader import read_bundle  # noqa: E402
-from harness.results.validator import validate_bundle  # noqa: E402
+from xmfu.harness.results.reader import read_bundle  # noqa: E402
+from xmfu.harness.results.validator import validate_bundle  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Outcome:
 
 def accelerator() -> tuple[str, int, bool]:
     """(device name, device count, is an accelerator) as xmfu detects them."""
-    from harness.machine.platform import detect
+    from xmfu.harness.machine.platform import detect
 
     plat = detect()
     return plat.device.name, len(plat.devices), plat.has_accelerator
@@ -93,7 +93,7 @@ def slug(name: str, count: int) -> str:
 
 
 def command(part: Part, results: Path, smoke: bool, gpus: int) -> list[str]:
-    xmfu = [sys.executable, "-m", "harness.cli", "run", *part.args, *(part.smoke if smoke else ()),
+    xmfu = [sys.executable, "-m", "xmfu", "run", *part.args, *(part.smoke if smoke else ()),
             f"results_dir={results}"]
     if part.ranks != "gpus":
         return xmfu
@@ -204,7 +204,7 @@ def main() -> int:
     outcomes = [run_part(p, out, smoke, count, p.minutes * scale * 60) for p in PARTS]
     bundles = [str(b) for o in outcomes for b in o.bundles if not validate_bundle(b)]
     if bundles:
-        subprocess.run([sys.executable, "-m", "harness.cli", "report", *bundles, "-o", str(out / "report.html")],
+        subprocess.run([sys.executable, "-m", "xmfu", "report", *bundles, "-o", str(out / "report.html")],
                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     (out / "summary.md").write_text(summary(outcomes, f"{name} x{count}", smoke))
     (out / "outcomes.json").write_text(json.dumps(

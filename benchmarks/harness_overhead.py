@@ -29,8 +29,8 @@ SECONDS = 3.0  # per method per round
 def operands(size: int, dtype: str):
     import torch
 
-    from harness.machine.frameworks import to_torch
-    from workloads.matmul.spec import MatmulCase
+    from xmfu.harness.machine.frameworks import to_torch
+    from xmfu.workloads.matmul.spec import MatmulCase
 
     torch.set_float32_matmul_precision("highest")
     case = MatmulCase(size, size, size, dtype)

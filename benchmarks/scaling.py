@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.results.reader import read_bundle  # noqa: E402
+from xmfu.harness.results.reader import read_bundle  # noqa: E402
 
 GOALS = {"ddp": 0.95, "fsdp": 0.90}  # scaling efficiency on 8 GPUs, 1b preset (README: the GPU goals)
 
@@ -37,7 +37,7 @@ def command(args: argparse.Namespace) -> list[str]:
         run += [f"model={args.model}", "dtype=bf16", "device=gpu", f"workload.batch={args.batch}",
                 f"model.seq_len={args.seq_len}"]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", "harness.cli", "run", *run]
+            "-m", "xmfu", "run", *run]
 
 
 def _pct(x: float | None) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = "xmfu-imported:"
-PROBE = ("import sys\nfrom harness.cli import main\ncode = main(sys.argv[1:])\n"
+PROBE = ("import sys\nfrom xmfu.harness.cli.main import main\ncode = main(sys.argv[1:])\n"
          f"print({MARK!r}, ','.join(m for m in ('torch', 'jax', 'triton') if m in sys.modules) or '-', "
          "file=sys.stderr)\nraise SystemExit(code)\n")
 SMOKE = ["run", "experiment=smoke", "backends=[jax]", "workload.sizes=[64]", "workload.shapes=[]",

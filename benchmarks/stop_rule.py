@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.engine import sampler  # noqa: E402
+from xmfu.harness.engine import sampler  # noqa: E402
 
 
 def bootstrap_rule(samples: list[float]) -> float:

@@ -25,11 +25,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.config import parse_run_config
-from harness.engine.case import Check, Prepared, Unavailable
-from harness.engine.registry import Implementation, Registry, WorkloadDef
-from harness.machine.frameworks import jax_rows, torch_rows
-from harness.results.reader import read_bundle
+from xmfu.harness.config import parse_run_config
+from xmfu.harness.engine.case import Check, Prepared, Unavailable
+from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
+from xmfu.harness.machine.frameworks import jax_rows, torch_rows
+from xmfu.harness.results.reader import read_bundle
 
 
 def to_numpy(x: Any) -> np.ndarray | None:
@@ -174,9 +174,9 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     between repeats, and `xmfu compare` has run-to-run variance to base its verdict on.
 
     `device` says where the candidates' work runs: "auto" (the accelerator torch or JAX sees, else the host),
-    "cpu", or "gpu" (harness.machine.platform.NoAcceleratorError where there is none).
+    "cpu", or "gpu" (xmfu.harness.machine.platform.NoAcceleratorError where there is none).
     """
-    from harness.run import execute
+    from xmfu.harness.run import execute
 
     flops_value = _positive("flops", flops, allow_none=True)
     bytes_value = _positive("bytes_moved", bytes_moved, allow_none=True)

@@ -1,7 +1,7 @@
 """Run configuration: the schema a composed Hydra config must satisfy, checked before anything runs.
 
 Hydra composes plain YAML (configs/); `parse_run_config` turns the composed mapping into the engine's typed
-settings (`harness.engine.settings`) and rejects anything out of range with a `ConfigError` that names the
+settings (`xmfu.harness.engine.settings`) and rejects anything out of range with a `ConfigError` that names the
 field and what is allowed.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from harness.engine.settings import (
+from xmfu.harness.engine.settings import (
     ConfigError,
     MamfConfig,
     RocmConfig,
@@ -29,8 +29,8 @@ from harness.engine.settings import (
     positive_float,
     positive_int,
 )
-from harness.machine.dtypes import DTYPES
-from harness.results.schema import RUN_ID
+from xmfu.harness.machine.dtypes import DTYPES
+from xmfu.harness.results.schema import RUN_ID
 
 DEVICES = ("auto", "cpu", "gpu")
 MAX_RESAMPLES = 100_000
@@ -127,7 +127,7 @@ TOP_LEVEL = (
     "peak_tflops", "peak_membw_gbps", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
     "model",  # the model preset group; the transformer workload reads it through ${model}
     "telemetry", "rocm", "repeats", "device_index",
-    "suite", "price", "store",  # a suite's definition and its settings (harness/suite.py reads them)
+    "suite", "price", "store",  # a suite's definition and its settings (harness/suites/suite.py reads them)
 )
 SUITE_ONLY = {"price": "xmfu compare --price", "store": "xmfu history add"}  # meaningless in a single run
 

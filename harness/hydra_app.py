@@ -13,14 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.config import apply_scale, explicit_workload_keys, parse_run_config
-from harness.engine.registry import Registry
-from harness.engine.settings import ConfigError, RunConfig
+from xmfu.harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.engine.registry import Registry
+from xmfu.harness.engine.settings import ConfigError, RunConfig
 
 
 def _config_dir() -> Path:
     """The config groups: `harness/conf/` in an installed package (a wheel or `pip install .`: pyproject.toml's
-    package-dir ships the repository's configs/ as the package `harness.conf`), else the checkout's own
+    package-dir ships the repository's configs/ as the package `xmfu.harness.conf`), else the checkout's own
     configs/ (a source tree, or `pip install -e .`, which leaves every file where it is).
 
     Hydra gets the folder as an absolute path (file://): hydra.main and initialize_config_dir take one as is
@@ -154,7 +154,7 @@ def compose_job(job: Sequence[str]) -> tuple[dict[str, Any], str]:
 
 
 def validate_job(job: Sequence[str], registry: Registry) -> RunConfig:
-    from harness.run import plan_phases
+    from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(job)
     cfg = parse_run_config(data, registry.backends_by_workload(), explicit_workload_keys(job))
@@ -216,7 +216,7 @@ def _record_job(hydra_cfg: Any, outcome: Any, overrides: list[str]) -> None:
     bundle: the other ranks' outcomes name no bundle on disk."""
     from hydra.types import RunMode
 
-    from harness.machine.ranks import process_info
+    from xmfu.harness.machine.ranks import process_info
 
     if hydra_cfg.mode != RunMode.MULTIRUN or not process_info().writes_bundle:
         return
@@ -232,8 +232,8 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig, OmegaConf
 
-    from harness.machine.platform import NoAcceleratorError
-    from harness.run import SetupError, execute
+    from xmfu.harness.machine.platform import NoAcceleratorError
+    from xmfu.harness.run import SetupError, execute
 
     codes: list[int] = []
 

@@ -14,22 +14,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness.engine.case import RunAborted
-from harness.engine.context import RunContext
-from harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
-from harness.engine.registry import Registry
-from harness.engine.runner import CaseRunner, Phase
-from harness.engine.settings import RunConfig
-from harness.machine import contention, environment, stack
-from harness.machine.frameworks import use_triton_interpreter
-from harness.machine.platform import DeviceInfo, Platform, detect
-from harness.machine.ranks import ProcessInfo, process_info
-from harness.machine.telemetry import open_sampler
-from harness.results.comparability import comparability_key
-from harness.results.progress import Progress
-from harness.results.table import table
-from harness.results.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
+from xmfu.harness import __version__
+from xmfu.harness.engine.case import RunAborted
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
+from xmfu.harness.engine.registry import Registry
+from xmfu.harness.engine.runner import CaseRunner, Phase
+from xmfu.harness.engine.settings import RunConfig
+from xmfu.harness.machine import contention, environment, stack
+from xmfu.harness.machine.frameworks import use_triton_interpreter
+from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
+from xmfu.harness.machine.ranks import ProcessInfo, process_info
+from xmfu.harness.machine.telemetry import open_sampler
+from xmfu.harness.results.comparability import comparability_key
+from xmfu.harness.results.progress import Progress
+from xmfu.harness.results.table import table
+from xmfu.harness.results.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
@@ -73,7 +73,7 @@ def new_run_id(cfg: RunConfig) -> str:
 def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
     key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
                              "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
-    out = {"run_id": run_id, "created": utc_now(), "xmfu_version": harness.__version__,
+    out = {"run_id": run_id, "created": utc_now(), "xmfu_version": __version__,
            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
            "comparability_key": key, "achievable": None}

@@ -38,9 +38,9 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import pytest
 
-from harness.config import parse_run_config
-from harness.engine.context import RunContext
-from harness.machine.platform import DeviceInfo, Platform, cpu_device
+from xmfu.harness.config import parse_run_config
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.platform import DeviceInfo, Platform, cpu_device
 
 
 def xla_flags(host_devices: int) -> str:
@@ -66,7 +66,7 @@ def _absl_writes_to_the_real_stderr() -> None:
 def cli(capsys, monkeypatch, tmp_path) -> Callable[..., subprocess.CompletedProcess]:
     """`xmfu ARGS` in this process through the CLI's `main`, run from tmp_path: exit status, stdout and stderr as
     from a subprocess, without a process's seconds of imports."""
-    from harness.cli import main
+    from xmfu.harness.cli.main import main
 
     def run(*args: str) -> subprocess.CompletedProcess:
         monkeypatch.chdir(tmp_path)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.api import CallableCase, _implementation
-from harness.engine.case import Unavailable
-from harness.engine.context import RunContext
-from harness.engine.timers import timer_for
-from harness.machine.platform import Platform
 from tests.conftest import gpu_device, run_config
+from xmfu.harness.api import CallableCase, _implementation
+from xmfu.harness.engine.case import Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.timers import timer_for
+from xmfu.harness.machine.platform import Platform
 
 
 class CudaTensor:
@@ -85,7 +85,7 @@ def test_a_bad_result_is_incorrect_and_the_run_goes_on(tmp_path, output, reason)
     rows = {r["backend"]: r for r in result.rows}
     assert rows["bad"]["status"] == "incorrect" and reason in rows["bad"]["reason"]
     assert rows["good"]["status"] == "ok"
-    from harness.results.validator import validate_bundle
+    from xmfu.harness.results.validator import validate_bundle
 
     assert validate_bundle(result.bundle) == []  # strict JSON: the infinite error became null, and is said
 

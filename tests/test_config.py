@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import explicit_workload_keys, parse_run_config
-from harness.engine.settings import ConfigError
-from harness.hydra_app import UsageError, compose_job, config_groups, validate_job
 from tests.conftest import run_config
-from workloads.catalog import build_registry
+from xmfu.harness.config import explicit_workload_keys, parse_run_config
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.hydra_app import UsageError, compose_job, config_groups, validate_job
+from xmfu.workloads.catalog import build_registry
 
 
 @pytest.mark.parametrize(("overrides", "field"), [

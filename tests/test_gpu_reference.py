@@ -27,8 +27,8 @@ def test_collectives_run_one_rank_per_gpu_under_torchrun(tmp_path):
 
 
 def test_every_part_composes_at_both_sizes():
-    from harness.hydra_app import validate_job
-    from workloads.catalog import build_registry
+    from xmfu.harness.hydra_app import validate_job
+    from xmfu.workloads.catalog import build_registry
 
     for part in gpu_reference.PARTS:
         for extra in ((), part.smoke):

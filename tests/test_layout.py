@@ -1,9 +1,13 @@
 """The architecture, enforced: imports point one way and nothing imports in a circle.
 
-front door (harness/*.py) -> workloads -> engine -> results / machine; results never imports the engine or a
-workload; machine imports neither the engine nor results; kernels import nothing of ours. Every import is
-counted, including the lazy ones inside functions (an `import` in a function body is still a dependency) and
-modules named as text to be imported on first use (workloads/catalog.py's `Lazy("workloads.matmul.torch", ...)`).
+front door (xmfu, harness/cli/, harness/suites/, harness/*.py) -> workloads -> engine -> results / machine;
+results never imports the engine or a workload; machine imports neither the engine nor results; kernels import
+nothing of ours. Every import is counted, including the lazy ones inside functions (an `import` in a function body
+is still a dependency) and modules named as text to be imported on first use (workloads/catalog.py's
+`Lazy("xmfu.workloads.matmul.torch", ...)`).
+
+Everything installs under one import name, xmfu: the folder harness/ is the package xmfu.harness (pyproject.toml's
+package-dir), so a module's name here is the name it is imported by.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("harness", "workloads", "kernels", "xmfu")
+OURS = ("xmfu",)
+FOLDERS = ("harness", "workloads", "kernels")  # each placed under xmfu by pyproject.toml's package-dir
+OLD_NAMES = ("harness", "workloads", "kernels")  # top-level names that no longer exist once installed
 FRONT_DOOR = "front door"
 # layer -> the layers it may import (besides itself)
 ALLOWED = {
@@ -31,23 +37,23 @@ def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join(parts if parts[0] == "xmfu" else ["xmfu", *parts])
 
 
 def layer(module: str) -> str:
-    parts = module.split(".")
-    if parts[0] == "harness":
+    parts = module.split(".")[1:]  # xmfu.<folder>...
+    if parts[:1] == ["harness"]:
         if len(parts) > 1 and parts[1] in ("engine", "results", "machine"):
             return parts[1]
-        return FRONT_DOOR  # harness/__init__, cli, hydra_app, config, api, run
-    if parts[0] == "xmfu":
-        return FRONT_DOOR
-    return parts[0]
+        return FRONT_DOOR  # harness/__init__, cli/, suites/, hydra_app, config, api, run
+    if parts[:1] in (["workloads"], ["kernels"]):
+        return parts[0]
+    return FRONT_DOOR  # xmfu itself: the API and `python -m xmfu`
 
 
 def sources() -> dict[str, Path]:
-    files = [p for pkg in ("harness", "workloads", "kernels") for p in (ROOT / pkg).rglob("*.py")]
-    return {module_name(p): p for p in [*files, ROOT / "xmfu.py"]}
+    files = [p for pkg in (*FOLDERS, "xmfu") for p in (ROOT / pkg).rglob("*.py")]
+    return {module_name(p): p for p in files}
 
 
 def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
@@ -97,8 +103,8 @@ def test_imports_point_one_way():
 
 
 def _package_init(module: str, dep: str) -> bool:
-    """`harness/__init__` only holds the version; a submodule importing it imports no layer."""
-    return dep == "harness"
+    """`harness/__init__` holds only the version; a module importing it imports no layer."""
+    return dep == "xmfu.harness"
 
 
 def test_no_import_circle():
@@ -121,16 +127,39 @@ def test_no_import_circle():
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("package", ["harness.engine", "harness.machine", "harness.results"])
+@pytest.mark.parametrize("package", ["xmfu.harness.engine", "xmfu.harness.machine", "xmfu.harness.results",
+                                     "xmfu.harness.cli", "xmfu.harness.suites"])
 def test_each_package_says_what_it_is_for_and_what_it_may_import(package):
     doc = ast.get_docstring(ast.parse(sources()[package].read_text()))
     assert doc and "import" in doc.lower()
 
 
+def test_the_harness_folder_reads_as_the_architecture():
+    """`ls harness/`: the front door in rooms (cli/, suites/) beside the run composition and the API, then the
+    engine, the machine and the results: no command or suite module loose at the top."""
+    rooms = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    loose = {p.stem for p in (ROOT / "harness").glob("*.py")}
+    assert rooms == {"cli", "suites", "engine", "machine", "results"}
+    assert loose == {"__init__", "api", "config", "hydra_app", "run"}
+
+
+def test_nothing_imports_the_old_top_level_names():
+    """harness, workloads and kernels are importable only as xmfu.harness...: an `import harness...` would work
+    in a checkout (the repository root on sys.path) and fail once installed."""
+    stale = []
+    for module, path in sources().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            stale += [f"{module}: {n}" for n in names if n.split(".")[0] in OLD_NAMES]
+    assert not stale, "\n".join(stale)
+
+
 def test_the_checker_sees_lazy_imports_and_circles(tmp_path):
     """The walk must count an import inside a function body, or the rule above could not fail."""
     fake = tmp_path / "mod.py"
-    fake.write_text("def f():\n    from harness.engine import runner\n")
-    assert imports_of(fake, "harness.machine.mod", {"harness.engine.runner"}) == {"harness.engine.runner"}
-    fake.write_text("f = Lazy('harness.engine.runner', 'run')\n")
-    assert imports_of(fake, "harness.machine.mod", {"harness.engine.runner"}) == {"harness.engine.runner"}
+    runner = "xmfu.harness.engine.runner"
+    fake.write_text("def f():\n    from xmfu.harness.engine import runner\n")
+    assert imports_of(fake, "xmfu.harness.machine.mod", {runner}) == {runner}
+    fake.write_text("f = Lazy('xmfu.harness.engine.runner', 'run')\n")
+    assert imports_of(fake, "xmfu.harness.machine.mod", {runner}) == {runner}

@@ -1,4 +1,5 @@
-"""What the wheel holds: pyproject.toml lists every package, and configs/ ships inside as `harness.conf`."""
+"""What the wheel holds: one import name, xmfu. pyproject.toml lists every package, package-dir places the
+repository's folders under xmfu, and configs/ ships inside as `xmfu.harness.conf`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.hydra_app import CONFIG_DIR, config_groups
+from xmfu.harness.hydra_app import CONFIG_DIR, config_groups
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -18,20 +19,26 @@ ROOT = Path(__file__).resolve().parent.parent
 SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
 
-def test_every_package_folder_is_listed_and_nothing_else():
-    folders = {".".join(p.parent.relative_to(ROOT).parts) for top in ("harness", "kernels", "workloads")
+PLACED = {"xmfu.harness": "harness", "xmfu.workloads": "workloads", "xmfu.kernels": "kernels"}
+
+
+def test_every_package_folder_is_listed_under_xmfu_and_nothing_else():
+    folders = {".".join(["xmfu", *p.parent.relative_to(ROOT).parts]) for top in [*PLACED.values(), "xmfu"]
                for p in (ROOT / top).rglob("__init__.py")}
-    assert set(SETUPTOOLS["packages"]) == folders | {"harness.conf"}
+    folders = {f.replace("xmfu.xmfu", "xmfu") for f in folders}
+    assert set(SETUPTOOLS["packages"]) == folders | {"xmfu.harness.conf"}
+    assert all(name == "xmfu" or name.startswith("xmfu.") for name in SETUPTOOLS["packages"])
+    assert "py-modules" not in SETUPTOOLS  # a top-level module would sit beside xmfu in site-packages
 
 
 def test_configs_ship_as_harness_conf_and_every_file_is_matched():
-    assert SETUPTOOLS["package-dir"] == {"harness.conf": "configs"}
-    assert SETUPTOOLS["package-data"]["harness.conf"] == ["**/*.yaml"]
+    assert SETUPTOOLS["package-dir"] == {**PLACED, "xmfu.harness.conf": "configs"}
+    assert SETUPTOOLS["package-data"]["xmfu.harness.conf"] == ["**/*.yaml"]
     files = [p for p in (ROOT / "configs").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     assert files and all(p.suffix == ".yaml" for p in files), [str(p) for p in files if p.suffix != ".yaml"]
 
 
 def test_a_checkout_reads_its_own_configs():
-    # In an installed wheel CONFIG_DIR is harness/conf (tests/e2e/test_wheel.py); from a checkout, configs/.
+    # In an installed wheel CONFIG_DIR is xmfu/harness/conf (tests/e2e/test_wheel.py); from a checkout, configs/.
     assert CONFIG_DIR == ROOT / "configs"
     assert set(config_groups()) == {"workload", "timing", "model", "experiment", "hydra"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 
-from harness.config import parse_run_config
-from harness.engine.registry import Implementation, Registry, WorkloadDef
-from harness.machine import frameworks
-from harness.run import execute
 from tests.conftest import QUICK_TIMING
 from tests.engine.test_runner import FakeCase, _prepared, always
+from xmfu.harness.config import parse_run_config
+from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
+from xmfu.harness.machine import frameworks
+from xmfu.harness.run import execute
 
 
 def _registry() -> Registry:
@@ -55,7 +55,7 @@ def test_triton_stays_interpreted_after_the_environment_was_restored(monkeypatch
 
 
 def test_rows_and_manifest_record_contention_and_drift(tmp_path):
-    from harness.results.reader import read_bundle
+    from xmfu.harness.results.reader import read_bundle
 
     outcome = _run(tmp_path, _registry(), "conditions")
     bundle = read_bundle(outcome.bundle)

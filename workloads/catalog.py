@@ -1,27 +1,27 @@
 """The allow-list of built-in workloads and backends: the one place that knows them all.
 
 Adding a backend is adding its module and one line here. Backends are named by module path and imported on first
-use (harness.engine.registry.Lazy): their modules import torch, JAX or Triton at the top, and a run imports only
+use (xmfu.harness.engine.registry.Lazy): their modules import torch, JAX or Triton at the top, and a run imports only
 the frameworks of the backends it chooses. The specs (sizes, FLOP formulas, config checks) import no framework and
 are loaded now, because validating a config needs them. `frameworks` tells platform detection what to ask.
 """
 
 from __future__ import annotations
 
-from harness.engine.registry import Implementation, Lazy, Registry, WorkloadDef
-from workloads.attention import spec as attention_spec
-from workloads.collectives import spec as collectives_spec
-from workloads.collectives import summary as collectives_summary
-from workloads.inference import cases as inference_cases
-from workloads.matmul import spec as matmul_spec
-from workloads.transformer import cases as transformer_cases
-from workloads.transformer import figures as transformer_figures
+from xmfu.harness.engine.registry import Implementation, Lazy, Registry, WorkloadDef
+from xmfu.workloads.attention import spec as attention_spec
+from xmfu.workloads.collectives import spec as collectives_spec
+from xmfu.workloads.collectives import summary as collectives_summary
+from xmfu.workloads.inference import cases as inference_cases
+from xmfu.workloads.matmul import spec as matmul_spec
+from xmfu.workloads.transformer import cases as transformer_cases
+from xmfu.workloads.transformer import figures as transformer_figures
 
 # Triton backends count as torch: xmfu's Triton kernels take torch's tensors on torch's device.
 TORCH, JAX = ("torch",), ("jax",)
 
 
-SDPA, JAX_ATTENTION = "workloads.attention.torch_sdpa", "workloads.attention.jax"
+SDPA, JAX_ATTENTION = "xmfu.workloads.attention.torch_sdpa", "xmfu.workloads.attention.jax"
 
 
 def _impl(backend: str, module: str, frameworks: tuple[str, ...]) -> Implementation:
@@ -44,9 +44,9 @@ def _jax_attention(backend: str, implementation: str) -> Implementation:
 def build_registry() -> Registry:
     registry = Registry()
     registry.add(WorkloadDef("matmul", matmul_spec.expand, {
-        "torch": _impl("torch", "workloads.matmul.torch", TORCH),
-        "triton": _impl("triton", "workloads.matmul.triton", TORCH),
-        "jax": _impl("jax", "workloads.matmul.jax", JAX),
+        "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
+        "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
     }, for_device=matmul_spec.for_device))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -54,25 +54,25 @@ def build_registry() -> Registry:
         "torch_sdpa_efficient": _sdpa("torch_sdpa_efficient", "efficient"),
         "torch_sdpa_cudnn": _sdpa("torch_sdpa_cudnn", "cudnn"),
         "torch_sdpa_math": _sdpa("torch_sdpa_math", "math"),
-        "torch_eager": _impl("torch_eager", "workloads.attention.torch_eager", TORCH),
-        "triton": _impl("triton", "workloads.attention.triton", TORCH),
+        "torch_eager": _impl("torch_eager", "xmfu.workloads.attention.torch_eager", TORCH),
+        "triton": _impl("triton", "xmfu.workloads.attention.triton", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
     }))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
-        "torch": _impl("torch", "workloads.transformer.torch", TORCH),
-        "torch_compile": _impl("torch_compile", "workloads.transformer.torch_compile", TORCH),
-        "torch_triton": _impl("torch_triton", "workloads.transformer.torch_triton", TORCH),
-        "jax": _impl("jax", "workloads.transformer.jax", JAX),
+        "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),
+        "torch_compile": _impl("torch_compile", "xmfu.workloads.transformer.torch_compile", TORCH),
+        "torch_triton": _impl("torch_triton", "xmfu.workloads.transformer.torch_triton", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.transformer.jax", JAX),
     }, derive=transformer_figures.derive))
     registry.add(WorkloadDef("inference", inference_cases.expand, {
-        "torch": _impl("torch", "workloads.inference.torch", TORCH),
-        "torch_compile": _impl("torch_compile", "workloads.inference.torch_compile", TORCH),
-        "torch_triton": _impl("torch_triton", "workloads.inference.torch_triton", TORCH),
-        "jax": _impl("jax", "workloads.inference.jax", JAX),
+        "torch": _impl("torch", "xmfu.workloads.inference.torch", TORCH),
+        "torch_compile": _impl("torch_compile", "xmfu.workloads.inference.torch_compile", TORCH),
+        "torch_triton": _impl("torch_triton", "xmfu.workloads.inference.torch_triton", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.inference.jax", JAX),
     }))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
-        "torch_dist": _impl("torch_dist", "workloads.collectives.torch_dist", TORCH),
-        "jax": _impl("jax", "workloads.collectives.jax", JAX),
+        "torch_dist": _impl("torch_dist", "xmfu.workloads.collectives.torch_dist", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.collectives.jax", JAX),
     }, summarize=collectives_summary.summarize))
     return registry

@@ -4,6 +4,6 @@ What lives here: the case and registry protocols a workload implements, the run 
 settings the engine reads, the timers (one per framework), the sampler and its stop rule, steady-state
 analysis, the figures derived from a time (throughput, MFU), and signal handling.
 
-May import: `harness.results` and `harness.machine`. Never imports a workload (the allow-list in
-`workloads/catalog.py` hands the engine its workloads) nor the front door (`harness.cli`, `harness.run`...).
+May import: `xmfu.harness.results` and `xmfu.harness.machine`. Never imports a workload (the allow-list in
+`workloads/catalog.py` hands the engine its workloads) nor the front door (`xmfu.harness.cli`, `xmfu.harness.run`...).
 """

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engine.case import Case, Prepared, RunAborted, Unavailable
-from harness.engine.context import RunContext
-from harness.engine.registry import WorkloadDef
-from harness.engine.sampler import sample_fixed_group, sample_interleaved
-from harness.engine.timers import timer_for
-from harness.engine.timing import Series, merged_series
+from xmfu.harness.engine.case import Case, Prepared, RunAborted, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.registry import WorkloadDef
+from xmfu.harness.engine.sampler import sample_fixed_group, sample_interleaved
+from xmfu.harness.engine.timers import timer_for
+from xmfu.harness.engine.timing import Series, merged_series
 
 STATUS_ORDER = ("failed", "incorrect", "skipped", "ok")  # the worst status of a backend's repeats is its row's
 

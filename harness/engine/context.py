@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.engine.settings import RunConfig
-from harness.engine.timing import copies_for_cold_cache
-from harness.machine.platform import DeviceInfo, Platform
+from xmfu.harness.engine.settings import RunConfig
+from xmfu.harness.engine.timing import copies_for_cold_cache
+from xmfu.harness.machine.platform import DeviceInfo, Platform
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.machine.peaks import Peak
-from harness.results.stats import Summary
+from xmfu.harness.machine.peaks import Peak
+from xmfu.harness.results.stats import Summary
 
 
 def throughput(flops: float, bytes_moved: float, t: Summary) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engine.case import Case, Prepared
-from harness.engine.context import RunContext
-from harness.machine.platform import FRAMEWORKS, DeviceInfo
+from xmfu.harness.engine.case import Case, Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.platform import FRAMEWORKS, DeviceInfo
 
 Availability = tuple[bool, str]
 

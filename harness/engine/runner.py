@@ -13,25 +13,25 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.attempts import Attempt, gather_ranks, merge_repeats, prepare_and_check, release, time_attempts
-from harness.engine.case import Case, Prepared, RunAborted
-from harness.engine.context import RunContext
-from harness.engine.interrupts import raise_if_interrupted
-from harness.engine.metrics import throughput, utilization
-from harness.engine.registry import WorkloadDef
-from harness.engine.sampler import ci_target_met, stop_reason
-from harness.engine.steady import steady_state
-from harness.engine.timers import flush_buffer
-from harness.engine.timing import Series
-from harness.machine import contention, stack
-from harness.machine.frameworks import release_cached_memory
-from harness.machine.peaks import Peak, lookup, lookup_membw
-from harness.machine.telemetry import Reading, Sampler
-from harness.machine.telemetry.aggregate import efficiency, summarize_window, window
-from harness.machine.telemetry.recorder import Recorder
-from harness.results.comparability import comparability_fields, comparability_key
-from harness.results.stats import paired_speedup, spread, summarize
-from harness.results.writer import BundleWriter, utc_now
+from xmfu.harness.engine.attempts import Attempt, gather_ranks, merge_repeats, prepare_and_check, release, time_attempts
+from xmfu.harness.engine.case import Case, Prepared, RunAborted
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.interrupts import raise_if_interrupted
+from xmfu.harness.engine.metrics import throughput, utilization
+from xmfu.harness.engine.registry import WorkloadDef
+from xmfu.harness.engine.sampler import ci_target_met, stop_reason
+from xmfu.harness.engine.steady import steady_state
+from xmfu.harness.engine.timers import flush_buffer
+from xmfu.harness.engine.timing import Series
+from xmfu.harness.machine import contention, stack
+from xmfu.harness.machine.frameworks import release_cached_memory
+from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
+from xmfu.harness.machine.telemetry import Reading, Sampler
+from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
+from xmfu.harness.machine.telemetry.recorder import Recorder
+from xmfu.harness.results.comparability import comparability_fields, comparability_key
+from xmfu.harness.results.stats import paired_speedup, spread, summarize
+from xmfu.harness.results.writer import BundleWriter, utc_now
 
 
 @dataclass

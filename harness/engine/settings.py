@@ -1,6 +1,6 @@
 """The typed settings the engine and the workloads read, and the validators that build them.
 
-The front door (`harness.config`) turns a composed Hydra config into these frozen dataclasses; a workload's
+The front door (`xmfu.harness.config`) turns a composed Hydra config into these frozen dataclasses; a workload's
 spec parses its own `workload.*` section with the same validators. Anything out of range raises a
 `ConfigError` naming the field and what is allowed; the CLI turns it into one paragraph and exit status 2.
 """
@@ -85,7 +85,7 @@ class MamfConfig:
 
 @dataclass(frozen=True)
 class SuiteTag:
-    """The suite a run is one part of (harness/suite.py). `definition_sha` hashes the suite's definition and
+    """The suite a run is one part of (harness/suites/suite.py). `definition_sha` hashes the suite's definition and
     joins the comparability key of every row, so a changed suite starts new series in a history store."""
 
     name: str
@@ -120,7 +120,7 @@ class RunConfig:
     repeats: int = 1  # the whole measurement (prepare, warm up, sample) this many times per case and backend
     equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
     device_index: int | None = None  # measure this local device instead of the local rank's
-    suite: SuiteTag | None = None  # set by harness/suite.py for its parts
+    suite: SuiteTag | None = None  # set by harness/suites/suite.py for its parts
 
     def protocol(self) -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.telemetry.aggregate import summarize_window
-from harness.machine.telemetry.base import Reading
+from xmfu.harness.machine.telemetry.aggregate import summarize_window
+from xmfu.harness.machine.telemetry.base import Reading
 
 
 def _windows(samples: Sequence[float], intervals: Sequence[tuple[float, float]], window_s: float) -> list[dict]:

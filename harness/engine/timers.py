@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from harness.machine.frameworks import make_torch_device_current
+from xmfu.harness.machine.frameworks import make_torch_device_current
 
 
 class Timer(Protocol):

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engine.settings import TimingConfig
-from harness.engine.timers import Timer
+from xmfu.harness.engine.settings import TimingConfig
+from xmfu.harness.engine.timers import Timer
 
 
 def rotate(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:

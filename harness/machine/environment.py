@@ -14,11 +14,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.machine import stack
-from harness.machine.driver import driver_version
-from harness.machine.peaks import PEAKS_FILE, load_table, lookup
-from harness.machine.platform import FRAMEWORKS, Platform
-from harness.machine.ranks import process_info
+from xmfu.harness.machine import stack
+from xmfu.harness.machine.driver import driver_version
+from xmfu.harness.machine.peaks import PEAKS_FILE, load_table, lookup
+from xmfu.harness.machine.platform import FRAMEWORKS, Platform
+from xmfu.harness.machine.ranks import process_info
 
 PACKAGES = ("xmfu", "torch", "jax", "jaxlib", "triton", "pytorch-triton-rocm", "numpy", "ml_dtypes",
             "hydra-core", "omegaconf", "nvidia-ml-py", "amdsmi", "jax-cuda12-plugin", "jax-cuda13-plugin",
@@ -131,7 +131,7 @@ def container(environ: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def telemetry_static(plat: Platform, sampler: Any = None) -> dict[str, Any]:
-    from harness.machine.telemetry import open_sampler
+    from xmfu.harness.machine.telemetry import open_sampler
 
     sampler = sampler or open_sampler(plat)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.dtypes import DTYPES, FP8_FORMATS
+from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz"}  # by fp8 format (machine/dtypes.py)
@@ -139,7 +139,7 @@ def initialize_jax_distributed(platform_kind: str) -> None:
     Open MPI, not torchrun: jax/_src/clusters/cluster.py auto_detect_unset_distributed_params).
     No-op for one process or when jax.distributed is already up (a later job of a sweep in this process).
     """
-    from harness.machine.ranks import process_info
+    from xmfu.harness.machine.ranks import process_info
 
     proc = process_info()
     if proc.world_size < 2:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.platform import DeviceInfo
 
 PEAKS_FILE = Path(__file__).with_name("peaks.yaml")
 MEMORY_TOLERANCE = 0.12  # reported memory (GiB vs GB, reserved areas) differs from the marketing figure

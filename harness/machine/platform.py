@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from harness.machine.ranks import process_info
+from xmfu.harness.machine.ranks import process_info
 
 KINDS = ("cuda", "rocm", "tpu", "cpu")
 FRAMEWORKS = ("torch", "jax")  # what detection can ask, in the order it asks
@@ -248,7 +248,7 @@ def _jax_devices() -> tuple[str, list[DeviceInfo]] | None:
     plugins = jax_accelerator_plugins()
     if not plugins or not _installed("jax"):
         return None
-    from harness.machine.frameworks import initialize_jax_distributed, share_device_memory
+    from xmfu.harness.machine.frameworks import initialize_jax_distributed, share_device_memory
 
     share_device_memory()  # before JAX creates its GPU client, which would otherwise take 75% of the memory
     # A multi-process run must join jax.distributed before JAX first touches a device (jax/_src/distributed.py
@@ -267,7 +267,7 @@ def _jax_devices() -> tuple[str, list[DeviceInfo]] | None:
 
 
 def cpu_device() -> DeviceInfo:
-    from harness.machine.cpu_info import read_cpu_facts
+    from xmfu.harness.machine.cpu_info import read_cpu_facts
 
     facts = read_cpu_facts()
     return DeviceInfo(

@@ -2,5 +2,5 @@
 statistics shared by the engine and `compare`, compare, cost, history, the HTML report and its charts, and
 the table printed at the end of a run.
 
-May import: `harness.machine` (the peak table). Never imports `harness.engine` or a workload.
+May import: `xmfu.harness.machine` (the peak table). Never imports `xmfu.harness.engine` or a workload.
 """

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.results.reader import Bundle
-from harness.results.stats import _percentiles, resampled_medians_sorted, runs_ratio_ci, verdict
+from xmfu.harness.results.reader import Bundle
+from xmfu.harness.results.stats import _percentiles, resampled_medians_sorted, runs_ratio_ci, verdict
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
 RESAMPLES = 1000
@@ -106,7 +106,7 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
                          seed: int = 0) -> list[tuple[float, float, float]]:
     """(ratio of medians, bootstrap low, high) of baseline / candidate for each (one run, one run) pair: the
     samples' own precision, nothing more. Pairs with the same sample counts are resampled together, one
-    vectorised draw per group of rows (harness.results.stats.resampled_medians_sorted)."""
+    vectorised draw per group of rows (xmfu.harness.results.stats.resampled_medians_sorted)."""
     rng = np.random.default_rng(seed)
     out: list[tuple[float, float, float] | None] = [None] * len(pairs)
     groups: dict[tuple[int, int], list[int]] = {}

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from harness.results.compare import Comparison
+from xmfu.harness.results.compare import Comparison
 
 COLUMNS = ("case_id", "backend", "run", "baseline_median_s", "median_s", "speedup", "ci95_low", "ci95_high",
            "verdict", "variance_source", "mfu", "baseline_mfu")

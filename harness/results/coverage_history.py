@@ -16,8 +16,8 @@ from datetime import date
 from html import escape
 from typing import Any
 
-from harness.results import coverage, figures, history, trend
-from harness.results.coverage import Column, Coverage, Suite
+from xmfu.harness.results import coverage, figures, history, trend
+from xmfu.harness.results.coverage import Column, Coverage, Suite
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.results.reader import Bundle
+from xmfu.harness.results.reader import Bundle
 
 SUFFIXES = (".parquet", ".csv")
 FIRST = ("run_id", "created", "git_sha", "xmfu_version", "workload", "case_id", "backend", "platform", "device",
@@ -56,7 +56,7 @@ def columns(flat: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _created(v: Any) -> Any:
-    from harness.results.history import when
+    from xmfu.harness.results.history import when
 
     try:
         return when(v)
@@ -82,7 +82,7 @@ def arrow_type(values: Sequence[Any]) -> Any:
 
 def table(flat: Sequence[dict[str, Any]]) -> Any:
     """The rows as one pyarrow Table with a type per column."""
-    from harness.results.history import pyarrow_module
+    from xmfu.harness.results.history import pyarrow_module
 
     pa = pyarrow_module()
     arrays, fields = [], []
@@ -110,7 +110,7 @@ def write(flat: Sequence[dict[str, Any]], path: Path) -> None:
     if suffix == ".csv":
         write_csv(flat, path)
     elif suffix == ".parquet":
-        from harness.results.history import pyarrow_module
+        from xmfu.harness.results.history import pyarrow_module
 
         pyarrow_module().parquet.write_table(table(flat), path)
     else:

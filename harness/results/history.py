@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.results.coverage import variant
-from harness.results.reader import Bundle
-from harness.results.schema import RUN_ID
+from xmfu.harness.results.coverage import variant
+from xmfu.harness.results.reader import Bundle
+from xmfu.harness.results.schema import RUN_ID
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 MIN_RUNS = 3  # `check` needs a baseline of at least two runs before the latest
@@ -96,7 +96,7 @@ def stack_versions(environment: dict[str, Any]) -> dict[str, str]:
 
 def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]:
     m = bundle.manifest
-    suite = m.get("suite") or {}  # harness/suite.py's parts: name/version/definition hash
+    suite = m.get("suite") or {}  # harness/suites/suite.py's parts: name/version/definition hash
     common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
               "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else ""}
     out = []

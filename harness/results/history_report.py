@@ -16,9 +16,9 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from harness.results import coverage, coverage_history, figures, history, trend
-from harness.results.html_table import html_table
-from harness.results.report import STYLE
+from xmfu.harness.results import coverage, coverage_history, figures, history, trend
+from xmfu.harness.results.html_table import html_table
+from xmfu.harness.results.report import STYLE
 
 METRICS = ("tflops", "busbw_gbps")  # the figures a nightly tracks; MFU and tokens/s follow TFLOP/s
 MAX_CHANGE_LABELS = 40  # vertical lines per plot; the table lists every change

@@ -1,13 +1,13 @@
 """The inference section of the report: decode throughput and MBU against batch size, one line per backend,
-device, dtype and shape (harness.results.inference_figures builds the series)."""
+device, dtype and shape (xmfu.harness.results.inference_figures builds the series)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from harness.results import figures
-from harness.results.inference_figures import inference_series
+from xmfu.harness.results import figures
+from xmfu.harness.results.inference_figures import inference_series
 
 
 @figures.styled

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from harness.results.table import progress_line
+from xmfu.harness.results.table import progress_line
 
 
 def _clock(seconds: float) -> str:

@@ -1,6 +1,6 @@
 """Reading a bundle back: the manifest and the rows and samples, as plain dicts.
 
-Nothing here validates; `harness.results.validator.validate_bundle` does, and every command that reads a
+Nothing here validates; `xmfu.harness.results.validator.validate_bundle` does, and every command that reads a
 bundle runs it first.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.results.schema import CASES, ENVIRONMENT, MANIFEST, SAMPLES, TELEMETRY
+from xmfu.harness.results.schema import CASES, ENVIRONMENT, MANIFEST, SAMPLES, TELEMETRY
 
 
 @dataclass

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from harness.results import coverage, inference_plot, report_plots, roofline, scaling_table, telemetry_plot
-from harness.results.html_table import html_table
-from harness.results.reader import Bundle
+from xmfu.harness.results import coverage, inference_plot, report_plots, roofline, scaling_table, telemetry_plot
+from xmfu.harness.results.html_table import html_table
+from xmfu.harness.results.reader import Bundle
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from harness.results import figures, grouping
-from harness.results.grouping import Row
+from xmfu.harness.results import figures, grouping
+from xmfu.harness.results.grouping import Row
 
 MAX_BARS = 60  # per workload; the table under the plots has every row
 MAX_SERIES = 20  # lines per axes

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from harness.machine.peaks import load_table
-from harness.results import figures, grouping
-from harness.results.grouping import Row
-from harness.results.report_plots import MAX_SERIES, tflops_err, timed
+from xmfu.harness.machine.peaks import load_table
+from xmfu.harness.results import figures, grouping
+from xmfu.harness.results.grouping import Row
+from xmfu.harness.results.report_plots import MAX_SERIES, tflops_err, timed
 
 ROOF_STYLES = (("#333", "--"), ("#777", ":"), ("#333", "-."), ("#777", "--"), ("#333", ":"), ("#777", "-."))
 

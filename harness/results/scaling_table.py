@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.results.html_table import html_table
+from xmfu.harness.results.html_table import html_table
 
 HEAD = ("run", "backend", "device", "dtype", "model", "strategy", "scaling", "devices", "global batch", "status",
         "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank", "comm alone ms",

@@ -1,7 +1,7 @@
 """A suite's report: its folder read back (every node's record and bundles), the verdict page, then the
 report of every bundle (harness/results/report.py), in one self-contained HTML file.
 
-The folder is what harness/suite.py writes: `<host>/node.json` per node (its parts, their bundles relative to
+The folder is what harness/suites/suite.py writes: `<host>/node.json` per node (its parts, their bundles relative to
 the folder, doctor's findings) and the bundles. Every bundle is validated as it is read; one that fails is
 named, never shown. Every text is escaped.
 """
@@ -14,10 +14,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from harness.results import figures, report, verdict
-from harness.results.html_table import html_table
-from harness.results.reader import Bundle
-from harness.results.validator import load_bundle
+from xmfu.harness.results import figures, report, verdict
+from xmfu.harness.results.html_table import html_table
+from xmfu.harness.results.reader import Bundle
+from xmfu.harness.results.validator import load_bundle
 
 NODE_RECORD = "node.json"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from harness.results import figures, grouping
+from xmfu.harness.results import figures, grouping
 
 Reading = dict[str, Any]
 CLOCK_LABEL = {"cpu": "CPU clock, mean of cores (MHz)", "cuda": "SM clock (MHz)", "rocm": "GFX clock (MHz)"}

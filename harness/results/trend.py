@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta, timezone
 from html import escape
 from typing import Any
 
-from harness.results import figures, history
+from xmfu.harness.results import figures, history
 
 MAX_SERIES = 20  # lines per axes
 METRIC_LABELS = {"mfu": "MFU (of the dense datasheet peak)", "tflops": "achieved TFLOP/s",

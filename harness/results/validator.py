@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.results.reader import Bundle
-from harness.results.schema.checker import compile_schema
-from harness.results.schema import (
+from xmfu.harness.results.reader import Bundle
+from xmfu.harness.results.schema.checker import compile_schema
+from xmfu.harness.results.schema import (
     CASES,
     MANIFEST,
     REQUIRED_FILES,

@@ -1,4 +1,4 @@
-"""The figures of a suite's verdict (harness/suite.py): per node, what its parts' bundles say.
+"""The figures of a suite's verdict (harness/suites/suite.py): per node, what its parts' bundles say.
 
 Pure functions of bundles and rows: achieved matmul against the datasheet peak and the achievable (mamf) one,
 the best attention and training-step figures, cost at a price, the sustained phase's first-vs-steady change,
@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.results.cost import cost_figures
-from harness.results.reader import Bundle
+from xmfu.harness.results.cost import cost_figures
+from xmfu.harness.results.reader import Bundle
 
 Row = dict[str, Any]
 OUTLIER_THRESHOLD = 0.03  # a device more than 3% below its node's median is flagged

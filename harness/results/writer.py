@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.results.schema import (
+from xmfu.harness.results.schema import (
     CASES,
     CONFIG,
     ENVIRONMENT,

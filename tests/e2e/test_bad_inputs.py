@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
-from harness.results.writer import BundleWriter
 from tests.results.rows import MANIFEST, valid_row
+from xmfu.harness.cli.main import main
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.writer import BundleWriter
 
 pytestmark = pytest.mark.e2e
 RUN = ["backends=[torch]", "workload.sizes=[16]", "timing=quick", "timing.max_time_s=0.2", "timing.warmup_s=0",
@@ -105,7 +105,7 @@ def test_a_number_is_a_run_id_and_a_used_run_id_is_refused(files, capsys):
 
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", *RUN, f"results_dir={tmp_path}"],
+    proc = subprocess.Popen([sys.executable, "-m", "xmfu", "run", *RUN, f"results_dir={tmp_path}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     time.sleep(1.0)  # inside the imports and Hydra's composition, before any case runs
     proc.send_signal(signal.SIGINT)
@@ -119,7 +119,7 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
     the run must leave a bundle that still validates, say so in one paragraph and exit 1."""
     import resource
 
-    from harness.results.validator import load_bundle
+    from xmfu.harness.results.validator import load_bundle
 
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails instead of killing
@@ -128,7 +128,7 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     sizes = "[" + ",".join(str(16 + i) for i in range(40)) + "]"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *RUN, f"workload.sizes={sizes}",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", *RUN, f"workload.sizes={sizes}",
                            f"results_dir={tmp_path}"], capture_output=True, text=True, env=env, cwd=tmp_path,
                           preexec_fn=limit, timeout=300)
     assert proc.returncode == 1, proc.stderr
@@ -149,16 +149,16 @@ def _ctrl_c_then_wait() -> None:
 def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypatch, capsys):
     """Hydra's composition can catch the KeyboardInterrupt of an early Ctrl-C and raise an error of its own with no
     text; that must end as interrupted (130), not as bad input (2) with an empty message."""
-    import harness.hydra_app
-    from harness.cli import main
+    import xmfu.harness.hydra_app
+    from xmfu.harness.cli.main import main
 
     def composition_hit_by_ctrl_c(args, registry):
         try:
             _ctrl_c_then_wait()
         except KeyboardInterrupt:
-            raise harness.hydra_app.UsageError("") from None
+            raise xmfu.harness.hydra_app.UsageError("") from None
 
-    monkeypatch.setattr(harness.hydra_app, "run_command", composition_hit_by_ctrl_c)
+    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", composition_hit_by_ctrl_c)
     before = signal.getsignal(signal.SIGINT)
     assert main(["run", "workload=matmul"]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -169,14 +169,14 @@ def test_ctrl_c_swallowed_during_start_up_still_interrupts_the_run(monkeypatch, 
     """A start-up Ctrl-C whose KeyboardInterrupt something swallowed (it can land in a gc callback; seen about once
     in 80 timed SIGINTs, the run then went on to the end): the run starts interrupted, runs no case, keeps a valid
     partial bundle and exits 130."""
-    import harness.suite
+    import xmfu.harness.suites.suite
 
     def start_up_that_swallows_ctrl_c(args, registry):
         with contextlib.suppress(KeyboardInterrupt):  # as a gc callback would
             _ctrl_c_then_wait()
         return None  # not a suite: the plain run goes on
 
-    monkeypatch.setattr(harness.suite, "maybe_run", start_up_that_swallows_ctrl_c)
+    monkeypatch.setattr(xmfu.harness.suites.suite, "maybe_run", start_up_that_swallows_ctrl_c)
     proc = cli("run", "backends=[torch]", "workload.sizes=[16]", "timing=quick", f"results_dir={tmp_path}")
     assert proc.returncode == 130, proc.stderr
     assert "interrupted; finished cases are kept" in proc.stderr
@@ -189,8 +189,8 @@ def test_ctrl_c_swallowed_during_start_up_still_interrupts_the_run(monkeypatch, 
 def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
     """An import interrupted by an early Ctrl-C can fail with an error of its own (seen with `import torch`: exit 1
     and a traceback); that too ends as interrupted. Without a Ctrl-C the same error is not hidden."""
-    import harness.hydra_app
-    from harness.cli import main
+    import xmfu.harness.hydra_app
+    from xmfu.harness.cli.main import main
 
     def import_hit_by_ctrl_c(args, registry):
         try:
@@ -198,7 +198,7 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
         except KeyboardInterrupt:
             raise ImportError("partially initialized module") from None
 
-    monkeypatch.setattr(harness.hydra_app, "run_command", import_hit_by_ctrl_c)
+    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", import_hit_by_ctrl_c)
     assert main(["run", "workload=matmul"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "xmfu: interrupted"
@@ -206,6 +206,6 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
     def import_that_fails(args, registry):
         raise ImportError("a real failure")
 
-    monkeypatch.setattr(harness.hydra_app, "run_command", import_that_fails)
+    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", import_that_fails)
     with pytest.raises(ImportError, match="a real failure"):
         main(["run", "workload=matmul"])

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 TINY = ["timing=quick", "timing.max_time_s=0.5", "timing.warmup_s=0"]
@@ -24,7 +24,7 @@ TINY = ["timing=quick", "timing.max_time_s=0.5", "timing.warmup_s=0"]
 
 def xmfu(*args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # xmfu must switch it on itself
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "xmfu", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
 
@@ -112,7 +112,7 @@ def test_bad_input_exits_2_with_one_paragraph(tmp_path, args, needle):
 def test_interrupted_run_leaves_a_valid_partial_bundle(tmp_path):
     sizes = "[" + ",".join(str(32 + i) for i in range(60)) + "]"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "backends=[torch]", f"workload.sizes={sizes}",
+    proc = subprocess.Popen([sys.executable, "-m", "xmfu", "run", "backends=[torch]", f"workload.sizes={sizes}",
                              "timing=quick", "timing.max_time_s=0.3", f"results_dir={tmp_path}"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120

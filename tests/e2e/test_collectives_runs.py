@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
 from tests.conftest import xla_flags
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
@@ -33,7 +33,7 @@ def _bundle(stdout: str) -> Path:
 
 def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-           "-m", "harness.cli", "run", "workload=collectives", "backends=[torch_dist]", *args]
+           "-m", "xmfu", "run", "workload=collectives", "backends=[torch_dist]", *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=_env())
 
 
@@ -73,7 +73,7 @@ def test_planted_corruption_is_caught(tmp_path):
 
 def test_jax_on_four_cpu_devices(tmp_path):
     env = _env(XLA_FLAGS=xla_flags(4))
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "workload=collectives", "backends=[jax]",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]",
                            *SMALL, f"results_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -91,7 +91,7 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
         port = s.getsockname()[1]
     env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "workload=allreduce",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=allreduce",
                            "backends=[torch_dist]", *SMALL, "workload.timeout_s=3", f"results_dir={tmp_path}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert time.monotonic() - start < 60
@@ -106,7 +106,7 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
 @pytest.mark.slow
 def test_jax_multi_process_under_torchrun(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-           "harness.cli", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",
+           "xmfu", "run", "workload=collectives", "backends=[jax]", "workload.ops=[all_reduce,all_to_all]",
            "workload.in_place=[false]", *SMALL, f"results_dir={tmp_path}"]
     env = _env(XLA_FLAGS=xla_flags(2))  # 2 processes x 2 devices
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
@@ -119,7 +119,7 @@ def test_jax_multi_process_under_torchrun(tmp_path):
 
 def test_slurm_launcher_config_composes(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "hydra/launcher=slurm", "workload=allreduce",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "hydra/launcher=slurm", "workload=allreduce",
                            "backends=[torch_dist]", "--cfg", "hydra"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env=_env())
     assert proc.returncode == 0, proc.stderr

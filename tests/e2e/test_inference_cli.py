@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results.cost import cost_figures
-from harness.results.inference_figures import inference_series
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
 from tests.e2e.test_cli import TINY, _bundle_path, xmfu
+from xmfu.harness.results.cost import cost_figures
+from xmfu.harness.results.inference_figures import inference_series
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 

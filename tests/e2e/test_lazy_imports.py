@@ -1,7 +1,7 @@
 """Which frameworks each `xmfu` command imports, seen in a fresh process's sys.modules after the command ran.
 
 Commands that read results import none; a run imports only the frameworks of the backends it chose: the workload
-catalog names backends by module path (harness.engine.registry.Lazy) and detection asks only those frameworks.
+catalog names backends by module path (xmfu.harness.engine.registry.Lazy) and detection asks only those frameworks.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.validator import validate_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 FRAMEWORKS = ("torch", "jax", "triton")
@@ -21,7 +21,7 @@ MARK = "xmfu-imported:"
 # The CLI's own entry point, then what sys.modules holds: the command's exit status is kept.
 PROBE = (
     "import sys\n"
-    "from harness.cli import main\n"
+    "from xmfu.harness.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     f"print({MARK!r}, ','.join(m for m in {FRAMEWORKS!r} if m in sys.modules), file=sys.stderr)\n"
     "raise SystemExit(code)\n"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
 from tests.conftest import xla_flags
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 SMALL = ["workload=transformer", "model=tiny", "dtype=fp32", "workload.warmup=1", "workload.samples=3",
@@ -57,7 +57,7 @@ def _distributed_rows_hold_up(rows: list[dict], samples: list[dict], strategies:
 
 @pytest.mark.slow
 def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "harness.cli",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "xmfu",
            "run", *SMALL, "backends=[torch]", "workload.parallel=[ddp,fsdp,dp]", f"results_dir={tmp_path}"]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -75,7 +75,7 @@ def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
 @pytest.mark.slow(seconds=45)
 def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
     env = _env(XLA_FLAGS=xla_flags(4))
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[jax]", "model.n_layers=1",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", *SMALL, "backends=[jax]", "model.n_layers=1",
                            "workload.parallel=[dp,fsdp]", f"results_dir={tmp_path}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -96,7 +96,7 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
         port = s.getsockname()[1]
     env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *SMALL, "backends=[torch]",
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", *SMALL, "backends=[torch]",
                            "workload.parallel=[ddp]", "workload.timeout_s=3", f"results_dir={tmp_path}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert time.monotonic() - start < 60 and proc.returncode == 1

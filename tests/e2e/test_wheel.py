@@ -5,7 +5,7 @@ setuptools, no download), installed with --no-deps by this environment's pip (`p
 no pip of its own), and the venv borrows this environment's site-packages for torch, JAX, Hydra and NumPy through
 a .pth file (`--system-site-packages` alone would show the base interpreter's, not those of the venv the tests run
 in). Paths in a .pth file are appended after the venv's own site-packages, and .pth files inside them are not
-run, so `harness` can only come from the wheel.
+run, so `xmfu` can only come from the wheel.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ import site
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from harness.results.validator import validate_bundle
+from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ("harness", "kernels", "workloads", "configs", "pyproject.toml", "README.md", "xmfu.py")
+SOURCE = ("harness", "kernels", "workloads", "configs", "pyproject.toml", "README.md", "xmfu")
 
 
 def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -35,8 +36,8 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subp
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A venv holding only the wheel (and what it borrows); returns its bin folder and a clean environment."""
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the sources the wheel is made of."""
     pytest.importorskip("setuptools", reason="the wheel is built without build isolation")
     tmp = tmp_path_factory.mktemp("wheel")
     started = time.perf_counter()
@@ -48,7 +49,15 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                                          else {}))
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
          "-w", tmp / "dist", src, cwd=tmp)
-    wheel = next((tmp / "dist").glob("xmfu-*.whl"))
+    print(f"wheel built in {time.perf_counter() - started:.1f} s")
+    return next((tmp / "dist").glob("xmfu-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A venv holding only the wheel (and what it borrows); returns its bin folder and a clean environment."""
+    tmp = tmp_path_factory.mktemp("venv")
+    started = time.perf_counter()
     venv = tmp / "venv"
     _run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, cwd=tmp)
     venv_site = Path(_run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))",
@@ -56,15 +65,28 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     (venv_site / "xmfu-test-borrowed.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
          "-q", wheel, cwd=tmp)
-    print(f"wheel built and installed in {time.perf_counter() - started:.1f} s")
+    print(f"wheel installed in {time.perf_counter() - started:.1f} s")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "VIRTUAL_ENV")}
     return venv / "bin", env
 
 
+def test_the_wheel_installs_one_import_name_and_nothing_else_at_the_top(wheel):
+    """Nothing but `xmfu` and its dist-info lands in site-packages: no `harness`, `kernels` or `workloads` to
+    collide with another distribution's package of that name."""
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/", 1)[0] for name in names}
+    assert tops == {"xmfu", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, tops
+    for module in ("xmfu/__init__.py", "xmfu/__main__.py", "xmfu/harness/cli/main.py", "xmfu/harness/suites/suite.py",
+                   "xmfu/workloads/catalog.py", "xmfu/kernels/matmul.py", "xmfu/harness/conf/config.yaml",
+                   "xmfu/harness/machine/peaks.yaml"):
+        assert module in names, module
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
 def test_the_installed_package_reads_its_own_configs(installed, tmp_path):
     bin_dir, env = installed
-    where = _run(bin_dir / "python", "-c", "import harness.hydra_app as h; print(h.__file__); print(h.CONFIG_DIR); "
-                 "print(sorted(h.config_groups()))", cwd=tmp_path, env=env).stdout.splitlines()
+    where = _run(bin_dir / "python", "-c", "import xmfu.harness.hydra_app as h; print(h.__file__); "
+                 "print(h.CONFIG_DIR); print(sorted(h.config_groups()))", cwd=tmp_path, env=env).stdout.splitlines()
     package = Path(where[0]).parent
     assert bin_dir.parent in package.parents  # the wheel's copy, not the checkout
     assert Path(where[1]) == package / "conf"

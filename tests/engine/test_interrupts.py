@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.engine.interrupts import (
+from xmfu.harness.engine.interrupts import (
     interrupts_as_keyboard_interrupt,
     raise_if_interrupted,
     remember_start_up_interrupt,

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.engine.registry import Implementation, Lazy, Registry, WorkloadDef
+from xmfu.harness.engine.registry import Implementation, Lazy, Registry, WorkloadDef
 
 
 def test_lazy_imports_its_module_only_when_called(monkeypatch):

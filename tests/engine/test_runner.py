@@ -8,15 +8,15 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from harness.engine.case import Check, Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.engine.registry import Implementation, WorkloadDef
-from harness.engine.runner import CaseRunner, Phase
-from harness.machine.platform import Platform, cpu_device
-from harness.results.reader import read_bundle
-from harness.results.validator import validate_bundle
-from harness.results.writer import BundleWriter
 from tests.conftest import QUICK_TIMING, run_config
+from xmfu.harness.engine.case import Check, Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.registry import Implementation, WorkloadDef
+from xmfu.harness.engine.runner import CaseRunner, Phase
+from xmfu.harness.machine.platform import Platform, cpu_device
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.writer import BundleWriter
 
 
 @dataclass(frozen=True)

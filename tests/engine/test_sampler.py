@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from harness.engine.sampler import sample_interleaved, stop_reason
-from harness.engine.settings import TimingConfig
-from harness.engine.timing import Series, copies_for_cold_cache, rotate
+from xmfu.harness.engine.sampler import sample_interleaved, stop_reason
+from xmfu.harness.engine.settings import TimingConfig
+from xmfu.harness.engine.timing import Series, copies_for_cold_cache, rotate
 
 
 class FakeTimer:

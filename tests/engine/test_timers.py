@@ -7,7 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from harness.engine.timers import (
+from tests.fakes.torch_cuda_runtime import FakeCudaRuntime
+from xmfu.harness.engine.timers import (
     CudaGraphTimer,
     FlushingTimer,
     HostTimer,
@@ -15,7 +16,6 @@ from harness.engine.timers import (
     flush_buffer,
     timer_for,
 )
-from tests.fakes.torch_cuda_runtime import FakeCudaRuntime
 
 
 def test_event_timer_reports_device_time_and_the_hosts_launch_time():

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.platform import DeviceInfo
 
 ROCM_ARCHES = ("gfx942", "gfx950", "gfx1200", "gfx1201", "gfx1250")  # scaled_mm_arch_allowed on ROCm
 

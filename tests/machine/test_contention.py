@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.machine import contention
+from xmfu.harness.machine import contention
 
 
 def _proc(root: Path, procs: dict[int, tuple[str, int, int]], load: str = "2.50 1.20 0.80 3/200 999") -> Path:

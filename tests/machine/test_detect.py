@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from harness.machine.peaks import lookup
-from harness.machine.platform import Platform, detect
 from tests.conftest import gpu_device
 from tests.fakes import jax_devices as fj
 from tests.fakes import torch_cuda as ft
+from xmfu.harness.machine.peaks import lookup
+from xmfu.harness.machine.platform import Platform, detect
 
 PLUGIN_PACKAGES = {"cuda": "jax_cuda12_plugin", "rocm": "jax_plugins/xla_rocm7", "tpu": "libtpu"}
 
@@ -98,7 +98,7 @@ def test_a_machine_with_no_jax_plugin_never_asks_jax(machine):
 
 
 def test_a_jax_gpu_run_never_pins_jax_to_the_cpu(machine):
-    from harness.machine.frameworks import jax_unavailable
+    from xmfu.harness.machine.frameworks import jax_unavailable
 
     machine(plugin="cuda", devices=[fj.h100(0)])
     plat = detect()
@@ -121,7 +121,7 @@ def test_a_multi_process_jax_run_joins_before_it_looks_at_devices(machine, monke
 
 
 def test_device_gpu_without_an_accelerator_is_a_clear_error(machine):
-    from harness.machine.platform import NoAcceleratorError
+    from xmfu.harness.machine.platform import NoAcceleratorError
 
     machine(torch=ft.torch_cpu_only())
     with pytest.raises(NoAcceleratorError) as info:
@@ -132,7 +132,7 @@ def test_device_gpu_without_an_accelerator_is_a_clear_error(machine):
 
 
 def test_cli_reports_a_missing_gpu_in_one_paragraph(machine, capsys):
-    from harness.cli import main
+    from xmfu.harness.cli.main import main
 
     machine(torch=None)
     assert main(["env", "--device", "gpu"]) == 2
@@ -160,7 +160,7 @@ def test_a_plugin_without_its_device_leaves_a_cpu_run(machine, monkeypatch):
 
 
 def test_torch_backends_step_aside_where_only_jax_drives_the_accelerator(machine):
-    from harness.machine.frameworks import torch_unavailable, triton_unavailable
+    from xmfu.harness.machine.frameworks import torch_unavailable, triton_unavailable
 
     machine(torch=ft.torch_cpu_only(), plugin="cuda", devices=[fj.h100()])
     kind = detect().kind
@@ -169,7 +169,7 @@ def test_torch_backends_step_aside_where_only_jax_drives_the_accelerator(machine
 
 
 def test_torch_of_the_other_vendor_is_not_used(machine):
-    from harness.machine.frameworks import torch_unavailable
+    from xmfu.harness.machine.frameworks import torch_unavailable
 
     machine(torch=ft.torch_cuda())
     assert torch_unavailable("bf16", "rocm") == "this torch is a cuda build and the run measures a rocm device"
@@ -190,7 +190,7 @@ def test_a_jax_only_run_finds_the_gpu_through_jax_alone(machine):
 
 
 def test_a_jax_only_run_on_a_cpu_host_never_asks_torch(machine, monkeypatch):
-    monkeypatch.setattr("harness.machine.platform.host_shows_gpu", lambda: False)
+    monkeypatch.setattr("xmfu.harness.machine.platform.host_shows_gpu", lambda: False)
     machine(torch=UntouchableTorch())
     plat = detect(frameworks=("jax",))
     assert (plat.kind, plat.reason) == ("cpu", "no accelerator visible to jax")
@@ -199,9 +199,9 @@ def test_a_jax_only_run_on_a_cpu_host_never_asks_torch(machine, monkeypatch):
 def test_a_gpu_jax_cannot_see_is_still_the_one_measured(machine, monkeypatch):
     """A CPU-only jaxlib beside a GPU: torch is asked after all, so the JAX backends report why they cannot run
     instead of the run timing the host."""
-    from harness.machine.frameworks import jax_backend_matches
+    from xmfu.harness.machine.frameworks import jax_backend_matches
 
-    monkeypatch.setattr("harness.machine.platform.host_shows_gpu", lambda: True)
+    monkeypatch.setattr("xmfu.harness.machine.platform.host_shows_gpu", lambda: True)
     jax = machine(torch=ft.torch_cuda(1))
     jax.default_backend = lambda: "cpu"
     plat = detect(frameworks=("jax",))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine.settings import ConfigError
-from harness.machine.platform import Platform
-from harness.run import SetupError, _chosen_device
 from tests.conftest import gpu_device, run_config
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.machine.platform import Platform
+from xmfu.harness.run import SetupError, _chosen_device
 
 
 def _node(n=4):
@@ -48,7 +48,7 @@ def test_jax_measures_the_chosen_local_device_or_says_it_cannot():
     pytest.importorskip("jax")
     import jax
 
-    from harness.machine.frameworks import local_jax_device
+    from xmfu.harness.machine.frameworks import local_jax_device
 
     assert local_jax_device(0) == jax.local_devices()[0] == local_jax_device()
     with pytest.raises(RuntimeError, match="device_index 7: JAX sees 1 local device"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 
-from harness.machine.driver import driver_version
 from tests.fakes.amdsmi_fake import FakeAmdGpu, FakeAmdSmi
 from tests.fakes.pynvml_fake import FakeGpu, FakePynvml
+from xmfu.harness.machine.driver import driver_version
 
 # `rocm-smi --showdriverversion` begins with blank lines and a banner (rocm-smi output as in ROCm/ROCm#2410)
 ROCM_SMI = ("\n\n========================= ROCm System Management Interface =========================\n"

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from harness.machine.dtypes import fp8_format, fp8_max, storage, uniform_inputs
+from xmfu.harness.machine.dtypes import fp8_format, fp8_max, storage, uniform_inputs
 
 
 @pytest.mark.parametrize(("kind", "arch", "fmt"), [

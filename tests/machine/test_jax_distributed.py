@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from harness.machine.frameworks import initialize_jax_distributed, jax_coordinator
 from tests.fakes import jax_devices as fj
+from xmfu.harness.machine.frameworks import initialize_jax_distributed, jax_coordinator
 
 LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                       "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES",
@@ -113,7 +113,7 @@ def test_slurm_without_master_addr_leaves_the_coordinator_to_jax_cluster_detecti
 def test_submitit_local_tasks_are_ranks():
     """submitit's local executor (Hydra's submitit_local launcher) names its tasks like this
     (submitit/local/local.py, LocalJobEnvironment._env)."""
-    from harness.machine.ranks import process_info
+    from xmfu.harness.machine.ranks import process_info
 
     info = process_info({"SUBMITIT_LOCAL_JOB_ID": "4242", "SUBMITIT_LOCAL_GLOBALID": "1",
                          "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1"})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.machine.peaks import cpu_peak, load_table, lookup, lookup_membw, match_device
-from harness.machine.platform import DeviceInfo
 from tests.conftest import gpu_device
+from xmfu.harness.machine.peaks import cpu_peak, load_table, lookup, lookup_membw, match_device
+from xmfu.harness.machine.platform import DeviceInfo
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 

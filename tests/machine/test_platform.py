@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.machine.cpu_info import cgroup_cpu_limit, parse_cpuinfo, parse_size, read_cpu_facts
-from harness.machine.platform import bench_overrides, describe_jax_device, describe_torch_device, detect
+from xmfu.harness.machine.cpu_info import cgroup_cpu_limit, parse_cpuinfo, parse_size, read_cpu_facts
+from xmfu.harness.machine.platform import bench_overrides, describe_jax_device, describe_torch_device, detect
 
 
 def _props(**kw):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from harness.engine.settings import RocmConfig
-from harness.machine import stack
-from harness.run import tunableop_session
 from tests.conftest import run_config
 from tests.fakes.torch_stack import fake_torch
+from xmfu.harness.engine.settings import RocmConfig
+from xmfu.harness.machine import stack
+from xmfu.harness.run import tunableop_session
 
 
 def test_rocm_settings_are_read_by_name():

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from harness.machine.telemetry import Unavailable, open_sampler
-from harness.machine.telemetry.aggregate import counter_energy, efficiency, summarize_window, window
-from harness.machine.telemetry.base import PROBE_KEYS, Reading
-from harness.machine.telemetry.cpu import CpuSampler, cpu_clocks
-from harness.machine.telemetry.recorder import Recorder
+from xmfu.harness.machine.telemetry import Unavailable, open_sampler
+from xmfu.harness.machine.telemetry.aggregate import counter_energy, efficiency, summarize_window, window
+from xmfu.harness.machine.telemetry.base import PROBE_KEYS, Reading
+from xmfu.harness.machine.telemetry.cpu import CpuSampler, cpu_clocks
+from xmfu.harness.machine.telemetry.recorder import Recorder
 
 
 def test_missing_vendor_library_is_unavailable_not_a_crash():
-    from harness.machine.platform import DeviceInfo, Platform
+    from xmfu.harness.machine.platform import DeviceInfo, Platform
 
     rocm = Platform("rocm", (DeviceInfo(kind="rocm", name="AMD Instinct MI300X", vendor="amd"),), "test")
     sampler = open_sampler(rocm)  # amdsmi is not installed here (and needs libamd_smi.so when it is)
@@ -75,7 +75,7 @@ def test_unavailable_probe_gives_the_reason_everywhere():
 
 
 def test_tpu_probe_with_jax_here():
-    from harness.machine.telemetry.tpu import TpuSampler
+    from xmfu.harness.machine.telemetry.tpu import TpuSampler
 
     probe = _probe_is_complete(TpuSampler(0))  # jax's CPU device stands in: the same calls, nothing exposed
     assert probe["power_w"]["value"] is None and "not exposed" in probe["power_w"]["reason"]
@@ -126,7 +126,7 @@ def test_recorder_reads_both_ends_without_a_thread_for_cpu():
 
 
 def test_steady_state_detects_settling():
-    from harness.engine.steady import steady_state
+    from xmfu.harness.engine.steady import steady_state
 
     # 1 sample per second for 60 s: fast (boost) for 20 s, then 10% slower and stable
     samples = [1.0 if i < 20 else 1.1 for i in range(60)]

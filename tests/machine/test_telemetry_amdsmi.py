@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from harness.machine.platform import DeviceInfo, Platform, describe_torch_device
-from harness.machine.telemetry import Unavailable, open_sampler
-from harness.machine.telemetry.amdsmi import AmdSmiSampler
-from harness.machine.telemetry.base import PROBE_KEYS
 from tests.fakes import amdsmi_fake as af
 from tests.fakes.torch_cuda_props import mi300x
+from xmfu.harness.machine.platform import DeviceInfo, Platform, describe_torch_device
+from xmfu.harness.machine.telemetry import Unavailable, open_sampler
+from xmfu.harness.machine.telemetry.amdsmi import AmdSmiSampler
+from xmfu.harness.machine.telemetry.base import PROBE_KEYS
 
 NA16, NA32 = af.NA16, af.NA32
 

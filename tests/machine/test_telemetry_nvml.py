@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from harness.machine.platform import DeviceInfo, Platform, describe_torch_device
-from harness.machine.telemetry import Unavailable, open_sampler
-from harness.machine.telemetry.base import PROBE_KEYS
-from harness.machine.telemetry.nvml import NvmlSampler, throttle_names
 from tests.fakes import pynvml_fake as pf
 from tests.fakes.torch_cuda_props import h100
+from xmfu.harness.machine.platform import DeviceInfo, Platform, describe_torch_device
+from xmfu.harness.machine.telemetry import Unavailable, open_sampler
+from xmfu.harness.machine.telemetry.base import PROBE_KEYS
+from xmfu.harness.machine.telemetry.nvml import NvmlSampler, throttle_names
 
 
 def _device(**kw) -> DeviceInfo:

@@ -84,8 +84,8 @@ def collectives_row(size: int, ranks: int = 2, backend: str = "torch_dist", **fi
 def write_bundle(folder: Any, run_id: str, rows: list[dict[str, Any]], created: str = "2026-11-23T00:00:00.000000Z",
                  environment: dict[str, Any] | None = None, telemetry: list[dict[str, Any]] | None = None) -> Any:
     """A valid bundle of these rows (their run id set to `run_id`), read back through the validator."""
-    from harness.results.validator import load_bundle
-    from harness.results.writer import BundleWriter
+    from xmfu.harness.results.validator import load_bundle
+    from xmfu.harness.results.writer import BundleWriter
 
     writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id, "created": created}, "",
                           environment or {"driver": "570", "packages": {"torch": "2.13.0"}})

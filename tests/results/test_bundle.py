@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from harness.results.reader import read_bundle
-from harness.results.schema import CASES, MANIFEST
-from harness.results.validator import validate_bundle
-from harness.results.writer import BundleWriter
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.schema import CASES, MANIFEST
+from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.writer import BundleWriter
 from tests.results.rows import untimed_row, valid_row
 
 
@@ -141,7 +141,7 @@ def test_links_and_devices_are_never_followed(bundle):
 
 def test_the_compiled_checker_agrees_with_jsonschema():
     """Every mutation of a valid row: the fast checker and jsonschema reach the same verdict."""
-    from harness.results.validator import _fast_checks, _validators
+    from xmfu.harness.results.validator import _fast_checks, _validators
     from tests.results.rows import valid_row
 
     row = valid_row()

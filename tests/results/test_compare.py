@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from harness.results.compare import Side, compare, environment_diff
-from harness.results.compare_render import render
-from harness.results.cost import break_even, cost_figures, parse_prices
-from harness.results.reader import read_bundle
-from harness.results.writer import BundleWriter
+from xmfu.harness.results.compare import Side, compare, environment_diff
+from xmfu.harness.results.compare_render import render
+from xmfu.harness.results.cost import break_even, cost_figures, parse_prices
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.writer import BundleWriter
 from tests.results.rows import valid_row
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
@@ -125,7 +125,7 @@ def test_cost_per_token_and_break_even():
 
 
 def test_prices_file(tmp_path):
-    from harness.results.cost import load_prices
+    from xmfu.harness.results.cost import load_prices
 
     (tmp_path / "p.yaml").write_text("NVIDIA H100 80GB HBM3: 2.49\nAMD Instinct MI300X: 1.99\n")
     assert load_prices(str(tmp_path / "p.yaml")) == {"NVIDIA H100 80GB HBM3": 2.49, "AMD Instinct MI300X": 1.99}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results.coverage import coverage, render_html, variant
+from xmfu.harness.results.coverage import coverage, render_html, variant
 from tests.results.rows import attention_row, matmul_row, untimed_row
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.cli import main
-from harness.results import export
+from xmfu.harness.cli.main import main
+from xmfu.harness.results import export
 from tests.results.rows import attention_row, collectives_row, matmul_row, write_bundle
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.results import figures, grouping
+from xmfu.harness.results import figures, grouping
 from tests.results.rows import attention_row, matmul_row
 
 

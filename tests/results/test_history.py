@@ -6,8 +6,8 @@ import multiprocessing
 
 import pytest
 
-from harness.results import history
-from harness.results.reader import read_bundle
+from xmfu.harness.results import history
+from xmfu.harness.results.reader import read_bundle
 
 pytest.importorskip("pyarrow")
 
@@ -20,7 +20,7 @@ def _make(tmp_path, name, median, created="2026-11-01T00:00:00.000000Z"):
 
 def _add(args):
     store, folder = args
-    from harness.results.history import add
+    from xmfu.harness.results.history import add
 
     return add(store, read_bundle(folder), {})
 
@@ -100,7 +100,7 @@ def test_runs_with_another_comparability_key_are_another_series():
     assert sorted(len(v) for v in found.values()) == [1, 3]  # never one line dropping to zero
     labels = [history.series_label(k, list(found)) for k in found]
     assert sorted(labels) == ["matmul c torch GPU A bf16 [key k-peak450]", "matmul c torch GPU A bf16 [key k]"]
-    from harness.results import trend
+    from xmfu.harness.results import trend
 
     lines = trend.series_groups(found)["matmul"]
     assert sorted(len(v) for v in lines.values()) == [1, 3]
@@ -161,7 +161,7 @@ def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
 
 
 def _cli(*args):
-    from harness.cli import main
+    from xmfu.harness.cli.main import main
 
     return main(["history", *map(str, args)])
 

@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from harness.results import coverage_history, history, history_report
+from xmfu.harness.results import coverage_history, history, history_report
 from tests.results.test_report import ink, render
 
 pytest.importorskip("pyarrow")
@@ -119,7 +119,7 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
 
 
 def test_cli_history_report(tmp_path, capsys):
-    from harness.cli import main
+    from xmfu.harness.cli.main import main
     from tests.results.test_history import _mixed_store
 
     store = _mixed_store(tmp_path)
@@ -131,7 +131,7 @@ def test_cli_history_report(tmp_path, capsys):
 
 
 def test_the_gap_is_one_line_per_case_on_one_axes_per_workload():
-    from harness.results import trend
+    from xmfu.harness.results import trend
 
     groups = trend.gap_groups(history.gap(_nights(), "tflops", "rocm", "cuda"))
     assert sorted(groups) == ["attention", "matmul"]

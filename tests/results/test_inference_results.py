@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results.cost import cost_figures
-from harness.results.inference_figures import inference_series
+from xmfu.harness.results.cost import cost_figures
+from xmfu.harness.results.inference_figures import inference_series
 
 
 def test_cost_per_million_prompt_and_generated_tokens():

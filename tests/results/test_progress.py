@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from harness.results.progress import Progress
+from xmfu.harness.results.progress import Progress
 from tests.results.rows import valid_row
 
 

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.results import report
-from harness.results.reader import read_bundle
+from xmfu.harness.results import report
+from xmfu.harness.results.reader import read_bundle
 from tests.results.rows import attention_row, collectives_row, matmul_row, untimed_row, write_bundle
 
 HOSTILE = "<script>alert('x')</script>"
@@ -168,7 +168,7 @@ def _nightly_rows():
 
 
 def test_trend_page_renders_in_headless_chromium(tmp_path):
-    from harness.results import history, trend
+    from xmfu.harness.results import history, trend
 
     rows = _nightly_rows()
     found = history.series(rows, "tflops")

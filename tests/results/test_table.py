@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.results.table import table
+from xmfu.harness.results.table import table
 
 
 def _row(**kw):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness.results import suite_report, verdict
-from harness.results.validator import load_bundle
-from harness.results.writer import BundleWriter
+from xmfu.harness.results import suite_report, verdict
+from xmfu.harness.results.validator import load_bundle
+from xmfu.harness.results.writer import BundleWriter
 from tests.results.rows import MANIFEST, ci95, valid_row
 from tests.results.test_report import ink, render
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.engine.case import Unavailable
-from workloads.attention import jax as jax_backend
-from workloads.attention import torch_eager, torch_sdpa
-from workloads.attention import triton as triton_backend
-from workloads.attention.spec import AttentionCase
+from xmfu.harness.engine.case import Unavailable
+from xmfu.workloads.attention import jax as jax_backend
+from xmfu.workloads.attention import torch_eager, torch_sdpa
+from xmfu.workloads.attention import triton as triton_backend
+from xmfu.workloads.attention.spec import AttentionCase
 
 BACKENDS = {
     "torch_eager": (torch_eager.available, torch_eager.prepare),
@@ -108,9 +108,9 @@ def test_triton_rejects_unsupported_head_dims(cpu_ctx):
 
 
 def test_the_interpreter_checks_large_attention_at_a_small_size(cpu_ctx):
-    from harness.engine.attempts import prepare_and_check
-    from workloads.attention.spec import expand
-    from workloads.catalog import build_registry
+    from xmfu.harness.engine.attempts import prepare_and_check
+    from xmfu.workloads.attention.spec import expand
+    from xmfu.workloads.catalog import build_registry
 
     (case,) = expand({"name": "attention", "batch": 2, "heads": 8, "kv_heads": 2, "seq_q": [512], "seq_kv": [1024],
                       "head_dim": [64], "causal": [True], "alignment": "bottom_right", "mode": ["fwd_bwd"]},
@@ -124,10 +124,10 @@ def test_the_interpreter_checks_large_attention_at_a_small_size(cpu_ctx):
 def test_a_large_model_is_not_interpreted(cpu_ctx):
     import yaml
 
-    from harness.hydra_app import CONFIG_DIR
-    from workloads.transformer import torch_triton
-    from workloads.transformer.cases import TrainCase
-    from workloads.transformer.spec import model_from_config
+    from xmfu.harness.hydra_app import CONFIG_DIR
+    from xmfu.workloads.transformer import torch_triton
+    from xmfu.workloads.transformer.cases import TrainCase
+    from xmfu.workloads.transformer.spec import model_from_config
 
     big = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "125m.yaml").read_text()))
     ok, why = torch_triton.available(TrainCase(big, "bf16"), cpu_ctx)

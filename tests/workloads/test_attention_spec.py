@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.engine.settings import ConfigError
-from workloads.attention import reference
-from workloads.attention.spec import AttentionCase, expand
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.workloads.attention import reference
+from xmfu.workloads.attention.spec import AttentionCase, expand
 
 
 def case(sq=4, skv=6, d=2, causal=False, alignment="top_left", mode="fwd", convention="fa2", heads=1, kv=1,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.machine.platform import FRAMEWORKS
-from harness.run import frameworks_used
 from tests.conftest import run_config
-from workloads.catalog import build_registry
+from xmfu.harness.machine.platform import FRAMEWORKS
+from xmfu.harness.run import frameworks_used
+from xmfu.workloads.catalog import build_registry
 
 REGISTRY = build_registry()
 BACKENDS = [(w, b) for w, backends in REGISTRY.backends_by_workload().items() for b in backends]

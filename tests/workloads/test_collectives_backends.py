@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine.context import RunContext
-from harness.machine.platform import Platform
 from tests.conftest import gpu_device, run_config
 from tests.fakes.fake_gpu import fake_gpu
 from tests.fakes.fake_nccl import FakeNcclDist
-from workloads.collectives import torch_dist
-from workloads.collectives.spec import CollectiveCase
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.platform import Platform
+from xmfu.workloads.collectives import torch_dist
+from xmfu.workloads.collectives.spec import CollectiveCase
 
 GPU = 1  # this rank's GPU: not the default device 0, so a forgotten set_device shows
 

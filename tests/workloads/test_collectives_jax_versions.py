@@ -6,8 +6,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from tests.fakes.fake_jax_legacy import legacy_jax
-from workloads.collectives import jax as backend
-from workloads.collectives.spec import CollectiveCase
+from xmfu.workloads.collectives import jax as backend
+from xmfu.workloads.collectives.spec import CollectiveCase
 
 CASE = CollectiveCase("all_reduce", 1024, "fp32", False, "throughput")
 

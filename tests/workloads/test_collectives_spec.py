@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.engine.settings import ConfigError
-from workloads.collectives.spec import (
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.workloads.collectives.spec import (
     OPS,
     CollectiveCase,
     bus_factor,
@@ -17,7 +17,7 @@ from workloads.collectives.spec import (
     rank_input,
     size_sweep,
 )
-from workloads.collectives.summary import alpha_beta
+from xmfu.workloads.collectives.summary import alpha_beta
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
@@ -100,8 +100,8 @@ def test_expand_sweeps_ops_places_and_modes():
 
 
 def test_the_default_plan_has_no_placement_torch_cannot_express():
-    from workloads.collectives.spec import expand
-    from workloads.collectives.torch_dist import NOT_IN_TORCH
+    from xmfu.workloads.collectives.spec import expand
+    from xmfu.workloads.collectives.torch_dist import NOT_IN_TORCH
 
     cases = expand({"name": "collectives", "ops": ["all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                                    "broadcast"], "sizes": ["1K"]}, "fp32", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workloads.matmul.spec import MatmulCase, expand
+from xmfu.workloads.matmul.spec import MatmulCase, expand
 
 
 def test_flops_is_two_mnk():
@@ -82,7 +82,7 @@ def test_expand_sizes_and_shapes():
 
 
 def test_naming_shapes_replaces_the_default_sizes():
-    from workloads.matmul.spec import expand
+    from xmfu.workloads.matmul.spec import expand
 
     def shapes(**workload):
         return [(c.m, c.n, c.k) for c in expand({"name": "matmul", "sizes": None, "shapes": [], **workload}, "bf16", 0)]

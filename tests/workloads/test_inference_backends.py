@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.engine.case import Unavailable
-from harness.engine.context import RunContext
-from harness.hydra_app import CONFIG_DIR
-from harness.machine.platform import Platform
 from tests.conftest import QUICK_TIMING, gpu_device, run_config
-from workloads.inference import arithmetic as ar
-from workloads.inference import jax as jax_backend
-from workloads.inference import torch as torch_backend
-from workloads.inference import torch_compile, torch_triton
-from workloads.inference.cases import InferenceCase
-from workloads.transformer.spec import model_from_config
+from xmfu.harness.engine.case import Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.machine.platform import Platform
+from xmfu.workloads.inference import arithmetic as ar
+from xmfu.workloads.inference import jax as jax_backend
+from xmfu.workloads.inference import torch as torch_backend
+from xmfu.workloads.inference import torch_compile, torch_triton
+from xmfu.workloads.inference.cases import InferenceCase
+from xmfu.workloads.transformer.spec import model_from_config
 
 TINY = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()))
 BACKENDS = {"torch": torch_backend, "jax": jax_backend, "torch_triton": torch_triton, "torch_compile": torch_compile}
@@ -76,8 +76,8 @@ def test_torch_flop_counter_agrees_with_the_formulas():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workloads.inference.torch_decoder import sdpa_prefix
-    from workloads.inference.torch_generate import Generation, build_decoder
+    from xmfu.workloads.inference.torch_decoder import sdpa_prefix
+    from xmfu.workloads.inference.torch_generate import Generation, build_decoder
 
     case = InferenceCase(TINY, "fp32", "decode", 2, 16, 8)
     norms = (2 * TINY.n_layers + 1) * TINY.d_model
@@ -95,7 +95,7 @@ def test_decode_under_cuda_graph_timing_is_skipped_with_the_reason():
     """A captured graph would replay one cache position; torch_compile's own CUDA graphs step through them."""
     cfg = run_config(timing={**QUICK_TIMING, "cuda_graph": True})
     ctx = RunContext(cfg, Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132),), "test"))
-    from workloads.inference.torch_generate import prepare_generation
+    from xmfu.workloads.inference.torch_generate import prepare_generation
 
     with pytest.raises(Unavailable, match="one cache position"):
         prepare_generation(InferenceCase(TINY, "bf16", "decode", 1, 8, 4), ctx, notes={})
@@ -107,8 +107,8 @@ def test_check_pass_keeps_each_decode_steps_logits_when_replays_reuse_one_output
     step returns the eager step's logits in one reused buffer, as a replay does."""
     import torch
 
-    from workloads.inference.torch_decoder import sdpa_prefix
-    from workloads.inference.torch_generate import Generation, build_decoder
+    from xmfu.workloads.inference.torch_decoder import sdpa_prefix
+    from xmfu.workloads.inference.torch_generate import Generation, build_decoder
 
     case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=3)
 
@@ -139,7 +139,7 @@ def test_prepare_makes_the_gpu_the_current_device_before_any_cuda_work(monkeypat
     # current device, and the engine's events and synchronize act on it too: cuda:0 until it is set.
     import torch
 
-    from workloads.inference.torch_generate import prepare_generation
+    from xmfu.workloads.inference.torch_generate import prepare_generation
 
     class Stop(Exception):
         pass
@@ -161,7 +161,7 @@ def test_triton_attention_compiles_one_kernel_for_every_decode_position():
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import JITFunction
 
-    from kernels.flash_attention import _attn_fwd
+    from xmfu.kernels.flash_attention import _attn_fwd
 
     jitted = _attn_fwd.fn if isinstance(_attn_fwd.fn, JITFunction) else JITFunction(_attn_fwd.fn.fn,
                                                                                    **_attn_fwd.fn.kwargs)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.engine.settings import ConfigError
-from harness.hydra_app import CONFIG_DIR
-from harness.machine.peaks import BandwidthPeak
-from workloads.inference import arithmetic as ar
-from workloads.inference.cases import InferenceCase
-from workloads.inference.reference import _greedy_mismatches, check_generation, reference_logits
-from workloads.inference.spec import parse_specs
-from workloads.transformer.spec import model_from_config
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.machine.peaks import BandwidthPeak
+from xmfu.workloads.inference import arithmetic as ar
+from xmfu.workloads.inference.cases import InferenceCase
+from xmfu.workloads.inference.reference import _greedy_mismatches, check_generation, reference_logits
+from xmfu.workloads.inference.spec import parse_specs
+from xmfu.workloads.transformer.spec import model_from_config
 
 TINY = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()))
 # tiny: V 256, d 64, L 2, H 4, Hkv 2, Dh 16, F 192. Per layer 2·64 (norms) + 4096 + 2048 + 2048 + 4096 (wq wk wv wo)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.matmul import jax as jax_backend
-from workloads.matmul import torch as torch_backend
-from workloads.matmul import triton as triton_backend
-from workloads.matmul.spec import MatmulCase
+from xmfu.workloads.matmul import jax as jax_backend
+from xmfu.workloads.matmul import torch as torch_backend
+from xmfu.workloads.matmul import triton as triton_backend
+from xmfu.workloads.matmul.spec import MatmulCase
 
 BACKENDS = {"torch": torch_backend, "jax": jax_backend, "triton": triton_backend}
 
@@ -58,8 +58,8 @@ def test_unsupported_dtypes_on_cpu_are_skipped_with_a_reason(backend, dtype, cpu
 def test_cold_cache_rotates_copies(cpu_ctx):
     from dataclasses import replace
 
-    from harness.engine.context import RunContext
-    from harness.engine.settings import TimingConfig
+    from xmfu.harness.engine.context import RunContext
+    from xmfu.harness.engine.settings import TimingConfig
 
     cold = RunContext(replace(cpu_ctx.config, timing=TimingConfig(cold_cache=True)), cpu_ctx.platform)
     case = MatmulCase(256, 256, 256, "fp32")
@@ -68,14 +68,14 @@ def test_cold_cache_rotates_copies(cpu_ctx):
 
 
 def test_jax_refuses_to_time_the_host_for_a_gpu_run():
-    from harness.machine.frameworks import jax_backend_matches
+    from xmfu.harness.machine.frameworks import jax_backend_matches
 
     ok, why = jax_backend_matches("cuda")  # this machine's jaxlib is the CPU build
     assert not ok and "jax[cuda12]" in why
 
 
 def test_triton_configs_are_vendor_specific():
-    from kernels import matmul as kernel
+    from xmfu.kernels import matmul as kernel
 
     amd = [c.kwargs for c in kernel._amd_configs()]
     nvidia = [c.kwargs for c in kernel._nvidia_configs()]
@@ -89,9 +89,9 @@ def test_jax_measures_this_process_local_device(monkeypatch):
     process's devices (indexing it by the local rank picks another process's GPU)."""
     import jax
 
-    from harness.engine.context import RunContext
-    from harness.machine.platform import Platform
     from tests.conftest import gpu_device, run_config
+    from xmfu.harness.engine.context import RunContext
+    from xmfu.harness.machine.platform import Platform
 
     mine = jax.local_devices()[0]
     elsewhere = ["process 0's device", "process 1's device"]
@@ -116,9 +116,9 @@ def test_no_jax_workload_indexes_the_global_device_list():
 
 
 def test_the_interpreter_checks_a_large_case_at_a_small_size_and_never_times_it(cpu_ctx):
-    from harness.engine.attempts import prepare_and_check
-    from workloads.catalog import build_registry
-    from workloads.matmul.spec import MatmulCase
+    from xmfu.harness.engine.attempts import prepare_and_check
+    from xmfu.workloads.catalog import build_registry
+    from xmfu.workloads.matmul.spec import MatmulCase
 
     case = MatmulCase(4096, 4096, 1024, "fp32")
     attempt = prepare_and_check(case, cpu_ctx, build_registry().workload("matmul"), "triton")

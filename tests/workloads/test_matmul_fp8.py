@@ -9,15 +9,15 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.engine.context import RunContext
-from harness.machine.platform import Platform
-from harness.run import plan_phases
 from tests.conftest import gpu_device, run_config
 from tests.fakes.fake_gpu import fake_gpu
 from tests.fakes.fake_scaled_mm import fake_scaled_mm
-from workloads.catalog import build_registry
-from workloads.matmul import spec
-from workloads.matmul import torch as torch_backend
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.platform import Platform
+from xmfu.harness.run import plan_phases
+from xmfu.workloads.catalog import build_registry
+from xmfu.workloads.matmul import spec
+from xmfu.workloads.matmul import torch as torch_backend
 
 MI300X = gpu_device("AMD Instinct MI300X", 304, memory_gb=206, kind="rocm", vendor="amd",
                     arch="gfx942:sramecc+:xnack-")

@@ -8,14 +8,14 @@ import math
 import pytest
 import yaml
 
-from harness.hydra_app import CONFIG_DIR
-from harness.machine.frameworks import JAX_PEAK_SOURCE
-from workloads.transformer import jax as jax_backend
-from workloads.transformer import torch as torch_backend
-from workloads.transformer import torch_compile, torch_triton
-from workloads.transformer.cases import TrainCase
-from workloads.transformer.reference import loss_and_grad_norm
-from workloads.transformer.spec import model_from_config
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE
+from xmfu.workloads.transformer import jax as jax_backend
+from xmfu.workloads.transformer import torch as torch_backend
+from xmfu.workloads.transformer import torch_compile, torch_triton
+from xmfu.workloads.transformer.cases import TrainCase
+from xmfu.workloads.transformer.reference import loss_and_grad_norm
+from xmfu.workloads.transformer.spec import model_from_config
 
 TINY = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()))
 BACKENDS = {"torch": torch_backend, "jax": jax_backend, "torch_triton": torch_triton, "torch_compile": torch_compile}

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import yaml
 
-from harness.hydra_app import CONFIG_DIR
-from harness.results.comparability import comparability_fields, comparability_key
-from harness.results.compare import Side, compare
-from harness.results.reader import read_bundle
-from harness.results.writer import BundleWriter
-from workloads.transformer.cases import expand
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.results.comparability import comparability_fields, comparability_key
+from xmfu.harness.results.compare import Side, compare
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.writer import BundleWriter
+from xmfu.workloads.transformer.cases import expand
 
 MODEL = yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text())
 PROTOCOL = {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False, "sustained": False}

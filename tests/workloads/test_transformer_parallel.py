@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.engine.settings import ConfigError
-from harness.hydra_app import CONFIG_DIR
-from workloads.transformer import figures, jax_comm, parallel, parity
-from workloads.transformer.cases import TrainCase, expand
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.workloads.transformer import figures, jax_comm, parallel, parity
+from xmfu.workloads.transformer.cases import TrainCase, expand
 
 TINY_CONFIG = yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text())
 P = 131_392  # tiny's parameters (tests/workloads/test_transformer_spec.py)
@@ -149,7 +149,7 @@ def test_parity_reference_that_does_not_fit_runs_on_this_process_cpu(monkeypatch
 
     import jax
 
-    from workloads.transformer import jax_parity
+    from xmfu.workloads.transformer import jax_parity
 
     gpu = types.SimpleNamespace(platform="gpu")
     other, mine = (types.SimpleNamespace(platform="cpu", process_index=i) for i in (0, 1))
@@ -195,7 +195,7 @@ def test_step_memory_is_xlas_buffer_assignment_for_one_device():
     import jax
     import jax.numpy as jnp
 
-    from workloads.transformer.jax_parallel import step_memory
+    from xmfu.workloads.transformer.jax_parallel import step_memory
 
     compiled = jax.jit(lambda x: (x @ x).sum()).lower(jnp.ones((64, 64), jnp.float32)).compile()
     found = step_memory(compiled)

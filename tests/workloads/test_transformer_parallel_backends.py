@@ -10,11 +10,11 @@ import json
 import pytest
 import yaml
 
-from harness.hydra_app import CONFIG_DIR
-from workloads.transformer import jax as jax_backend
-from workloads.transformer import torch as torch_backend
-from workloads.transformer.cases import TrainCase
-from workloads.transformer.spec import model_from_config
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.workloads.transformer import jax as jax_backend
+from xmfu.workloads.transformer import torch as torch_backend
+from xmfu.workloads.transformer.cases import TrainCase
+from xmfu.workloads.transformer.spec import model_from_config
 
 TINY = model_from_config({**yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()), "seq_len": 16})
 
@@ -55,8 +55,8 @@ def test_ddp_collectives_alone_are_the_buckets_ddp_rebuilt():
     # `bucket_sizes`; the buckets its backward all-reduces after the rebuild are `rebuilt_bucket_sizes`.
     import torch
 
-    from workloads.collectives.torch_dist import process_group
-    from workloads.transformer.torch_comm import ddp_bucket_bytes
+    from xmfu.workloads.collectives.torch_dist import process_group
+    from xmfu.workloads.transformer.torch_comm import ddp_bucket_bytes
 
     process_group("cpu", 0, 60)
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
@@ -74,7 +74,7 @@ def test_fsdp_no_comm_is_dropped_on_every_rank_when_one_rank_cannot_fit_it(cpu_c
 
     import torch
 
-    from workloads.transformer import torch_parallel
+    from xmfu.workloads.transformer import torch_parallel
 
     class AnotherRankOutOfMemory:  # all_reduce(MIN) of this rank's 1 with another rank's 0
         ReduceOp = torch.distributed.ReduceOp
@@ -96,10 +96,10 @@ def test_single_device_step_makes_its_gpu_the_current_device(monkeypatch):
     # torch.cuda.Event.record and torch.cuda.synchronize act on the current device, cuda:0 until it is set.
     import torch
 
-    from harness.engine.context import RunContext
-    from harness.machine.platform import Platform
     from tests.conftest import gpu_device, run_config
-    from workloads.transformer import torch_train
+    from xmfu.harness.engine.context import RunContext
+    from xmfu.harness.machine.platform import Platform
+    from xmfu.workloads.transformer import torch_train
 
     class Stop(Exception):
         pass

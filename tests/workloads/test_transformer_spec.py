@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.engine.settings import ConfigError
-from harness.hydra_app import CONFIG_DIR
-from workloads.transformer.cases import TrainCase, expand
-from workloads.transformer.spec import model_from_config
+from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.workloads.transformer.cases import TrainCase, expand
+from xmfu.workloads.transformer.spec import model_from_config
 
 PARAMS = {"tiny": 131_392, "125m": 134_105_856, "350m": 373_867_520, "1b": 1_498_482_688,
           "3b": 3_606_752_256, "8b": 8_030_261_248}
@@ -21,7 +21,7 @@ def preset(name: str):
 @pytest.mark.parametrize("name", list(PARAMS))
 def test_parameter_counts_match_the_torch_model(name):
     torch = pytest.importorskip("torch")
-    from workloads.transformer.torch_model import Transformer
+    from xmfu.workloads.transformer.torch_model import Transformer
 
     spec = preset(name)
     assert spec.param_counts()["total"] == PARAMS[name]
@@ -36,7 +36,7 @@ def test_palm_and_causal_flops_against_the_model_matmuls():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workloads.transformer.torch_model import Transformer, load_weights
+    from xmfu.workloads.transformer.torch_model import Transformer, load_weights
 
     spec = preset("tiny")
     case = TrainCase(spec, "fp32")

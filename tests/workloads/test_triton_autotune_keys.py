@@ -9,8 +9,8 @@ import pytest
 import torch
 import triton
 
-from kernels import flash_attention as attention
-from kernels import matmul as gemm
+from xmfu.kernels import flash_attention as attention
+from xmfu.kernels import matmul as gemm
 
 
 def _two_configs(monkeypatch, autotuner, **extra) -> dict:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import jax_unavailable, local_jax_device, to_jax, xla_cost_flops
-from workloads.attention.reference import causal_mask
-from workloads.attention.spec import GRADS, AttentionCase
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import jax_unavailable, local_jax_device, to_jax, xla_cost_flops
+from xmfu.workloads.attention.reference import causal_mask
+from xmfu.workloads.attention.spec import GRADS, AttentionCase
 
 
 def to_jax_layout(x: np.ndarray) -> np.ndarray:

@@ -15,10 +15,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.engine.case import Check
-from harness.engine.settings import ConfigError, boolean, check_keys, choice, int_list, positive_float, positive_int
-from harness.machine.dtypes import DTYPES, uniform_inputs
-from workloads.attention import reference
+from xmfu.harness.engine.case import Check
+from xmfu.harness.engine.settings import (
+    ConfigError,
+    boolean,
+    check_keys,
+    choice,
+    int_list,
+    positive_float,
+    positive_int,
+)
+from xmfu.harness.machine.dtypes import DTYPES, uniform_inputs
+from xmfu.workloads.attention import reference
 
 ALIGNMENTS = ("top_left", "bottom_right")  # torch SDPA is_causal / FlashAttention >= 2.1
 MODES = ("fwd", "bwd", "fwd_bwd")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import torch_unavailable
-from workloads.attention.spec import AttentionCase
-from workloads.attention.torch_modes import prepare_torch
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import torch_unavailable
+from xmfu.workloads.attention.spec import AttentionCase
+from xmfu.workloads.attention.torch_modes import prepare_torch
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.engine.timing import rotate
-from harness.machine.frameworks import to_torch, torch_rows
-from workloads.attention.spec import GRADS, AttentionCase
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.frameworks import to_torch, torch_rows
+from xmfu.workloads.attention.spec import GRADS, AttentionCase
 
 Attend = Callable[[Any, Any, Any], Any]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import torch_unavailable
-from workloads.attention.spec import AttentionCase
-from workloads.attention.torch_modes import prepare_torch
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import torch_unavailable
+from xmfu.workloads.attention.spec import AttentionCase
+from xmfu.workloads.attention.torch_modes import prepare_torch
 
 SUB_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 OP_NAMES = {  # aten op -> sub-backend, to record what `auto` picked
@@ -55,7 +55,7 @@ def _kernel_used(attend: Callable, case: AttentionCase, device: str) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from harness.machine.frameworks import to_torch
+    from xmfu.harness.machine.frameworks import to_torch
 
     # Inputs that need gradients in backward modes: torch may pick another kernel when it must save for them.
     grad = case.mode != "fwd"

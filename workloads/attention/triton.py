@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
-from workloads.attention.spec import AttentionCase
-from workloads.attention.torch_modes import prepare_torch
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
+from xmfu.workloads.attention.spec import AttentionCase
+from xmfu.workloads.attention.torch_modes import prepare_torch
 
-HEAD_DIMS = (16, 32, 64, 128)  # kernels.flash_attention.HEAD_DIMS, without importing triton here
+HEAD_DIMS = (16, 32, 64, 128)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton here
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
@@ -29,14 +29,14 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     if why:
         raise Unavailable(why)
     on_cpu = ctx.platform.kind == "cpu"
-    from kernels.flash_attention import flash_attention
+    from xmfu.kernels.flash_attention import flash_attention
 
     checked = interpreter_case(case) if on_cpu else case
 
     def attend(q, k, v):
         return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
-    notes = {"library": "kernels.flash_attention (Triton)", "interpreter": on_cpu}
+    notes = {"library": "xmfu.kernels.flash_attention (Triton)", "interpreter": on_cpu}
     note = TRITON_INTERPRETER_NOTE if on_cpu else ""
     if checked is not case:
         note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import FixedPlan, Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.dtypes import DTYPES
-from harness.machine.frameworks import jax_unavailable
-from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
+from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.dtypes import DTYPES
+from xmfu.harness.machine.frameworks import jax_unavailable
+from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 HLO_NAMES = {  # what the compiled module may call each collective
     "all_reduce": ("all-reduce",), "all_gather": ("all-gather",), "all_to_all": ("all-to-all",),

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.engine.case import Check
-from harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
-from harness.machine.dtypes import DTYPES
+from xmfu.harness.engine.case import Check
+from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from xmfu.harness.machine.dtypes import DTYPES
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 MODES = ("throughput", "latency")  # n back-to-back ops per sample | one op per sample, barrier outside

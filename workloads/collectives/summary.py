@@ -31,7 +31,7 @@ def alpha_beta(sizes: list[float], seconds: list[float], factor: float) -> dict[
 
 
 def _link_gbps(entry_id: str | None) -> float | None:
-    from harness.machine.peaks import load_table
+    from xmfu.harness.machine.peaks import load_table
 
     entry = next((e for e in load_table()["devices"] if e["id"] == entry_id), None)
     return entry.get("link_gbps") if entry else None

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import to_torch, torch_unavailable
-from workloads.collectives.spec import CollectiveCase, expected_output, rank_input
+from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import to_torch, torch_unavailable
+from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 NOT_IN_TORCH = {  # (op, in_place) that torch.distributed cannot express
     ("all_reduce", False): "torch.distributed.all_reduce works in place only",

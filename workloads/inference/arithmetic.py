@@ -17,7 +17,7 @@ kv heads, Dh head dim, d model width, V vocab, B batch, P prompt length, G gener
 
 from __future__ import annotations
 
-from workloads.transformer.spec import ModelSpec
+from xmfu.workloads.transformer.spec import ModelSpec
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 

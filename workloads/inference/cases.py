@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Check
-from workloads.inference import reference
-from workloads.inference.spec import InferenceSpec, parse_specs
+from xmfu.harness.engine.case import Check
+from xmfu.workloads.inference import reference
+from xmfu.workloads.inference.spec import InferenceSpec, parse_specs
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.peaks import BandwidthPeak
-from workloads.inference.arithmetic import mbu
+from xmfu.harness.machine.peaks import BandwidthPeak
+from xmfu.workloads.inference.arithmetic import mbu
 
 PERCENTILES = {"p50": 50, "p90": 90, "p99": 99}
 

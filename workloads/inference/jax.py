@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
-from workloads.inference.spec import InferenceSpec, decode_cycle
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
+from xmfu.workloads.inference.spec import InferenceSpec, decode_cycle
 
 
 def available(case: InferenceSpec, ctx: RunContext) -> tuple[bool, str]:
@@ -27,7 +27,7 @@ class _Generation:
         import jax
         import jax.numpy as jnp
 
-        from workloads.inference.jax_decoder import empty_cache
+        from xmfu.workloads.inference.jax_decoder import empty_cache
 
         self.case = case
         dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32
@@ -44,7 +44,7 @@ class _Generation:
     def _compile(self, dtype: Any) -> None:
         import jax
 
-        from workloads.inference.jax_decoder import prefill_fn, step_fn
+        from xmfu.workloads.inference.jax_decoder import prefill_fn, step_fn
 
         self.compile_s = {}
         with jax.default_matmul_precision(self.precision):

@@ -14,8 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from workloads.transformer.jax_model import _linear, _rms_norm, _rope, rope_tables
-from workloads.transformer.spec import ModelSpec
+from xmfu.workloads.transformer.jax_model import _linear, _rms_norm, _rope, rope_tables
+from xmfu.workloads.transformer.spec import ModelSpec
 
 Params = dict[str, jax.Array]
 Cache = dict[str, jax.Array]

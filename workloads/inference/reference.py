@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from harness.engine.case import Check
-from workloads.inference.spec import InferenceSpec
-from workloads.transformer.spec import ModelSpec, init_weights
+from xmfu.harness.engine.case import Check
+from xmfu.workloads.inference.spec import InferenceSpec
+from xmfu.workloads.transformer.spec import ModelSpec, init_weights
 
 # max|logits - ref| / max|ref|. fp32: fp32 accumulation through the model (measured on the tiny preset: 2e-7 on
 # torch and JAX); bf16: bf16 activations, K/V and logits between every layer (tiny: 4e-3; the bound leaves room
@@ -31,7 +31,7 @@ def reference_logits(model: ModelSpec, dtype: str, seed: int, tokens: tuple[int,
     """fp64 logits (len(tokens) - first, V) at positions first .. len(tokens)-1 of one sequence."""
     import torch
 
-    from workloads.transformer.torch_model import Transformer, rope_tables
+    from xmfu.workloads.transformer.torch_model import Transformer, rope_tables
 
     rounding = torch.bfloat16 if dtype == "bf16" else torch.float32
     with torch.device("meta"):

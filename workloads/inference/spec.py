@@ -30,11 +30,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.engine.settings import ConfigError, check_keys, choice, positive_int
-from harness.machine.peaks import BandwidthPeak
-from workloads.inference import arithmetic as ar
-from workloads.inference.figures import latency, mbu_fields
-from workloads.transformer.spec import CONVENTIONS, ModelSpec, init_weights, model_from_config
+from xmfu.harness.engine.settings import ConfigError, check_keys, choice, positive_int
+from xmfu.harness.machine.peaks import BandwidthPeak
+from xmfu.workloads.inference import arithmetic as ar
+from xmfu.workloads.inference.figures import latency, mbu_fields
+from xmfu.workloads.transformer.spec import CONVENTIONS, ModelSpec, init_weights, model_from_config
 
 PHASES = ("prefill", "decode")
 DTYPES = tuple(ar.DTYPE_BYTES)

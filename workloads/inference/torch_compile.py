@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import shutil
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import torch_unavailable
-from workloads.inference.spec import InferenceSpec
-from workloads.inference.torch_generate import prepare_generation
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import torch_unavailable
+from xmfu.workloads.inference.spec import InferenceSpec
+from xmfu.workloads.inference.torch_generate import prepare_generation
 
 
 def available(case: InferenceSpec, ctx: RunContext) -> tuple[bool, str]:

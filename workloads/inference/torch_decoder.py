@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads.transformer.torch_model import Attention, Transformer, apply_rope, rope_tables
+from xmfu.workloads.transformer.torch_model import Attention, Transformer, apply_rope, rope_tables
 
 AttendPrefix = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import make_torch_device_current
-from workloads.inference.spec import InferenceSpec, decode_cycle
-from workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import make_torch_device_current
+from xmfu.workloads.inference.spec import InferenceSpec, decode_cycle
+from xmfu.workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
 
 
 def _on_gpu(device: str) -> bool:
@@ -36,7 +36,7 @@ def build_decoder(case: InferenceSpec, device: str, attend_prefix: AttendPrefix,
     (the fp32 master copy cast once, as a checkpoint is loaded for serving), wrapped with its cache."""
     import torch
 
-    from workloads.transformer.torch_model import Transformer
+    from xmfu.workloads.transformer.torch_model import Transformer
 
     dtype = torch.float32 if case.dtype == "fp32" else torch.bfloat16
     with torch.device("meta"):

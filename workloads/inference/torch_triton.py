@@ -5,12 +5,12 @@ torch_triton backend. On a CPU both run in Triton's interpreter."""
 
 from __future__ import annotations
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
-from workloads.attention.triton import HEAD_DIMS
-from workloads.inference.spec import InferenceSpec
-from workloads.inference.torch_generate import prepare_generation
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
+from xmfu.workloads.attention.triton import HEAD_DIMS
+from xmfu.workloads.inference.spec import InferenceSpec
+from xmfu.workloads.inference.torch_generate import prepare_generation
 
 
 def available(case: InferenceSpec, ctx: RunContext) -> tuple[bool, str]:
@@ -27,8 +27,8 @@ def prepare(case: InferenceSpec, ctx: RunContext) -> Prepared:
     if why:
         raise Unavailable(why)
     on_cpu = ctx.platform.kind == "cpu"
-    from kernels.flash_attention import flash_attention
-    from workloads.transformer.triton_linear import use_triton_linears
+    from xmfu.kernels.flash_attention import flash_attention
+    from xmfu.workloads.transformer.triton_linear import use_triton_linears
 
     def attend_prefix(q, k_cache, v_cache, start: int):
         # query i (position start + i) sees slot j when j <= i + start: the prompt causally from 0, or one decode

@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.engine.timing import rotate
-from harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
-from workloads.matmul.spec import MatmulCase
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
+from xmfu.workloads.matmul.spec import MatmulCase
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.engine.case import Check
-from harness.engine.settings import ConfigError, boolean, check_keys, int_list
-from harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
-from harness.machine.platform import DeviceInfo
+from xmfu.harness.engine.case import Check
+from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, int_list
+from xmfu.harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
+from xmfu.harness.machine.platform import DeviceInfo
 
 FLOP_CONVENTION = "matmul-2mnk/1"
 FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows instead of every row

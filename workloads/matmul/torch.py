@@ -6,13 +6,13 @@ from functools import partial
 
 import numpy as np
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.engine.timing import rotate
-from harness.machine.dtypes import fp8_format
-from harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
-from harness.machine.platform import DeviceInfo
-from workloads.matmul.spec import MatmulCase
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.dtypes import fp8_format
+from xmfu.harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
+from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.workloads.matmul.spec import MatmulCase
 
 # torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores; pin it per dtype.
 FP32_PRECISION = {"fp32": "highest", "tf32": "high"}

@@ -6,17 +6,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.engine.timing import rotate
-from harness.machine.frameworks import (
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
     torch_dtype,
     torch_rows,
     triton_unavailable,
 )
-from workloads.matmul.spec import MatmulCase
+from xmfu.workloads.matmul.spec import MatmulCase
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
 OUTPUT_DTYPE = {"fp8": "bf16"}
@@ -66,7 +66,7 @@ def interpreter_case(case: MatmulCase) -> MatmulCase:
 def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
     import torch
 
-    from kernels import matmul as kernel
+    from xmfu.kernels import matmul as kernel
     a_np, b_np = case.stored_inputs()
     device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)
     out = torch.empty((case.m, case.n), device=device, dtype=torch_dtype(OUTPUT_DTYPE.get(case.dtype, case.dtype)))
@@ -75,7 +75,7 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
         a, b = to_torch(a_np, case.dtype, device), to_torch(b_np, case.dtype, device)
         a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
         calls.append(lambda a=a, b=b: kernel.matmul(a, b, out, precision))
-    notes = {"library": "kernels.matmul (Triton)", "input_precision": precision or "default",
+    notes = {"library": "xmfu.kernels.matmul (Triton)", "input_precision": precision or "default",
              "interpreter": on_cpu, "input_copies": len(calls)}
 
     def result(rows: np.ndarray | None) -> np.ndarray:

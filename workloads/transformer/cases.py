@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine.case import Check
-from workloads.transformer import parity, reference
-from workloads.transformer.spec import TrainSpec, parse_specs
+from xmfu.harness.engine.case import Check
+from xmfu.workloads.transformer import parity, reference
+from xmfu.workloads.transformer.spec import TrainSpec, parse_specs
 
 
 @dataclass(frozen=True)

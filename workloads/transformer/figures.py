@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.transformer import parallel
+from xmfu.workloads.transformer import parallel
 
 EXPOSED_METHOD = {
     ("torch", "ddp"): "step time - the same step under DDP.no_sync() (no gradient all-reduce)",

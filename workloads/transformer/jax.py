@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
-from workloads.transformer import jax_parallel
-from workloads.transformer.spec import ADAMW, TrainSpec
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
+from xmfu.workloads.transformer import jax_parallel
+from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
@@ -31,7 +31,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     import jax.numpy as jnp
     import optax
 
-    from workloads.transformer.jax_model import global_norm, loss_fn
+    from xmfu.workloads.transformer.jax_model import global_norm, loss_fn
 
     device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
     dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32

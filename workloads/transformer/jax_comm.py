@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.dtypes import DTYPES
-from workloads.collectives.jax import lax_collective, shard_map_api
-from workloads.collectives.spec import CollectiveCase
-from workloads.transformer.parallel import Collective
+from xmfu.harness.machine.dtypes import DTYPES
+from xmfu.workloads.collectives.jax import lax_collective, shard_map_api
+from xmfu.workloads.collectives.spec import CollectiveCase
+from xmfu.workloads.transformer.parallel import Collective
 
 HLO_OPS = {"all-reduce": "all_reduce", "all-gather": "all_gather", "reduce-scatter": "reduce_scatter",
            "all-to-all": "all_to_all"}

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from workloads.transformer.spec import ModelSpec
+from xmfu.workloads.transformer.spec import ModelSpec
 
 Params = dict[str, jax.Array]
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.engine.case import FixedPlan, Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import JAX_PEAK_SOURCE
-from workloads.collectives.jax import shard_map_api
-from workloads.transformer import jax_comm, jax_parity, parallel
-from workloads.transformer.spec import ADAMW, TrainSpec
+from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE
+from xmfu.workloads.collectives.jax import shard_map_api
+from xmfu.workloads.transformer import jax_comm, jax_parity, parallel
+from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
 AXIS = "data"
 
@@ -71,7 +71,7 @@ def check_step(lossf: Callable, tx: Any) -> Callable:
         import jax
         import optax
 
-        from workloads.transformer.jax_model import global_norm
+        from xmfu.workloads.transformer.jax_model import global_norm
 
         loss, grads = jax.value_and_grad(lossf)(params, x, y)
         updates, opt_state = tx.update(grads, opt_state, params)
@@ -143,7 +143,7 @@ def _losses(run: TrainSpec, mesh: Any) -> tuple[Callable, Callable]:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from workloads.transformer.jax_model import loss_fn
+    from xmfu.workloads.transformer.jax_model import loss_fn
 
     dtype = jnp.bfloat16 if run.dtype == "bf16" else jnp.float32
     plain = partial(loss_fn, run.model, dtype=dtype, checkpointing=run.activation_checkpointing)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.machine.frameworks import local_jax_device
-from workloads.transformer.spec import TrainSpec
+from xmfu.harness.machine.frameworks import local_jax_device
+from xmfu.workloads.transformer.spec import TrainSpec
 
 
 def check_batch(run: TrainSpec) -> tuple[np.ndarray, np.ndarray]:

@@ -27,8 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.collectives.spec import bus_factor
-from workloads.transformer.spec import ModelSpec, TrainSpec
+from xmfu.workloads.collectives.spec import bus_factor
+from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
 
 STRATEGIES = {"torch": ("ddp", "fsdp"), "jax": ("dp", "fsdp")}  # besides "none", the single-device step
 GRAD_BYTES = 4  # gradients are fp32 on every strategy: fp32 master weights (bf16 = autocast / reduce_dtype fp32)

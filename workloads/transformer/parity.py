@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from harness.engine.case import Check
+from xmfu.harness.engine.case import Check
 
 # Relative tolerances (loss, gradient norm, parameter update).
 # fp32: loss and gradient norm 1e-5, float32 summation-order noise (2^-24 ≈ 6e-8 per rounding) with margin (the

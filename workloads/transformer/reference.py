@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from harness.engine.case import Check
-from workloads.transformer.spec import TrainSpec
+from xmfu.harness.engine.case import Check
+from xmfu.workloads.transformer.spec import TrainSpec
 
 TOLERANCE = {"fp32": (1e-4, 1e-3), "bf16": (2e-2, 6e-2)}  # relative (loss, gradient norm) vs the fp64 model
 
@@ -20,7 +20,7 @@ TOLERANCE = {"fp32": (1e-4, 1e-3), "bf16": (2e-2, 6e-2)}  # relative (loss, grad
 def loss_and_grad_norm(spec: TrainSpec, batch: int, tokens: int) -> dict[str, float]:
     import torch
 
-    from workloads.transformer.torch_model import Transformer, grad_norm, load_weights
+    from xmfu.workloads.transformer.torch_model import Transformer, grad_norm, load_weights
 
     model = Transformer(spec.model).double()
     load_weights(model, spec.weights())

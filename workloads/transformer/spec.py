@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls

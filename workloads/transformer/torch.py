@@ -3,12 +3,12 @@ FSDP (`workload.parallel`)."""
 
 from __future__ import annotations
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import torch_unavailable
-from workloads.transformer import torch_parallel
-from workloads.transformer.spec import TrainSpec
-from workloads.transformer.torch_train import prepare_train
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import torch_unavailable
+from xmfu.workloads.transformer import torch_parallel
+from xmfu.workloads.transformer.spec import TrainSpec
+from xmfu.workloads.transformer.torch_train import prepare_train
 
 LIBRARY = "torch eager, SDPA attention"
 

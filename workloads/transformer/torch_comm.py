@@ -9,11 +9,11 @@ import resource
 from collections.abc import Callable
 from typing import Any
 
-from harness.engine.case import RunAborted
-from harness.engine.context import RunContext
-from workloads.collectives.spec import CollectiveCase
-from workloads.collectives.torch_dist import collective_call, guarded, rank_buffers
-from workloads.transformer.parallel import Collective, ddp_collectives
+from xmfu.harness.engine.case import RunAborted
+from xmfu.harness.engine.context import RunContext
+from xmfu.workloads.collectives.spec import CollectiveCase
+from xmfu.workloads.collectives.torch_dist import collective_call, guarded, rank_buffers
+from xmfu.workloads.transformer.parallel import Collective, ddp_collectives
 
 
 def ddp_bucket_bytes(ddp: Any) -> list[int] | None:

@@ -21,21 +21,21 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
-from harness.engine.context import RunContext
-from workloads.collectives.torch_dist import process_group
-from workloads.transformer import parallel
-from workloads.transformer.spec import TrainSpec
-from workloads.transformer.torch_comm import (
+from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.workloads.collectives.torch_dist import process_group
+from xmfu.workloads.transformer import parallel
+from xmfu.workloads.transformer.spec import TrainSpec
+from xmfu.workloads.transformer.torch_comm import (
     collectives_alone,
     ddp_step_collectives,
     peak_memory_now,
     rank_gather,
 )
-from workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
-from workloads.transformer.torch_parity import distributed_check, single_device_reference
-from workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
-from workloads.transformer.torch_train import ADAMW, loss_under_precision
+from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
+from xmfu.workloads.transformer.torch_parity import distributed_check, single_device_reference
+from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
+from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
 
 
 def unavailable(case: TrainSpec) -> str | None:

@@ -13,9 +13,9 @@ import gc
 import math
 from typing import Any
 
-from workloads.transformer.spec import TrainSpec
-from workloads.transformer.torch_model import Attend, Transformer, load_weights
-from workloads.transformer.torch_train import ADAMW, loss_under_precision
+from xmfu.workloads.transformer.spec import TrainSpec
+from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights
+from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
 
 
 def check_batch(run: TrainSpec, device: str) -> tuple[Any, Any]:

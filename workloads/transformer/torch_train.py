@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.engine.case import Prepared
-from harness.engine.context import RunContext
-from harness.machine.frameworks import make_torch_device_current
-from workloads.transformer.spec import TrainSpec
-from workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
-from workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
+from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import make_torch_device_current
+from xmfu.workloads.transformer.spec import TrainSpec
+from xmfu.workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
+from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
 
 ADAMW = {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the JAX backend
 

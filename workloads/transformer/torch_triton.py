@@ -3,13 +3,13 @@ linear layer (forward and backward). On a CPU both run in Triton's interpreter."
 
 from __future__ import annotations
 
-from harness.engine.case import Prepared, Unavailable
-from harness.engine.context import RunContext
-from harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
-from workloads.attention.triton import HEAD_DIMS
-from workloads.transformer import torch_parallel
-from workloads.transformer.spec import TrainSpec
-from workloads.transformer.torch_train import prepare_train
+from xmfu.harness.engine.case import Prepared, Unavailable
+from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
+from xmfu.workloads.attention.triton import HEAD_DIMS
+from xmfu.workloads.transformer import torch_parallel
+from xmfu.workloads.transformer.spec import TrainSpec
+from xmfu.workloads.transformer.torch_train import prepare_train
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
@@ -35,8 +35,8 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     if why:
         raise Unavailable(why)
     on_cpu = ctx.platform.kind == "cpu"
-    from kernels.flash_attention import flash_attention
-    from workloads.transformer.triton_linear import use_triton_linears
+    from xmfu.kernels.flash_attention import flash_attention
+    from xmfu.workloads.transformer.triton_linear import use_triton_linears
 
     def attend(q, k, v):
         return flash_attention(q, k, v, causal=True)

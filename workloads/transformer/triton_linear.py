@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kernels.matmul import matmul
+from xmfu.kernels.matmul import matmul
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

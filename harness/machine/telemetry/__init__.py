@@ -8,26 +8,26 @@ DeviceInfo so they look the device up by UUID / PCI bus id, not by the framework
 
 from __future__ import annotations
 
-from harness.machine.platform import Platform
-from harness.machine.telemetry.base import PROBE_KEYS, Probe, Reading, Sampler, Unavailable
+from xmfu.harness.machine.platform import Platform
+from xmfu.harness.machine.telemetry.base import PROBE_KEYS, Probe, Reading, Sampler, Unavailable
 
 
 def open_sampler(platform: Platform) -> Sampler:
     device = platform.device
     try:
         if platform.kind == "cuda":
-            from harness.machine.telemetry.nvml import NvmlSampler
+            from xmfu.harness.machine.telemetry.nvml import NvmlSampler
 
             return NvmlSampler(device)
         if platform.kind == "rocm":
-            from harness.machine.telemetry.amdsmi import AmdSmiSampler
+            from xmfu.harness.machine.telemetry.amdsmi import AmdSmiSampler
 
             return AmdSmiSampler(device)
         if platform.kind == "tpu":
-            from harness.machine.telemetry.tpu import TpuSampler
+            from xmfu.harness.machine.telemetry.tpu import TpuSampler
 
             return TpuSampler(device.index)
-        from harness.machine.telemetry.cpu import CpuSampler
+        from xmfu.harness.machine.telemetry.cpu import CpuSampler
 
         return CpuSampler()
     except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so), init failures, no permission,

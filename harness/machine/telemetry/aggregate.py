@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from harness.machine.telemetry.base import Reading
+from xmfu.harness.machine.telemetry.base import Reading
 
 
 def counter_energy(points: Sequence[tuple[float, float | None]], wrap_j: float | None) -> tuple[float, float]:

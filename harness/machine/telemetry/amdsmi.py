@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harness.machine.platform import DeviceInfo
-from harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
-from harness.machine.telemetry.identity import amdsmi_handle
+from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
+from xmfu.harness.machine.telemetry.identity import amdsmi_handle
 
 U8_NA, U16_NA, U32_NA = 0xFF, 0xFFFF, 0xFFFFFFFF  # amdsmi's MaxUIntegerTypes, shown as "N/A" where it converts
 POWER_KEYS = ("current_socket_power", "average_socket_power")  # a part may fill only one of the two

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.machine.cpu_info import parse_cpuinfo
-from harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from
+from xmfu.harness.machine.cpu_info import parse_cpuinfo
+from xmfu.harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from
 
 POWERCAP = Path("/sys/class/powercap")
 THERMAL = Path("/sys/class/thermal")

@@ -18,7 +18,7 @@ import os
 import re
 from typing import Any
 
-from harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.platform import DeviceInfo
 
 VISIBLE = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_STEP_GPUS",
            "SLURM_JOB_GPUS")

@@ -15,9 +15,9 @@ import contextlib
 import os
 from typing import Any
 
-from harness.machine.platform import DeviceInfo
-from harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
-from harness.machine.telemetry.identity import nvml_handle
+from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
+from xmfu.harness.machine.telemetry.identity import nvml_handle
 
 # nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h: nvmlClocksEventReason*)
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.machine.telemetry.base import Reading, Sampler
+from xmfu.harness.machine.telemetry.base import Reading, Sampler
 
 
 class Recorder:

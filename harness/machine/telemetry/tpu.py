@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.machine.telemetry.base import READING_FIELDS, Probe, Reading, probe_report
+from xmfu.harness.machine.telemetry.base import READING_FIELDS, Probe, Reading, probe_report
 
 
 class TpuSampler:

@@ -5,7 +5,7 @@ interpreter spends most of a millisecond per row. The bundle schema uses a small
 (type, minimum, exclusiveMinimum, minLength, enum, const, pattern, required, properties, local $ref), which
 compiles here into plain closures. A keyword outside that part is refused when the schema is loaded, so the
 schema cannot grow a rule this checker would skip. Rows this checker rejects are explained with jsonschema's
-own messages (harness.results.validator), and a test holds the two to the same verdicts.
+own messages (xmfu.harness.results.validator), and a test holds the two to the same verdicts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Suites (harness/suite.py): parts composed and validated up front, run in this process, one bundle per part
+"""Suites (harness/suites/suite.py): parts composed and validated up front, run in this process, one bundle per part
 under a folder per host, the node's record, the report, and the roles under a launcher. Tiny parts only: the
 acceptance run at smoke sizes is a benchmark figure in the README, not a test."""
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import suite, suite_parts
-from harness.hydra_app import UsageError, compose_job
-from harness.machine.ranks import ProcessInfo
-from harness.results.reader import read_bundle
-from harness.suite_spec import parse_suite, shared_overrides
-from workloads.catalog import build_registry
+from xmfu.harness.hydra_app import UsageError, compose_job
+from xmfu.harness.machine.ranks import ProcessInfo
+from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.suites import parts as suite_parts
+from xmfu.harness.suites import suite
+from xmfu.harness.suites.spec import parse_suite, shared_overrides
+from xmfu.workloads.catalog import build_registry
 
 TINY = ["workload=matmul", "backends=[torch]", "workload.sizes=[32]", "workload.shapes=[]", "dtype=fp32",
         "timing=quick", "timing.max_time_s=0.3", "timing.warmup_s=0", "telemetry.enabled=false"]
@@ -112,7 +113,7 @@ def test_a_ranks_part_writes_at_the_suite_root_and_spans_the_nodes_devices(tmp_p
     ((job, nproc),) = calls
     assert nproc == 2 and job.folder == tmp_path / "s1" / "s1-coll"  # two gloo processes on a CPU
     assert suite_parts.torchrun_command(Path("j.json"), 4)[-5:] == [
-        "--standalone", "--nproc_per_node=4", "-m", "harness.suite_parts", "j.json"]
+        "--standalone", "--nproc_per_node=4", "-m", "xmfu.harness.suites.parts", "j.json"]
 
 
 def test_ranks_mode():
@@ -131,7 +132,7 @@ def test_under_a_launcher_the_id_is_the_jobs_and_a_part_runs_as_a_process_of_its
     monkeypatch.setenv("RANK", "9")
     monkeypatch.setenv("WORLD_SIZE", "16")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    from harness.machine.ranks import process_info
+    from xmfu.harness.machine.ranks import process_info
 
     with suite_parts.one_process(16):
         assert (process_info().rank, process_info().world_size) == (0, 1)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine.settings import ConfigError, boolean, check_keys, choice, number, positive_float
+from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, number, positive_float
 
 SCALES = ("auto", "full", "smoke")  # auto: smoke sizes where no accelerator is visible
 KINDS = ("run", "ranks", "devices")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from harness import doctor
-from harness.engine.registry import Implementation, Registry, WorkloadDef
-from harness.machine.platform import Platform, cpu_device
 from tests.conftest import gpu_device
 from tests.engine.test_runner import FakeCase, _prepared
+from xmfu.harness.cli import doctor
+from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
+from xmfu.harness.machine.platform import Platform, cpu_device
 
 
 def test_on_this_cpu_it_names_the_missing_accelerator_and_the_skipped_backends(capsys):

@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callable[..., Path]) -> int:
     """`store_of` and `output_of` are the CLI's checks of --store and -o (each raises its usage error)."""
-    from harness.results import history, history_report
+    from xmfu.harness.results import history, history_report
 
     out = output_of("history report", ns.output, (".html",))
     store = store_of("history report", ns.store, must_hold_runs=True)

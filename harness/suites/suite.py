@@ -1,11 +1,11 @@
 """`xmfu run experiment=acceptance` and `xmfu run experiment=nightly store=PATH`: a suite of runs as one command.
 
-The experiment overlay sets `suite:` (harness/suite_spec.py); `xmfu run` hands such a config here instead of
+The experiment overlay sets `suite:` (harness/suites/spec.py); `xmfu run` hands such a config here instead of
 to Hydra's launcher. Every part's jobs are composed and validated first (bad input: one paragraph, exit 2,
 nothing run), then:
 
 - in one process (no launcher): `xmfu doctor`'s checks, then the parts in order, each through
-  `harness.run.execute` in this process (collectives over the node's devices under torchrun, in children);
+  `xmfu.harness.run.execute` in this process (collectives over the node's devices under torchrun, in children);
 - under torchrun or Slurm (every rank runs this): the `ranks` parts first, every rank together; then each
   node's local rank 0 runs the doctor checks and the single-device parts on its own devices, as a process of
   its own, with results under a folder per host; every rank then marks itself done in the shared results
@@ -13,7 +13,7 @@ nothing run), then:
 
 Output: `<results_dir>/<suite id>/` holding `<host>/node.json` (doctor findings, each part's outcome),
 the bundles, `report.html` (the verdict page first) and `suite.json`. With `store=PATH` the bundles are
-appended to that history store and `history check` judges them (harness/nightly.py).
+appended to that history store and `history check` judges them (harness/suites/nightly.py).
 
 Exit status: 0 when every part ran, no device was an outlier and no regression was found; 1 otherwise
 (each named); 2 for invalid input; 130 when interrupted.
@@ -33,13 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.config import parse_results_dir, parse_run_id
-from harness.engine.registry import Registry
-from harness.engine.settings import ConfigError, SuiteTag, optional_positive_float
-from harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
-from harness.machine.platform import NoAcceleratorError, Platform, detect
-from harness.machine.ranks import ProcessInfo, process_info
-from harness.suite_parts import (
+from xmfu.harness.config import parse_results_dir, parse_run_id
+from xmfu.harness.engine.registry import Registry
+from xmfu.harness.engine.settings import ConfigError, SuiteTag, optional_positive_float
+from xmfu.harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
+from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
+from xmfu.harness.machine.ranks import ProcessInfo, process_info
+from xmfu.harness.suites.parts import (
     Job,
     PartOutcome,
     barrier,
@@ -49,7 +49,7 @@ from harness.suite_parts import (
     run_in_process,
     run_under_torchrun,
 )
-from harness.suite_spec import SuiteSpec, parse_suite, shared_overrides
+from xmfu.harness.suites.spec import SuiteSpec, parse_suite, shared_overrides
 
 INFO_FLAGS = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "-sc", "--shell-completion")
 NODE_RECORD = "node.json"
@@ -252,7 +252,7 @@ class Doctor:
 
 
 def diagnose_node(device: str) -> dict[str, Any]:
-    from harness.doctor import diagnose
+    from xmfu.harness.cli.doctor import diagnose
 
     print("xmfu suite: doctor's checks", flush=True)
     try:
@@ -283,7 +283,7 @@ def _iso(t: float) -> str:
 
 def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupted: bool) -> int:
     """Rank 0, every rank done (or given up on): the report, the store, the summary and the exit status."""
-    from harness.results import suite_report
+    from xmfu.harness.results import suite_report
 
     problems = []
     if missing:
@@ -294,7 +294,7 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     problems += verdict["problems"]
     problems += [f"part {o.name} exited {o.exit_code}" for o in outcomes if o.exit_code not in (0, None, 130)]
     if p.settings.store and not interrupted:
-        from harness.nightly import append_and_check
+        from xmfu.harness.suites.nightly import append_and_check
 
         problems += append_and_check(Path(p.settings.store), p.root, p.spec.check)
     summary = {"suite": asdict(p.spec), "suite_id": p.suite_id,

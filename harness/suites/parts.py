@@ -1,6 +1,6 @@
 """The jobs of a suite's parts: composed and validated before anything runs, then run in this process through
-`harness.run.execute`, or, for collectives over a node's devices without a launcher, under torchrun in child
-processes (`python -m harness.suite_parts JOB.json` is what each child runs).
+`xmfu.harness.run.execute`, or, for collectives over a node's devices without a launcher, under torchrun in child
+processes (`python -m xmfu.harness.suites.parts JOB.json` is what each child runs).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.config import apply_scale, explicit_workload_keys, parse_run_config
-from harness.engine.registry import Registry
-from harness.engine.settings import ConfigError, RunConfig, SuiteTag
-from harness.hydra_app import UsageError, compose_job
-from harness.suite_spec import Part
+from xmfu.harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.engine.registry import Registry
+from xmfu.harness.engine.settings import ConfigError, RunConfig, SuiteTag
+from xmfu.harness.hydra_app import UsageError, compose_job
+from xmfu.harness.suites.spec import Part
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 JOBS_FOLDER = ".jobs"  # in a suite's folder: what each child process of a torchrun part runs
@@ -58,7 +58,7 @@ def compose(overrides: Sequence[str], registry: Registry, tag: SuiteTag) -> tupl
     the suite. Raises UsageError (composition) or ConfigError (values)."""
     from omegaconf import OmegaConf
 
-    from harness.run import plan_phases
+    from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(list(overrides))
     explicit = explicit_workload_keys(overrides)
@@ -91,8 +91,8 @@ def plan_part(part: Part, smoke: bool, shared: Sequence[str], folder: Path, tag:
 def run_in_process(job: Job, registry: Registry, argv: Sequence[str]) -> int:
     """One job through `execute`; a crash is this part's failure, never the suite's end (KeyboardInterrupt
     aside)."""
-    from harness.machine.platform import NoAcceleratorError
-    from harness.run import SetupError, execute
+    from xmfu.harness.machine.platform import NoAcceleratorError
+    from xmfu.harness.run import SetupError, execute
 
     try:
         return execute(job.cfg, registry, job.config_yaml, argv, list(job.overrides)).exit_code
@@ -107,7 +107,7 @@ def run_in_process(job: Job, registry: Registry, argv: Sequence[str]) -> int:
 
 def torchrun_command(job_file: Path, nproc: int) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", "harness.suite_parts", str(job_file)]
+            "-m", "xmfu.harness.suites.parts", str(job_file)]
 
 
 def run_under_torchrun(job: Job, nproc: int, argv: Sequence[str]) -> int:
@@ -137,7 +137,7 @@ LAUNCHER_IDENTITY = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "SLURM_P
 @contextmanager
 def one_process(world_size: int) -> Iterator[None]:
     """Run a single-device part as a process of its own, though a launcher started this one: rank 0 of 1, so
-    it writes its bundle and waits for no other rank (harness.machine.ranks reads these variables)."""
+    it writes its bundle and waits for no other rank (xmfu.harness.machine.ranks reads these variables)."""
     if world_size < 2:
         yield
         return
@@ -170,7 +170,7 @@ def barrier(folder: Path, rank: int, world_size: int, timeout_s: float, poll_s: 
 
 def _child(job_file: Path) -> int:
     """A torchrun child: compose the job it was given and run it (every rank; rank 0 writes the bundle)."""
-    from workloads.catalog import build_registry
+    from xmfu.workloads.catalog import build_registry
 
     spec = json.loads(job_file.read_text())
     registry = build_registry()

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from harness.machine import environment, stack
-from harness.machine.platform import Platform, detect
-from harness.machine.telemetry import open_sampler
+from xmfu.harness.machine import environment, stack
+from xmfu.harness.machine.platform import Platform, detect
+from xmfu.harness.machine.telemetry import open_sampler
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "triton", "optax", "nvidia-ml-py", "amdsmi", "pyarrow",
               "hydra-submitit-launcher")
@@ -80,9 +80,9 @@ def check_telemetry(plat: Platform, found: Findings) -> None:
 
 def _availability(registry: Any, name: str, plat: Platform) -> tuple[int, dict[str, list[str]]]:
     """(number of smoke cases, backend -> the reason it gave for each case it cannot run)."""
-    from harness.config import parse_run_config
-    from harness.engine.context import RunContext
-    from harness.hydra_app import compose_job
+    from xmfu.harness.config import parse_run_config
+    from xmfu.harness.engine.context import RunContext
+    from xmfu.harness.hydra_app import compose_job
 
     data, _ = compose_job([f"workload={name}", "experiment=smoke"])
     cfg = parse_run_config(data, registry.backends_by_workload())
@@ -104,7 +104,7 @@ def check_backends(plat: Platform, found: Findings, registry: Any = None) -> Non
     """Each workload's backends asked, on its smoke cases, whether they can run here. A backend that runs
     none of them is a problem; one that runs some is noted in the facts with the reasons for the rest."""
     if registry is None:
-        from workloads.catalog import build_registry
+        from xmfu.workloads.catalog import build_registry
 
         registry = build_registry()
     skipped: dict[str, dict[str, list[str]]] = {}

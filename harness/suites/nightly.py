@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.results import coverage_history, history
-from harness.results.validator import load_bundle
+from xmfu.harness.results import coverage_history, history
+from xmfu.harness.results.validator import load_bundle
 
 
 def suite_bundles(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The nightly's end (harness/nightly.py): append a suite's bundles to the store, judge the series they extended
+"""The nightly's end (harness/suites/nightly.py): append a suite's bundles to the store, judge the series they extended
 and exit 1 on a regression or a lost coverage cell; and the whole nightly through the command (e2e, tiny)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import nightly
-from harness.results import history
 from tests.results.rows import matmul_row, untimed_row, write_bundle
+from xmfu.harness.results import history
+from xmfu.harness.suites import nightly
 
 pytest.importorskip("pyarrow")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: str = "GPU A") -> Path:
@@ -80,13 +80,13 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
     """A night of a one-part nightly at the smallest sizes, as a process with a bare environment: appended,
     judged (too few runs), exit 0; then a night with a different suite definition (in-process through the CLI's
     `main`) starts new series instead of failing."""
-    from harness.cli import main
+    from xmfu.harness.cli.main import main
 
     tiny = ["suite.only=[matmul]", "suite.doctor=false", "backends=[torch]", "workload.sizes=[32]", "dtype=fp32",
             "timing.max_time_s=0.3", "telemetry.enabled=false"]
 
     def night(*extra):
-        cmd = [sys.executable, "-m", "harness.cli", "run", "experiment=nightly", f"store={tmp_path / 'store'}",
+        cmd = [sys.executable, "-m", "xmfu", "run", "experiment=nightly", f"store={tmp_path / 'store'}",
                f"results_dir={tmp_path / 'r'}", *tiny, *extra]
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.cli_common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundle
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
     """The history folder `--store` names; `must_hold_runs`: it must exist and hold runs."""
-    from harness.results import history
+    from xmfu.harness.results import history
 
     store = Path(path)
     if store.exists() and not store.is_dir():
@@ -27,7 +27,7 @@ def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
 
 
 def _history_add(ns: argparse.Namespace) -> int:
-    from harness.results import history
+    from xmfu.harness.results import history
 
     store = store_path("history add", ns.store, must_hold_runs=False)
     for folder in ns.bundles:
@@ -42,7 +42,7 @@ def _history_add(ns: argparse.Namespace) -> int:
 
 def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
     """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
-    from harness.results import history, trend
+    from xmfu.harness.results import history, trend
 
     if ns.gap:
         points = history.gap(rows, ns.metric, *ns.gap)
@@ -59,7 +59,7 @@ def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[A
 
 
 def _history_trend(ns: argparse.Namespace) -> int:
-    from harness.results import history, trend
+    from xmfu.harness.results import history, trend
 
     out = output_path("history trend", ns.output, (".svg", ".html")) if ns.output else None
     store = store_path("history trend", ns.store, must_hold_runs=True)
@@ -80,7 +80,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def _history_check(ns: argparse.Namespace) -> int:
-    from harness.results import history
+    from xmfu.harness.results import history
 
     if ns.window < 1:
         raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
@@ -101,8 +101,8 @@ def _history_check(ns: argparse.Namespace) -> int:
 
 
 def cmd_history(args: Sequence[str]) -> int:
-    from harness import history_page
-    from harness.results.history import StoreError
+    from xmfu.harness.cli import history_page
+    from xmfu.harness.results.history import StoreError
 
     parser = Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -137,6 +137,6 @@ def cmd_history(args: Sequence[str]) -> int:
 
 
 def _history_columns() -> list[str]:
-    from harness.results.history import COLUMNS
+    from xmfu.harness.results.history import COLUMNS
 
     return list(COLUMNS)

@@ -29,7 +29,7 @@ class UsageFailure(Exception):
 
 def validated_bundle(command: str, folder: str) -> Any:
     """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
-    from harness.results.validator import load_bundle
+    from xmfu.harness.results.validator import load_bundle
 
     loaded = load_bundle(folder)
     if loaded.problems or loaded.bundle is None:

@@ -1,6 +1,6 @@
 """The `xmfu` command: run | compare | report | export | history | validate | doctor | peaks | env. Each
-subcommand parses its arguments here (history in harness/cli_history.py; what they share in
-harness/cli_common.py) and hands the work to the packages.
+subcommand parses its arguments here (history in harness/cli/history.py; what they share in
+harness/cli/common.py) and hands the work to the packages.
 
 Bad input is one paragraph on stderr and exit status 2; nothing here prints a traceback for it.
 """
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
-from harness.cli_common import Parser, UsageFailure, output_path, usage_error, validated_bundle
-from harness.cli_history import cmd_history
-from harness.engine import interrupts
+from xmfu.harness import __version__
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+from xmfu.harness.cli.history import cmd_history
+from xmfu.harness.engine import interrupts
 
 USAGE = """usage: xmfu <command> [arguments]
 
@@ -51,7 +51,7 @@ commands:
 
 
 def cmd_validate(args: Sequence[str]) -> int:
-    from harness.results.validator import validate_bundle
+    from xmfu.harness.results.validator import validate_bundle
 
     parser = Parser(prog="xmfu validate")
     parser.add_argument("bundles", nargs="+")
@@ -102,8 +102,8 @@ def _sides(tokens: list[str]) -> list[list[str]]:
 
 
 def cmd_compare(args: Sequence[str]) -> int:
-    from harness.results.compare import Side, compare
-    from harness.results.compare_render import render
+    from xmfu.harness.results.compare import Side, compare
+    from xmfu.harness.results.compare_render import render
 
     ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
     sides = _sides(ns.bundles)
@@ -137,7 +137,7 @@ def cmd_compare(args: Sequence[str]) -> int:
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
-    from harness.results.cost import load_prices, parse_prices
+    from xmfu.harness.results.cost import load_prices, parse_prices
 
     try:
         return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
@@ -146,7 +146,7 @@ def _prices(ns: argparse.Namespace) -> dict[str, float]:
 
 
 def _history_noise(store: str) -> Any:
-    from harness.results import history
+    from xmfu.harness.results import history
 
     try:
         return history.run_to_run_noise(history.load(Path(store)))
@@ -166,7 +166,7 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
 
 
 def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
-    from harness.results.cost import break_even, cost_figures
+    from xmfu.harness.results.cost import break_even, cost_figures
 
     rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.cases}
     for row in result.rows:
@@ -179,7 +179,7 @@ def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
 
 
 def cmd_report(args: Sequence[str]) -> int:
-    from harness.results import report
+    from xmfu.harness.results import report
 
     parser = Parser(prog="xmfu report")
     parser.add_argument("bundles", nargs="+")
@@ -200,7 +200,7 @@ def cmd_report(args: Sequence[str]) -> int:
 
 
 def cmd_export(args: Sequence[str]) -> int:
-    from harness.results import export
+    from xmfu.harness.results import export
 
     parser = Parser(prog="xmfu export")
     parser.add_argument("bundles", nargs="+")
@@ -219,7 +219,7 @@ def cmd_export(args: Sequence[str]) -> int:
 
 
 def cmd_peaks(args: Sequence[str]) -> int:
-    from harness.machine.peaks import load_table
+    from xmfu.harness.machine.peaks import load_table
 
     parser = Parser(prog="xmfu peaks")
     parser.add_argument("--json", action="store_true")
@@ -239,8 +239,8 @@ def cmd_peaks(args: Sequence[str]) -> int:
 
 
 def cmd_env(args: Sequence[str]) -> int:
-    from harness.machine.environment import PEAK_DTYPES, peaks_used
-    from harness.machine.platform import NoAcceleratorError, detect
+    from xmfu.harness.machine.environment import PEAK_DTYPES, peaks_used
+    from xmfu.harness.machine.platform import NoAcceleratorError, detect
 
     parser = Parser(prog="xmfu env")
     parser.add_argument("--json", action="store_true")
@@ -251,7 +251,7 @@ def cmd_env(args: Sequence[str]) -> int:
     except NoAcceleratorError as exc:
         return usage_error(f"env: {exc}")
     if ns.json:  # everything a bundle's environment.json records
-        from harness.machine.environment import capture
+        from xmfu.harness.machine.environment import capture
 
         print(json.dumps(capture(plat), indent=2, sort_keys=True, default=str))
         return 0
@@ -270,7 +270,7 @@ def cmd_env(args: Sequence[str]) -> int:
 
 
 def cmd_doctor(args: Sequence[str]) -> int:
-    from harness import doctor
+    from xmfu.harness.cli import doctor
 
     parser = Parser(prog="xmfu doctor")
     parser.add_argument("--json", action="store_true")
@@ -279,9 +279,9 @@ def cmd_doctor(args: Sequence[str]) -> int:
 
 
 def cmd_run(args: Sequence[str]) -> int:
-    from harness.hydra_app import UsageError, run_command
-    from harness.suite import maybe_run
-    from workloads.catalog import build_registry
+    from xmfu.harness.hydra_app import UsageError, run_command
+    from xmfu.harness.suites.suite import maybe_run
+    from xmfu.workloads.catalog import build_registry
 
     try:
         registry = build_registry()
@@ -375,14 +375,19 @@ def _dispatch(args: list[str]) -> int:
     return command(args[1:])
 
 
-if __name__ == "__main__":
+def run_as_module() -> None:
+    """`python -m xmfu` (torchrun's form): `main`, then leave with its status."""
     status = main()
     if status == 130 and _CTRL_C.seen:
-        # `python -m harness.cli` (torchrun's form): when a Ctrl-C's KeyboardInterrupt once escaped code that a C
-        # extension ran during an import, CPython remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m, ends the
-        # process by re-raising SIGINT (status -2) even though main caught it (Modules/main.c, Py_RunMain). Nothing
-        # is open at start-up, so leave with 130 at once. (The console script exits through Py_Exit, unaffected.)
+        # When a Ctrl-C's KeyboardInterrupt once escaped code that a C extension ran during an import, CPython
+        # remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m, ends the process by re-raising SIGINT (status
+        # -2) even though main caught it (Modules/main.c, Py_RunMain). Nothing is open at start-up, so leave with
+        # 130 at once. (The console script exits through Py_Exit, unaffected.)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
     sys.exit(status)
+
+
+if __name__ == "__main__":
+    run_as_module()
