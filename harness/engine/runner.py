@@ -31,7 +31,7 @@ from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_windo
 from xmfu.harness.machine.telemetry.recorder import Recorder
 from xmfu.harness.results.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.stats import paired_speedup, spread, summarize
-from xmfu.harness.results.writer import BundleWriter, utc_now
+from xmfu.harness.results.writer import BundleWriter, RecordError, utc_now
 
 
 @dataclass
@@ -132,6 +132,17 @@ def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, tim
             out["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             out["peak_memory_source"] = "process max RSS so far (CPU)"
     return out
+
+
+def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A row that the bundle format refuses, as a failed row that keeps what identifies it (the raw samples are
+    kept too): the bundle stays valid and the defect is named in it."""
+    keep = ("run_id", "phase", "case_id", "workload", "backend", "platform", "device", "device_index", "dtype",
+            "params", "flops", "flop_convention", "bytes", "comparability_key", "started", "finished")
+    failed = {k: row[k] for k in keep if k in row}
+    failed.update(status="failed", reason=f"xmfu error, please report it: {exc}", time_s=None, tflops=None,
+                  peak_tflops=None, peak_source=None, mfu=None, mfu_vs_achievable=None, timing_valid=False)
+    return failed, {k: samples[k] for k in ("run_id", "case_id", "backend", "unit", "samples") if k in samples}
 
 
 class CaseRunner:
@@ -242,7 +253,11 @@ class CaseRunner:
         return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
-        self.writer.append(row, samples)
+        try:
+            self.writer.append(row, samples)
+        except RecordError as exc:  # xmfu's own mistake: the row says so, and the sweep goes on
+            row, samples = _unfit(row, samples, exc)
+            self.writer.append(row, samples)
         self.rows.append(row)
         self.progress(row)
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from xmfu.harness.results.reader import Bundle
-from xmfu.harness.results.stats import _percentiles, resampled_medians_sorted, runs_ratio_ci, verdict
+from xmfu.harness.results.stats import resampled_medians_sorted, runs_ratio_ci, verdict
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
 RESAMPLES = 1000
@@ -126,7 +126,7 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
 def _beyond_floor(low: float, high: float, margin: float, floor: float, why_not: str) -> tuple[str, str]:
     """A verdict that calls a difference only when the whole interval clears 1 +- floor."""
     word = verdict(low, high, margin)
-    if word == "faster" and low <= 1 + floor or word == "slower" and high >= 1 - floor:
+    if (word == "faster" and low <= 1 + floor) or (word == "slower" and high >= 1 - floor):
         return "inconclusive", why_not
     return word, (f"beyond the {100 * floor:g}% noise floor" if word in ("faster", "slower") else "")
 

@@ -9,6 +9,7 @@ on day one over time (harness/results/coverage_history.py). Inline SVG, no scrip
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ def software_changes(rows: Sequence[dict[str, Any]]) -> list[Change]:
     found = []
     for (platform, device), by_run in runs.items():
         ordered = sorted(by_run.values(), key=lambda r: (history.when(r["created"]), r["run_id"]))
-        for before, after in zip(ordered, ordered[1:]):
+        for before, after in itertools.pairwise(ordered):
             what = tuple((name, str(before.get(name)), str(after.get(name))) for name in history.SOFTWARE
                          if before.get(name) and after.get(name) and before.get(name) != after.get(name))
             if what:

@@ -253,7 +253,7 @@ def t975(df: float) -> float:
     """The 0.975 quantile of Student's t; beyond the table, the Cornish-Fisher series in 1/df (Abramowitz &
     Stegun 26.7.5), within 0.001 of the exact value there."""
     if df <= 30:
-        return T975[max(int(math.floor(df)), 1) - 1]
+        return T975[max(math.floor(df), 1) - 1]
     z = 1.959964
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 

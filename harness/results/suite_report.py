@@ -14,9 +14,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from xmfu.harness.results import figures, report, verdict
 from xmfu.harness.results.html_table import html_table
 from xmfu.harness.results.reader import Bundle
+from xmfu.harness.results.schema.records import NodeRecord
 from xmfu.harness.results.validator import load_bundle
 
 NODE_RECORD = "node.json"
@@ -49,8 +52,10 @@ def load(root: Path) -> tuple[list[Node], list[str]]:
     nodes, problems = [], []
     for path in sorted(root.glob(f"*/{NODE_RECORD}")):
         try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            raw = path.read_bytes()
+            msgspec.json.decode(raw, type=NodeRecord)  # validated before anything it says is used
+            record = json.loads(raw)
+        except (OSError, ValueError, msgspec.MsgspecError) as exc:
             problems.append(f"{path.relative_to(root)}: unreadable ({exc})")
             continue
         parts = {}
@@ -209,7 +214,8 @@ def _matmul_figure(found: dict[str, dict[str, Any]]) -> Any:
         if not m:
             continue
         prefix = f"{host}: " if len(found) > 1 else ""
-        named = [("datasheet peak", m["datasheet_tflops"]), ("achievable (mamf)", (m["achievable"] or {}).get("tflops")),
+        named = [("datasheet peak", m["datasheet_tflops"]),
+                 ("achievable (mamf)", (m["achievable"] or {}).get("tflops")),
                  *((b["backend"], b["tflops"]) for b in m["backends"])]
         bars += [(prefix + name, value, BAR_COLORS.get(name, figures.COLORS[0])) for name, value in named if value]
     if not bars:

@@ -1,12 +1,14 @@
-"""`xmfu validate`: is a folder a complete, untouched `xmfu.bundle/1` bundle? Every problem, by name.
+"""`xmfu validate`: is a folder a complete, untouched xmfu bundle (`xmfu.bundle/2`, or `/1` of earlier
+versions)? Every problem, by name.
 
 Every command that reads bundles (compare, report, history add, export) loads them through `load_bundle`, which
 validates as it reads, so nothing a bundle holds is trusted before it is checked:
 - the files: regular files inside the folder, opened without following a link and never a device (a
   `telemetry.jsonl` linked to /dev/zero must not hang a reader), each read once, within a size limit;
 - the checksums in SHA256SUMS;
-- the records, against the published JSON Schema (harness/results/schema/xmfu.bundle-1.schema.json): types,
-  ranges, statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
+- the records, against their typed declarations (schema/row.py, schema/records.py; the published JSON Schema
+  schema/xmfu.bundle-2.schema.json is generated from them): every key declared, none other, types, ranges,
+  statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
 - the derived figures, which a consistent forgery would also have to get right: tflops = flops / median time,
   mfu = tflops / peak_tflops, the manifest's counts by status, one samples record per row, finite samples.
 """
@@ -19,15 +21,15 @@ import math
 import os
 import stat
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from xmfu.harness.results.reader import Bundle
-from xmfu.harness.results.schema.checker import compile_schema
 from xmfu.harness.results.schema import (
+    ACCEPTED_SCHEMAS,
     CASES,
     MANIFEST,
     REQUIRED_FILES,
@@ -36,8 +38,9 @@ from xmfu.harness.results.schema import (
     SUMS,
     TELEMETRY,
 )
+from xmfu.harness.results.schema.records import Manifest, Reading, Samples
+from xmfu.harness.results.schema.row import Row
 
-SCHEMA_FILE = Path(__file__).parent / "schema" / "xmfu.bundle-1.schema.json"
 MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
 REL_TOL = 1e-6  # derived figures are recomputed in double precision; JSON keeps 17 significant digits
 
@@ -52,23 +55,47 @@ class _Reject(ValueError):
     pass
 
 
-def _no_constants(token: str) -> Any:
-    raise _Reject(f"{token} is not JSON (bundles are strict JSON)")
+RECORDS: dict[str, type[msgspec.Struct]] = {"manifest": Manifest, "row": Row, "samples": Samples,
+                                            "reading": Reading}
+_DECODERS = {kind: msgspec.json.Decoder(record) for kind, record in RECORDS.items()}
+_PLAIN = msgspec.json.Decoder()
 
 
-def _parse(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constants)
+def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
+    """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
+    Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
+    try:
+        value = _PLAIN.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _Reject(f"{where}: not valid JSON ({_why_not_json(raw, exc)})"[:300]) from None
+    try:
+        _DECODERS[kind].decode(raw)
+    except msgspec.ValidationError as exc:
+        return value, [f"{where}: {_located(str(exc))}"[:300]]
+    return value, []
 
 
-@lru_cache(maxsize=1)
-def _validators() -> dict[str, Any]:
-    from jsonschema import Draft202012Validator
-    from referencing import Registry, Resource
+def _why_not_json(raw: bytes | str, exc: Exception) -> str:
+    """Name a NaN or Infinity token, which Python's json writes by default and JSON does not have."""
+    def refuse(token: str) -> Any:
+        raise _Reject(f"{token} is not JSON (bundles are strict JSON)")
 
-    schema = json.loads(SCHEMA_FILE.read_text())
-    registry = Registry().with_resource(schema["$id"], Resource.from_contents(schema))
-    return {name: Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/{name}"}, registry=registry)
-            for name in ("manifest", "row", "samples")}
+    try:
+        json.loads(raw, parse_constant=refuse)
+    except _Reject as found:
+        return str(found)
+    except ValueError:
+        pass
+    return str(exc)
+
+
+def _located(message: str) -> str:
+    """msgspec's `Expected `int`, got `str` - at `$.time_s.n`` as `time_s.n: expected `int`, got `str``."""
+    text, _, at = message.rpartition(" - at `$")
+    if not text:
+        return message
+    path = at.rstrip("`").lstrip(".") or "(record)"
+    return f"{path}: {text[:1].lower()}{text[1:]}"
 
 
 def _read(folder: Path, name: str) -> bytes:
@@ -90,23 +117,6 @@ def _read(folder: Path, name: str) -> bytes:
             return f.read(MAX_FILE_BYTES + 1)
     finally:
         os.close(fd)
-
-
-@lru_cache(maxsize=1)
-def _fast_checks() -> dict[str, Any]:
-    schema = json.loads(SCHEMA_FILE.read_text())
-    return {name: compile_schema(schema["$defs"][name], schema["$defs"]) for name in ("manifest", "row", "samples")}
-
-
-def _schema_problems(kind: str, record: Any, where: str) -> list[str]:
-    """Nothing when the compiled checker passes the record; else jsonschema's own messages for it."""
-    if _fast_checks()[kind](record):
-        return []
-    out = []
-    for error in sorted(_validators()[kind].iter_errors(record), key=lambda e: list(e.path))[:5]:
-        path = ".".join(str(p) for p in error.path) or "(record)"
-        out.append(f"{where}: {path}: {error.message[:200]}")
-    return out
 
 
 def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
@@ -133,16 +143,15 @@ def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
 
 def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
     records, problems = [], []
-    text = raw.decode(errors="replace")
-    if text and not text.endswith("\n"):
+    if raw and not raw.endswith(b"\n"):
         problems.append(f"{name}: last line is incomplete (truncated)")
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(raw.splitlines(), 1):
         try:
-            record = _parse(line)
-        except (ValueError, _Reject) as exc:
-            problems.append(f"{name} line {number}: not valid JSON ({exc})"[:300])
+            record, found = _record(kind, line, f"{name} line {number}")
+        except _Reject as exc:
+            problems.append(str(exc))
             continue
-        problems += _schema_problems(kind, record, f"{name} line {number}")
+        problems += found
         records.append(record)
     return records, problems
 
@@ -157,13 +166,13 @@ def _derived(row: dict[str, Any], where: str) -> list[str]:
     if not isinstance(t, dict) or not isinstance(t.get("median"), (int, float)) or t["median"] <= 0:
         return out
     tflops, flops, peak = row.get("tflops"), row.get("flops"), row.get("peak_tflops")
-    if isinstance(tflops, (int, float)) and isinstance(flops, (int, float)) and flops > 0:
-        if not _close(tflops, flops / t["median"] / 1e12):
-            out.append(f"{where}: tflops {tflops} is not flops / median time ({flops / t['median'] / 1e12})")
+    if isinstance(tflops, (int, float)) and isinstance(flops, (int, float)) and flops > 0 \
+            and not _close(tflops, flops / t["median"] / 1e12):
+        out.append(f"{where}: tflops {tflops} is not flops / median time ({flops / t['median'] / 1e12})")
     mfu = row.get("mfu")
-    if isinstance(mfu, (int, float)) and isinstance(tflops, (int, float)) and isinstance(peak, (int, float)):
-        if not _close(mfu, tflops / peak):
-            out.append(f"{where}: mfu {mfu} is not tflops / peak_tflops ({tflops / peak})")
+    if isinstance(mfu, (int, float)) and isinstance(tflops, (int, float)) and isinstance(peak, (int, float)) \
+            and not _close(mfu, tflops / peak):
+        out.append(f"{where}: mfu {mfu} is not tflops / peak_tflops ({tflops / peak})")
     return out
 
 
@@ -216,13 +225,19 @@ def load_bundle(folder: str | Path) -> Loaded:
             problems.append(str(exc))
     problems += _sums(folder, data)
     try:
-        manifest = _parse(data[MANIFEST].decode(errors="replace"))
-    except (ValueError, _Reject) as exc:
-        return Loaded(None, [*problems, f"{MANIFEST}: not valid JSON ({exc})"])
-    problems += _schema_problems("manifest", manifest, MANIFEST)
+        manifest, found = _record("manifest", data[MANIFEST], MANIFEST)
+    except _Reject as exc:
+        return Loaded(None, [*problems, str(exc)])
+    version = manifest.get("schema") if isinstance(manifest, dict) else None
+    if version not in ACCEPTED_SCHEMAS:
+        return Loaded(None, [*problems, f"{MANIFEST}: schema {version!r} is not a bundle format this xmfu reads "
+                                        f"({', '.join(ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it is no bundle"])
+    problems += found
     rows, row_problems = _jsonl(CASES, data[CASES], "row")
     samples, sample_problems = _jsonl(SAMPLES, data[SAMPLES], "samples")
     problems += row_problems + sample_problems
+    if TELEMETRY in data:
+        problems += _jsonl(TELEMETRY, data[TELEMETRY], "reading")[1]
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
     bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None

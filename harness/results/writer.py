@@ -2,6 +2,8 @@
 
 Rows are appended and flushed the moment a case finishes; the manifest and SHA256SUMS are rewritten
 atomically after every case, so an interrupted run leaves a bundle that validates, with status `partial`.
+Every record is checked against its typed declaration (schema/row.py, schema/records.py) before it is written:
+a key the format does not declare, or a value of the wrong type, is a `RecordError`, never a line in the bundle.
 A `guard` (the engine passes its signal shield) wraps every multi-file update, so a Ctrl-C never lands
 between a row and the checksums that cover it.
 """
@@ -12,12 +14,15 @@ import contextlib
 import hashlib
 import json
 import math
+import numbers
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from xmfu.harness.results.schema import (
     CASES,
@@ -32,16 +37,23 @@ from xmfu.harness.results.schema import (
     TELEMETRY,
     sha256_file,
 )
+from xmfu.harness.results.schema.records import Manifest, Reading, Samples
+from xmfu.harness.results.schema.row import Row
 
 Guard = Callable[[], AbstractContextManager[Any]]
 
 
 def finite(value: Any, path: str = "", found: list[str] | None = None) -> Any:
-    """`value` with every NaN or infinity replaced by None (bundles are strict JSON), the paths in `found`."""
-    if isinstance(value, float) and not math.isfinite(value):
-        if found is not None:
-            found.append(path or "(value)")
-        return None
+    """`value` with every NaN or infinity replaced by None (bundles are strict JSON), the paths in `found`, and
+    every number as Python's own float or int (a numpy scalar would otherwise need a fallback to be written)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            if found is not None:
+                found.append(path or "(value)")
+            return None
+        return float(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
     if isinstance(value, dict):
         return {k: finite(v, f"{path}.{k}" if path else str(k), found) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -55,6 +67,20 @@ def utc_now() -> str:
 
 class BundleWriteError(OSError):
     """The bundle could not be written (disk full, permissions): the last consistent state is kept."""
+
+
+class RecordError(ValueError):
+    """A record does not fit the bundle format: an undeclared key, or a value of the wrong type."""
+
+
+def checked(record: dict[str, Any], kind: type[msgspec.Struct], name: str) -> dict[str, Any]:
+    """`record` unchanged when it is a valid `kind` (the dict is what gets written: absent optional keys stay
+    absent); else RecordError naming the field."""
+    try:
+        msgspec.convert(record, kind)
+    except msgspec.ValidationError as exc:
+        raise RecordError(f"{name} does not fit {SCHEMA}: {exc}") from None
+    return record
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -111,7 +137,8 @@ class BundleWriter:
         row = finite(row, "", found)
         if found:  # kept as null, and said: a NaN from a backend is a finding, never a number in the bundle
             row["non_finite_fields"] = found[:50]
-        samples = finite(samples)
+        checked(row, Row, "the row")
+        samples = checked(finite(samples), Samples, "the samples record")
         parts = [(name, (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
                  for name, record in ((CASES, row), (SAMPLES, samples))]
         with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
@@ -123,8 +150,8 @@ class BundleWriter:
         """The time series of one case (perf_counter times; rows hold the per-backend summaries)."""
         if not readings:
             return
-        text = "".join(json.dumps({"case_id": case_id, **r}, sort_keys=True, allow_nan=False) + "\n"
-                       for r in readings)
+        records = [checked(finite({"case_id": case_id, **r}), Reading, "a telemetry reading") for r in readings]
+        text = "".join(json.dumps(r, sort_keys=True, allow_nan=False) + "\n" for r in records)
         with self.guard():
             self._append([(TELEMETRY, text.encode())])
             self._sync()
@@ -155,6 +182,7 @@ class BundleWriter:
         self._sync()
 
     def _sync(self) -> None:
+        checked(self.manifest, Manifest, "the manifest")
         try:
             _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
             names = [*REQUIRED_FILES, TELEMETRY, *self.attachments]

@@ -39,6 +39,8 @@ from xmfu.harness.engine.settings import ConfigError, SuiteTag, optional_positiv
 from xmfu.harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
 from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
+from xmfu.harness.results.schema.records import NodeRecord
+from xmfu.harness.results.writer import checked
 from xmfu.harness.suites.parts import (
     Job,
     PartOutcome,
@@ -274,7 +276,8 @@ def _write_node(p: Plan, plat: Platform, outcomes: list[PartOutcome], doctor: di
               "started": _iso(started), "finished": _iso(time.time())}
     folder = p.root / p.host
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / NODE_RECORD).write_text(json.dumps(record, indent=1, default=str) + "\n")
+    record = checked(json.loads(json.dumps(record, default=str)), NodeRecord, NODE_RECORD)  # as it will be read
+    (folder / NODE_RECORD).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def _iso(t: float) -> str:

@@ -165,11 +165,20 @@ def test_rows_carry_the_device_identity(tmp_path):
     assert (row["device_uuid"], row["device_pci_bus_id"]) == (device.uuid, device.pci_bus_id)
 
 
+SEEN: dict = {}  # what the figures hook was given (a hook may return only fields the row declares)
+
+
 @dataclass(frozen=True)
 class FiguresCase(FakeCase):
     def figures(self, time_s, samples, membw, invalid_timing):
-        return {"seen": {"median": time_s["median"], "samples": samples, "membw": membw.as_row(),
-                         "invalid": invalid_timing}}
+        SEEN.update(median=time_s["median"], samples=samples, membw=membw.as_row(), invalid=invalid_timing)
+        return {**membw.as_row(), "mbu": None, "mbu_reason": "figures hook ran"}
+
+
+@dataclass(frozen=True)
+class UndeclaredFiguresCase(FakeCase):
+    def figures(self, time_s, samples, membw, invalid_timing):
+        return {"speed_score": 3.0}
 
 
 def test_per_event_samples_and_the_figures_hook(tmp_path):
@@ -183,13 +192,27 @@ def test_per_event_samples_and_the_figures_hook(tmp_path):
 
     runner, _ = _runner(tmp_path, repeats=2, peak_membw_gbps=100.0)
     workload = WorkloadDef("fake", FAKE.expand, {"good": Implementation("good", always, prepare)})
+    SEEN.clear()
     runner.run_phase(Phase("main", workload, [FiguresCase(1)], ["good"]))
     row = runner.rows[0]
     assert row["timer"]["inner"] == 1 and "fixed by the backend" in row["timer"]["inner_note"]
-    seen = row["seen"]
+    assert row["mbu_reason"] == "figures hook ran"  # what the hook returns joins the row
+    seen = SEEN
     assert len(seen["samples"]) == 2 and all(seen["samples"])  # one list per repeat
     assert all(log[i + 1] == "call" for i, entry in enumerate(log) if entry == "next")  # one call per sample
     assert sum(len(r) for r in seen["samples"]) == row["time_s"]["n"] == log.count("next")
     assert log.count("call") > log.count("next")  # the first call and warm-up calls run without the hook
     assert "next" not in log[:2] and seen["median"] == row["time_s"]["median"] and seen["invalid"] is None
     assert seen["membw"]["peak_membw_gbps"] == 100.0 and seen["membw"]["peak_membw_entry"] == "override"
+
+
+def test_a_row_the_bundle_format_refuses_is_written_as_failed_and_the_sweep_goes_on(tmp_path):
+    """A hook that returns a field the row does not declare is xmfu's own defect: that row is written as failed,
+    naming the field, the next case still runs, and the bundle stays valid."""
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("main", FAKE, [UndeclaredFiguresCase(1), FakeCase(2)], ["good"]))
+    writer.finalize("complete")
+    first, second = runner.rows
+    assert first["status"] == "failed" and "speed_score" in first["reason"] and "xmfu error" in first["reason"]
+    assert second["status"] == "ok"
+    assert validate_bundle(tmp_path / "b") == []

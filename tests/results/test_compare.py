@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from tests.results.rows import valid_row
 from xmfu.harness.results.compare import Side, compare, environment_diff
 from xmfu.harness.results.compare_render import render
 from xmfu.harness.results.cost import break_even, cost_figures, parse_prices
 from xmfu.harness.results.reader import read_bundle
 from xmfu.harness.results.writer import BundleWriter
-from tests.results.rows import valid_row
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}

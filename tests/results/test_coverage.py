@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from xmfu.harness.results.coverage import coverage, render_html, variant
 from tests.results.rows import attention_row, matmul_row, untimed_row
+from xmfu.harness.results.coverage import coverage, render_html, variant
 
 
 def _rows():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from tests.results.rows import attention_row, collectives_row, matmul_row, write_bundle
 from xmfu.harness.cli.main import main
 from xmfu.harness.results import export
-from tests.results.rows import attention_row, collectives_row, matmul_row, write_bundle
 
 
 def test_flat_columns_one_level_deep():

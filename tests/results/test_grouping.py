@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from xmfu.harness.results import figures, grouping
 from tests.results.rows import attention_row, matmul_row
+from xmfu.harness.results import figures, grouping
 
 
 def _flops(r):

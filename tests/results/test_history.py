@@ -50,7 +50,8 @@ def test_pandas_reads_the_store_as_one_table(tmp_path):
 def _rows(values, device="GPU A", platform="cuda"):
     return [{"run_id": f"r{i}", "created": f"2026-11-{i + 1:02d}T00:00:00Z", "workload": "matmul", "case_id": "c",
              "backend": "torch", "device": device, "platform": platform, "dtype": "bf16", "status": "ok",
-             "timing_valid": True, "tflops": v, "mfu": v / 1000, "comparability_key": "k"} for i, v in enumerate(values)]
+             "timing_valid": True, "tflops": v, "mfu": v / 1000, "comparability_key": "k"}
+            for i, v in enumerate(values)]
 
 
 def test_check_flags_a_step_but_not_noise():

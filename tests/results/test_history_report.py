@@ -8,8 +8,8 @@ from datetime import date
 
 import pytest
 
-from xmfu.harness.results import coverage_history, history, history_report
 from tests.results.test_report import ink, render
+from xmfu.harness.results import coverage_history, history, history_report
 
 pytest.importorskip("pyarrow")
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -119,8 +119,8 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
 
 
 def test_cli_history_report(tmp_path, capsys):
-    from xmfu.harness.cli.main import main
     from tests.results.test_history import _mixed_store
+    from xmfu.harness.cli.main import main
 
     store = _mixed_store(tmp_path)
     assert main(["history", "report", "--store", str(store), "-o", str(tmp_path / "h.html")]) == 0

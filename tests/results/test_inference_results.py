@@ -44,5 +44,5 @@ def test_series_of_decode_throughput_and_mbu_against_batch():
         "device": "NVIDIA H100 80GB HBM3", "dtype": "bf16", "model": "1b", "prompt_len": 512, "gen_len": 128,
         "points": None}
     assert "torch" in torch_tps["label"] and "1b" in torch_tps["label"]
-    other = inference_series([_row("torch", 1, 100.0, 0.4, device="AMD Instinct MI300X")] + rows)
+    other = inference_series([_row("torch", 1, 100.0, 0.4, device="AMD Instinct MI300X"), *rows])
     assert len([s for s in other if s["metric"] == "mbu"]) == 2  # one series per device

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from xmfu.harness.results.progress import Progress
 from tests.results.rows import valid_row
+from xmfu.harness.results.progress import Progress
 
 
 def test_plain_lines_say_where_the_sweep_stands():

@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.results.rows import attention_row, collectives_row, matmul_row, untimed_row, write_bundle
 from xmfu.harness.results import report
 from xmfu.harness.results.reader import read_bundle
-from tests.results.rows import attention_row, collectives_row, matmul_row, untimed_row, write_bundle
 
 HOSTILE = "<script>alert('x')</script>"
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -69,7 +69,8 @@ def test_plots_say_what_they_show(built):
     html, _ = built
     texts = " ".join(el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text"))
     for label in ("non-causal fwd", "causal fwd_bwd", "achieved TFLOP/s (95% CI)", "FLOPs per call",
-                  "bus bandwidth GB/s", "1 KiB", "1 MiB", "SM clock (MHz)", "power (W)", "compute roof: bf16 100 TFLOP/s on GPU A"):
+                  "bus bandwidth GB/s", "1 KiB", "1 MiB", "SM clock (MHz)", "power (W)",
+                  "compute roof: bf16 100 TFLOP/s on GPU A"):
         assert label in texts, label
     assert "2.08e+04" not in texts and "days" not in texts
     assert "1 ok rows are not drawn: their timing is not valid here" in html

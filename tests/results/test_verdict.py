@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from tests.results.rows import MANIFEST, ci95, valid_row
+from tests.results.test_report import ink, render
 from xmfu.harness.results import suite_report, verdict
 from xmfu.harness.results.validator import load_bundle
 from xmfu.harness.results.writer import BundleWriter
-from tests.results.rows import MANIFEST, ci95, valid_row
-from tests.results.test_report import ink, render
 
 HOSTILE = "<script>alert('x')</script>"
 FLOPS = 2.0 * 1024**3
@@ -67,7 +67,9 @@ def _node(root, host, matmul_tflops, device_tflops, throttle=None):
               "bundles": [_bundle(folder, f"{host}-dev{i}", [_mm(t, device_index=i, device_uuid=f"GPU-{i}")])
                           for i, t in enumerate(device_tflops)]}]
     record = {"host": host, "scale": "full", "scale_reason": "full sizes (torch sees 8 cuda device(s))",
-              "doctor": {"problems": [HOSTILE]}, "parts": parts}
+              "doctor": {"problems": [HOSTILE]}, "parts": parts, "started": "2026-11-24T00:00:00Z",
+              "finished": "2026-11-24T01:00:00Z", "platform": {"kind": "cuda", "reason": "test", "devices": []},
+              "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
     (folder / "node.json").write_text(json.dumps(record))
 
 
@@ -110,7 +112,7 @@ def test_two_nodes_compared_and_every_figure_of_the_verdict(suite_folder):
 
 
 def test_the_verdict_page_renders_in_headless_chromium(suite_folder, tmp_path):
-    html, v = suite_report.build(suite_folder, price=2.0)
+    html, _ = suite_report.build(suite_folder, price=2.0)
     page = tmp_path / "report.html"
     page.write_text(html)
     shot, dom, stderr = render(page, tmp_path, size=(1200, 1600))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import yaml
 
+from tests.results.rows import valid_row
 from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.harness.results.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.compare import Side, compare
@@ -27,9 +28,9 @@ def _bundle(tmp_path, name, case):
     fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention, PROTOCOL)
     writer = BundleWriter(tmp_path / name, {"run_id": name, "created": "now", "xmfu_version": "0", "git_sha": None,
                                             "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
-    row = {"run_id": name, "case_id": case.case_id, "workload": "transformer", "backend": "torch", "status": "ok",
-           "dtype": "bf16", "params": case.params(), "flops": case.flops(), "time_s": {"median": 0.01},
-           "timing_valid": True, "comparability_key": comparability_key(fields), "comparability": fields}
+    row = valid_row([0.01, 0.011, 0.0105], flops=case.flops(), run_id=name, case_id=case.case_id,
+                    workload="transformer", dtype="bf16", params=case.params(),
+                    comparability_key=comparability_key(fields), comparability=fields)
     writer.append(row, {"case_id": case.case_id, "backend": "torch", "samples": [0.01, 0.011, 0.0105],
                         "repeats": [0, 0, 0]})
     writer.finalize("complete")

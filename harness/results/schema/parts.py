@@ -1,0 +1,202 @@
+"""The nested records of a row: time statistics, the timer, the correctness check, a speedup, telemetry, the
+conditions of the measurement, and the figures of repeats, variants, steady state and distributed steps.
+
+Each is declared once here; row.py assembles them into the row (see types.py for why msgspec).
+"""
+
+from typing import Literal
+
+from msgspec import field
+
+from xmfu.harness.results.schema.types import AnyMap, NonNeg, OpenRecord, Positive, Record, Text, doc, maybe
+
+
+class TimeStats(Record, kw_only=True):
+    """Statistics of the per-call times (seconds) of one (case, backend): every sample, all repeats pooled."""
+
+    n: doc(int, "number of samples", ge=1)
+    median: doc(float, "median time per call, s: the figure every rate is computed from", gt=0)
+    mean: doc(float, "mean time per call, s", gt=0)
+    min: doc(float, "fastest sample, s", ge=0)
+    max: doc(float, "slowest sample, s", gt=0)
+    p10: doc(float, "10th percentile, s", ge=0) = 0.0
+    p90: doc(float, "90th percentile, s", ge=0) = 0.0
+    p99: doc(float, "99th percentile, s", ge=0) = 0.0
+    ci95_low: doc(float, "lower end of the 95% confidence interval of the median, s", ge=0)
+    ci95_high: doc(float, "upper end of the 95% confidence interval of the median, s", ge=0)
+    cv: doc(float, "coefficient of variation (standard deviation / mean)", ge=0) = 0.0
+    ci_method: doc(str, "how the interval was computed (bootstrap of the median; two-stage over repeats)") = ""
+
+
+class Timer(Record, kw_only=True):
+    """How the time was taken and why sampling stopped."""
+
+    name: maybe(str, "timer used (cuda events, jax block_until_ready, perf_counter...); null: not timed")
+    inner: maybe(int, "back-to-back calls per sample (each sample is their mean); null: not timed", ge=1)
+    stop: doc(str, "why sampling stopped (CI target met, time budget, max samples), or why it never started")
+    ci_target_met: maybe(bool, "whether the CI half-width target was reached; null: not timed") = None
+    inner_note: maybe(str, "why `inner` is what it is, where it was limited") = None
+    host_launch_s: maybe(float, "host time to issue one call, s; null: not measured for this timer", ge=0) = None
+    launch_bound: maybe(bool, "true when issuing a call took >= 90% of its measured time (launch overhead, not "
+                              "kernels); null: not measured") = None
+    cuda_graph: maybe(bool | str, "timing.cuda_graph: true when replays of a captured graph were timed, else "
+                                  "'not applied: <why>'; absent when not asked for") = None
+    flush_l2_bytes: maybe(int | str, "timing.flush_l2: bytes overwritten before every timed call, or 'not applied: "
+                                     "<why>'; absent when not asked for") = None
+
+
+class Correctness(Record, kw_only=True):
+    """The backend's output against the fp64 (or exact) reference, checked before anything was timed."""
+
+    ok: doc(bool, "whether the error is within the tolerance")
+    error: maybe(float, "the error, in the metric named by `metric`; null when infinite (no output to compare: "
+                        "None, a wrong shape, NaN)")
+    tolerance: doc(float, "the largest error accepted")
+    metric: doc(str, "what `error` measures (e.g. max relative error; '#wrong elements' for collectives)")
+    checked: doc(str, "what was compared (all elements, which rows or steps)")
+
+
+class Speedup(Record, kw_only=True):
+    """This backend against the run's baseline: baseline time / this time (above 1: this backend is faster)."""
+
+    baseline: doc(str, "the baseline backend")
+    value: doc(float, "speedup at the medians", gt=0)
+    ci95_low: doc(float, "lower end of its 95% CI (paired bootstrap over interleaved rounds)")
+    ci95_high: doc(float, "upper end of its 95% CI")
+    rounds: doc(int, "paired rounds the CI was computed from", ge=0)
+    verdict: doc(Literal["faster", "slower", "equivalent", "inconclusive"],
+                 "the CI against 1 +- equivalence_margin")
+    variance_source: doc(str, "where the variance came from") = "interleaved rounds of one run"
+
+
+class Repeats(Record, kw_only=True):
+    """`repeats` > 1: the whole measurement was repeated; each repeat's median and their spread."""
+
+    medians_s: doc(list[float], "median of each repeat, s")
+    inner: doc(list[int], "calls per sample in each repeat")
+    n: doc(int, "number of repeats", ge=2)
+    spread_rel: doc(float, "(max - min) / median of the repeats' medians", ge=0)
+    cv: doc(float, "coefficient of variation of the repeats' medians", ge=0)
+
+
+class Variant(Record, kw_only=True):
+    """A variant of the step timed beside it (a distributed step without its collectives, or the collectives
+    alone), combined over ranks like the step."""
+
+    time_s: maybe(TimeStats, "its time statistics; null when it could not run (see error)")
+    per_rank_median_s: maybe(list[float], "every rank's median, s") = None
+    error: maybe(str, "why it has no time") = None
+
+
+class SteadyWindow(Record, kw_only=True):
+    """One window of a sustained run."""
+
+    index: doc(int, "window number from 0", ge=0)
+    start_s: doc(float, "start of the window from the first sample, s", ge=0)
+    median_s: doc(float, "median time per call in the window, s", ge=0)
+    n: doc(int, "samples in the window", ge=0)
+    tflops: maybe(float, "TFLOP/s at the window's median; null for a workload without FLOPs", ge=0)
+    mean_sm_clock_mhz: maybe(float, "mean SM/GFX/core clock in the window, MHz; null: no readings")
+    mean_power_w: maybe(float, "mean power in the window, W; null: no readings")
+
+
+class SteadyState(Record, kw_only=True):
+    """timing.sustain_s > 0: per-window throughput, when it settled, and the first window against the settled."""
+
+    window_s: doc(float, "window length, s", gt=0)
+    tolerance: doc(float, "windows within this relative change of the last count as steady", ge=0)
+    windows: doc(list[SteadyWindow], "every window in order")
+    reached_after_s: doc(float, "start of the first steady window, s", ge=0)
+    reached: doc(bool, "whether a steady state was reached before the last window")
+    first_window: doc(SteadyWindow, "the first window")
+    steady_window: doc(SteadyWindow, "the first window of the steady state")
+    first_vs_steady_time_change: doc(float, "first window's median / steady window's median - 1")
+
+
+class Latency(Record, kw_only=True):
+    """Per-event latency percentiles (inference: time to first token, time per output token), s."""
+
+    p50: doc(float, "median, s", ge=0)
+    p90: doc(float, "90th percentile, s", ge=0)
+    p99: doc(float, "99th percentile, s (interpolated when n < 100)", ge=0)
+    mean: doc(float, "mean, s", ge=0)
+    n: doc(int, "number of events", ge=1)
+    generations: maybe(float, "tpot_s only: the number of whole generations the samples cover", ge=0) = None
+
+
+class ScalingBaseline(Record, kw_only=True):
+    """The single-device step a distributed step's scaling efficiency is measured against."""
+
+    case_id: doc(str, "its case")
+    tflops: doc(float, "its TFLOP/s", ge=0)
+    mfu: maybe(float, "its MFU", ge=0)
+    median_s: doc(float, "its median step time, s", gt=0)
+    same_per_device_batch: doc(bool, "true for weak scaling (each device keeps the single device's batch)")
+
+
+class CommDetail(Record, kw_only=True):
+    """How the communication figures of a distributed step were measured."""
+
+    collectives: maybe(str, "which collectives the strategy issues per step") = None
+    exposed_method: maybe(str, "how exposed communication time was measured") = None
+    total_method: maybe(str, "how total communication time was measured") = None
+    overlap_raw: maybe(float, "1 - exposed / total before clamping to [0, 1]") = None
+    clamped: maybe(bool, "whether the overlap was clamped to [0, 1]") = None
+    note: maybe(str, "why a figure is missing or clamped") = None
+
+
+class Comparability(Record, kw_only=True):
+    """What must match for two rows to be compared; `comparability_key` is its hash."""
+
+    workload: doc(Text, "the workload")
+    params: doc(AnyMap, "the case's parameters")
+    dtype: doc(str, "the data type")
+    flop_convention: doc(str, "the FLOP count's convention")
+    protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
+                          "cold_cache, sustained, and flush_l2 / cuda_graph when on)")
+
+
+class Clocks(OpenRecord, kw_only=True):
+    """Whether the device's clocks were locked (NVML application clocks, amdsmi performance level, the CPU's
+    cpufreq governor), as the telemetry source reads it."""
+
+    locked: maybe(bool, "true locked, false not locked, null unknown (see reason)") = None
+    reason: maybe(str, "why `locked` is null") = None
+    source: maybe(str, "where it was read") = None
+    detail: maybe(AnyMap, "what the source reported (governor, perf level, application clocks...)") = None
+
+
+class Contention(OpenRecord, kw_only=True):
+    """Other work on the host and on the timed GPU while the case ran."""
+
+    contended: doc(bool, "whether other processes used enough CPU (or the GPU) to disturb the timing")
+    reason: maybe(str, "why it counts as contended") = None
+    busiest_others: doc(list[AnyMap],
+                        "the busiest other processes: pid, name, core_share") = field(default_factory=list)
+    load_avg: doc(list[float],
+                  "the host's load averages (1, 5, 15 min) at the end of the case") = field(default_factory=list)
+    gpu_processes: maybe(list[AnyMap], "other compute processes on the GPU; null: not readable or no GPU") = None
+    window_s: doc(float, "length of the case, s", ge=0) = 0.0
+
+
+class Telemetry(OpenRecord, kw_only=True):
+    """Power, clocks, temperature and throttling over this backend's timed window, and the efficiency figures."""
+
+    readings: doc(int, "readings in the window", ge=0) = 0
+    window: maybe(str, "whose readings: this backend's samples, or the whole case when read at its ends") = None
+    mean_power_w: maybe(NonNeg, "mean power, W (from the energy counter where there is one)") = None
+    power_source: maybe(str, "energy counter or power readings") = None
+    max_power_w: maybe(NonNeg, "highest power reading, W") = None
+    mean_sm_clock_mhz: maybe(NonNeg, "mean SM/GFX/core clock, MHz") = None
+    min_sm_clock_mhz: maybe(NonNeg, "lowest clock, MHz") = None
+    max_temp_c: maybe(float, "highest temperature, C") = None
+    throttle_fraction: maybe(dict[str, float], "per throttle reason, the fraction of readings it was active") = None
+    throttle_readings: doc(int, "readings that reported throttle reasons", ge=0) = 0
+    power_reading_sources: doc(list[str], "the sources power came from") = field(default_factory=list)
+    power_limit_w: maybe(NonNeg, "the power limit, W") = None
+    energy_per_iter_j: maybe(NonNeg, "mean power x median time, J per call") = None
+    tflops_per_watt: maybe(NonNeg, "TFLOP/s per W") = None
+    mfu_clock_adjusted: maybe(NonNeg, "MFU against the peak scaled to the observed clock") = None
+    peak_clock_mhz: maybe(Positive, "the clock the datasheet peak assumes, MHz") = None
+    unreadable: maybe(str, "fields the source could not read here, with why") = None
+    unavailable: maybe(str, "why there is no telemetry at all") = None
