@@ -135,14 +135,17 @@ def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, tim
 
 
 def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A row that the bundle format refuses, as a failed row that keeps what identifies it (the raw samples are
-    kept too): the bundle stays valid and the defect is named in it."""
+    """A row that the bundle format refuses, as a failed row that keeps what identifies it (and the raw samples,
+    where they are plain numbers): the bundle stays valid and the defect is named in it."""
     keep = ("run_id", "phase", "case_id", "workload", "backend", "platform", "device", "device_index", "dtype",
             "params", "flops", "flop_convention", "bytes", "comparability_key", "started", "finished")
     failed = {k: row[k] for k in keep if k in row}
     failed.update(status="failed", reason=f"xmfu error, please report it: {exc}", time_s=None, tflops=None,
                   peak_tflops=None, peak_source=None, mfu=None, mfu_vs_achievable=None, timing_valid=False)
-    return failed, {k: samples[k] for k in ("run_id", "case_id", "backend", "unit", "samples") if k in samples}
+    values = samples.get("samples") or []
+    plain = all(type(v) is float for v in values)  # the samples themselves may be what the format refused
+    return failed, {"case_id": failed.get("case_id", ""), "backend": failed.get("backend", ""),
+                    "samples": values if plain else []}
 
 
 class CaseRunner:

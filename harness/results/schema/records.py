@@ -80,7 +80,7 @@ class SuitePart(Record, kw_only=True):
 class Manifest(Record, kw_only=True):
     """manifest.json: what the run was, how it ended, and the counts every reader checks the rows against."""
 
-    schema: doc(Literal["xmfu.bundle/1", "xmfu.bundle/2"], "the bundle format")
+    schema: doc(Literal[ACCEPTED_SCHEMAS], "the bundle format")
     run_id: RunId
     created: doc(str, "when the run started, UTC ISO 8601", min_length=1)
     status: doc(Literal["complete", "partial", "failed"], "complete; partial (interrupted: the finished rows "

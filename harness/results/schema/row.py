@@ -29,7 +29,7 @@ from xmfu.harness.results.schema.parts import (
 from xmfu.harness.results.schema.types import AnyMap, NonNeg, Positive, Record, RunId, Text, doc, maybe
 
 ROW_STATUSES = ("ok", "skipped", "incorrect", "failed")
-Status = Literal["ok", "skipped", "incorrect", "failed"]
+Status = Literal[ROW_STATUSES]
 
 
 class Row(Record, kw_only=True):
