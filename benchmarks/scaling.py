@@ -8,7 +8,7 @@ weak scaling) and prints, for each strategy, the scaling efficiency (MFU per dev
 step's MFU, both timed in the same run) against the goals: DDP >= 0.95 and FSDP >= 0.90 for the 1b preset on
 8 GPUs, with the exposed communication, the overlap and the bandwidth each rank's collectives reached. Exit
 status 0 when every goal is met, 1 when one is missed or a row did not run, 2 when the run itself failed.
-Not measured yet: the sessions that wrote it had no GPU (see README, "Distributed training step").
+Not measured yet: the sessions that wrote it had no GPU (see docs/distributed.md, "Commands").
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from xmfu.harness.results.reader import read_bundle  # noqa: E402
 
-GOALS = {"ddp": 0.95, "fsdp": 0.90}  # scaling efficiency on 8 GPUs, 1b preset (README: the GPU goals)
+GOALS = {"ddp": 0.95, "fsdp": 0.90}  # scaling efficiency on 8 GPUs, 1b preset (docs/distributed.md)
 
 
 def command(args: argparse.Namespace) -> list[str]:

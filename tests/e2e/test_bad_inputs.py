@@ -1,5 +1,5 @@
 """Every bad input a user has been seen to give: one paragraph naming what was wrong, the exit status the
-README promises, never a traceback. In-process through the CLI's `main` (a subprocess each would cost
+docs promise, never a traceback. In-process through the CLI's `main` (a subprocess each would cost
 seconds of imports); Ctrl-C at start-up is a real process and signal."""
 
 from __future__ import annotations

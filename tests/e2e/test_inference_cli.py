@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.slow
 def test_inference_smoke_run_gives_prefill_and_decode_rows(tmp_path, monkeypatch):
-    # torch's OpenMP pool spin-waits by default: beside JAX on two cores its calls ran ~17x slower (README, Inference)
+    # torch's OpenMP pool spin-waits by default: beside JAX on two cores its calls ran ~17x slower
+    # (docs/reference-measurements.md, "Torch beside JAX on two cores")
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     proc = xmfu("run", "workload=inference", "experiment=smoke", "backends=[torch,jax]", "workload.batch=[2]",
                 "peak_membw_gbps=50", *TINY, f"results_dir={tmp_path}", cwd=tmp_path)

@@ -1,6 +1,6 @@
 """Suites (harness/suites/suite.py): parts composed and validated up front, run in this process, one bundle per part
 under a folder per host, the node's record, the report, and the roles under a launcher. Tiny parts only: the
-acceptance run at smoke sizes is a benchmark figure in the README, not a test."""
+acceptance run at smoke sizes is a benchmark figure in docs/reference-measurements.md, not a test."""
 
 from __future__ import annotations
 
