@@ -46,19 +46,22 @@ def schema_text() -> str:
 
 
 def _type(node: dict[str, Any]) -> str:
-    """A short type for the docs: number, integer, string, object name, `x or null`."""
+    """A short type for the docs: number >= 0, integer, string, a linked record, `x or null`, one of a, b."""
     if "$ref" in node:
-        return node["$ref"].rsplit("/", 1)[1]
+        name = node["$ref"].rsplit("/", 1)[1]
+        return f"[{name}](#{name.lower()})"
     if "anyOf" in node:
         return " or ".join(_type(n) for n in node["anyOf"])
     if "enum" in node:
-        return " | ".join(str(v) for v in node["enum"])
+        return "one of " + ", ".join(str(v) for v in node["enum"])
     kind = node.get("type", "any")
     if kind == "array":
         return f"list of {_type(node.get('items', {}))}"
     if kind == "object" and isinstance(node.get("additionalProperties"), dict):
         return f"map of {_type(node['additionalProperties'])}"
-    return {"object": "map"}.get(kind, kind)
+    bounds = [f"{sign} {node[key]:g}" for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                                        ("maximum", "<="), ("exclusiveMaximum", "<")) if key in node]
+    return " ".join([{"object": "map"}.get(kind, kind), *bounds])
 
 
 def _table(name: str, node: dict[str, Any]) -> str:
