@@ -8,7 +8,6 @@ paragraph and exit status 2, never a traceback halfway through a sweep.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import sys
@@ -81,11 +80,16 @@ RUN_SCHEMA = "run_schema"  # configs/config.yaml's first default
 WORKLOAD_SCHEMAS = "workload_schema"  # configs/workload/<name>.yaml's first default: /workload_schema/<name>@_here_
 
 
-def workload_schema(settings: type) -> type:
+def workload_schema(settings: type) -> Any:
     """A workload's structured config as its configs/workload file composes it: its declared settings, and the
-    `smoke:` block that scale=smoke folds in (harness/config.py apply_scale)."""
-    smoke = ("smoke", dict[str, Any] | None, dataclasses.field(default=None))
-    return dataclasses.make_dataclass(settings.__name__, [smoke], bases=(schema_of(settings),))
+    `smoke:` block that scale=smoke folds in (harness/config.py apply_scale), a key of its own beside them (the spec
+    never sees it, so it is no setting of the spec's)."""
+    from omegaconf import OmegaConf, open_dict
+
+    node = OmegaConf.structured(schema_of(settings))
+    with open_dict(node):
+        node.smoke = None
+    return node
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import importlib
 import math
 import types
 import typing
@@ -185,12 +186,32 @@ def _schema_field(f: dataclasses.Field) -> Any:
 @functools.cache
 def schema_of(cls: type) -> type:
     """The mutable dataclass OmegaConf and Hydra's ConfigStore take for the declared, frozen `cls`: the same
-    names, types (tuples as lists), defaults and metadata."""
+    names, types (tuples as lists), defaults and metadata. It is found by name in this module (`__getattr__`), so
+    pickle refers to it rather than copying it (see there)."""
     hints = typing.get_type_hints(cls)
     specs = [(f.name, _schema_type(hints[f.name]), _schema_field(f)) for f in dataclasses.fields(cls)]
     schema = dataclasses.make_dataclass(cls.__name__, specs)
     schema.__doc__ = cls.__doc__
+    schema.__module__ = __name__
+    schema.__qualname__ = f"{SCHEMA}{cls.__module__}:{cls.__qualname__}".replace(".", "/")
     return schema
+
+
+SCHEMA = "schema:"  # the prefix of a derived schema's name in this module; pickle splits names at dots: none here
+
+
+def __getattr__(name: str) -> type:
+    """A derived schema by the name `schema_of` gave it. A composed config refers to its schema classes; a launcher
+    that pickles it for another process (Hydra's submitit launcher, through cloudpickle) then pickles a reference,
+    not a copy of the class: reading a copy back in the launching process replaced the class's dataclass fields
+    with ones `dataclasses.fields` no longer recognises (cloudpickle 2.1), and every later check lost its schema."""
+    if not name.startswith(SCHEMA):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, qualname = name.removeprefix(SCHEMA).replace("/", ".").split(":")
+    declared: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        declared = getattr(declared, part)
+    return schema_of(declared)
 
 
 # -- what a setting accepts ------------------------------------------------------------------------------------

@@ -81,3 +81,17 @@ def test_bad_values_are_one_line_naming_the_field_and_what_is_allowed(data, mess
 def test_a_section_that_is_not_a_mapping():
     with pytest.raises(ConfigError, match=r"^timing: \[1\] is not a mapping. Allowed: a mapping of rate"):
         parse_section("timing", Inner, [1])
+
+
+@pytest.mark.parametrize("module", ["pickle", "cloudpickle"])
+def test_a_schema_pickles_as_a_reference_to_itself(module):
+    """Hydra's submitit launcher pickles the composed config (cloudpickle); reading back a copy of a schema class
+    in the launching process broke its dataclass fields (cloudpickle 2.1), and every later check with them."""
+    from xmfu.harness.engine.settings import TimingConfig
+
+    pickler = pytest.importorskip(module)
+    schema = schema_of(TimingConfig)
+    cfg = OmegaConf.structured(schema)
+    back = pickler.loads(pickler.dumps(cfg))
+    assert back._metadata.object_type is schema and pickler.loads(pickler.dumps(schema)) is schema
+    assert [f.name for f in dataclasses.fields(schema)][:2] == ["warmup_s", "warmup_min_iters"]
