@@ -25,10 +25,10 @@ from xmfu.harness.engine.declare import (
     OneOf,
     Range,
     choice,
-    parse_section,
     setting,
 )
 from xmfu.harness.engine.settings import MamfConfig, RocmConfig, RunConfig, TelemetryConfig, TimingConfig
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 from xmfu.harness.results.schema import RUN_ID
 from xmfu.harness.suites.spec import SuiteSettings

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.config import RunSettings, apply_scale, explicit_workload_keys, parse_run_config
-from xmfu.harness.engine.declare import ConfigError, schema_of, translate
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig
+from xmfu.harness.engine.structured import schema_of, translate
 
 
 def _config_dir() -> Path:

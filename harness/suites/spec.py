@@ -20,16 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xmfu.harness.engine.declare import (
-    NON_NEGATIVE,
-    ConfigError,
-    OneOf,
-    Range,
-    choice,
-    parse_section,
-    required,
-    setting,
-)
+from xmfu.harness.engine.declare import NON_NEGATIVE, ConfigError, OneOf, Range, choice, required, setting
+from xmfu.harness.engine.structured import parse_section
 
 SCALES = ("auto", "full", "smoke")  # auto: smoke sizes where no accelerator is visible
 KINDS = ("run", "ranks", "devices")

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.config import RunSettings, parse_results_dir, parse_run_id
-from xmfu.harness.engine.declare import ConfigError, parse_section
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import SuiteTag
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
 from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info

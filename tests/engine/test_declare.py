@@ -9,17 +9,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from xmfu.harness.engine.declare import (
-    POSITIVE_INT,
-    ConfigError,
-    Number,
-    OneOf,
-    Range,
-    parse_section,
-    required,
-    schema_of,
-    setting,
-)
+from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, Number, OneOf, Range, required, setting
+from xmfu.harness.engine.structured import parse_section, schema_of
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,17 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xmfu.harness.engine.case import Check
-from xmfu.harness.engine.declare import (
-    POSITIVE,
-    POSITIVE_INT,
-    ConfigError,
-    Number,
-    OneOf,
-    as_list,
-    boolean,
-    parse_section,
-    setting,
-)
+from xmfu.harness.engine.declare import POSITIVE, POSITIVE_INT, ConfigError, Number, OneOf, as_list, boolean, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES, uniform_inputs
 from xmfu.workloads.attention import reference
 

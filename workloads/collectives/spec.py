@@ -25,9 +25,9 @@ from xmfu.harness.engine.declare import (
     Range,
     as_list,
     boolean,
-    parse_section,
     setting,
 )
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")

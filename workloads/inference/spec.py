@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, OneOf, as_list, parse_section, setting
+from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, OneOf, as_list, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.peaks import BandwidthPeak
 from xmfu.workloads.inference import arithmetic as ar
 from xmfu.workloads.inference.figures import latency, mbu_fields

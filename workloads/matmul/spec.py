@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xmfu.harness.engine.case import Check
-from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, parse_section, setting
+from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
 from xmfu.harness.machine.platform import DeviceInfo
 

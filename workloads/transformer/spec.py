@@ -15,17 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.engine.declare import (
-    POSITIVE,
-    POSITIVE_INT,
-    ConfigError,
-    Number,
-    OneOf,
-    as_list,
-    parse_section,
-    required,
-    setting,
-)
+from xmfu.harness.engine.declare import POSITIVE, POSITIVE_INT, ConfigError, Number, OneOf, as_list, required, setting
+from xmfu.harness.engine.structured import parse_section
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
