@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.config import parse_run_config
+from xmfu.harness.config import RunSettings, parse_run_config
 from xmfu.harness.engine.case import Check, Prepared, Unavailable
 from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
 from xmfu.harness.machine.frameworks import jax_rows, torch_rows
@@ -164,10 +164,14 @@ def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
     return float(value)
 
 
+RUN_DEFAULTS = RunSettings()  # `xmfu run`'s declared defaults: benchmark()'s results_dir, device and repeats too
+
+
 def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[], Any] | Any, *,
               flops: float | None = None, bytes_moved: float | None = None, name: str = "kernel", dtype: str = "fp32",
               tolerance: float = 1e-2, baseline: str | None = None, timing: Mapping[str, Any] | None = None,
-              results_dir: str = "results", device: str = "auto", repeats: int = 1) -> Result:
+              results_dir: str = RUN_DEFAULTS.results_dir, device: str = RUN_DEFAULTS.device,
+              repeats: int = RUN_DEFAULTS.repeats) -> Result:
     """Check, time and compare `candidates`; returns the bundle path and its rows.
 
     `repeats` runs the whole measurement that many times (interleaved): the CI then includes the spread

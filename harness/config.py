@@ -1,101 +1,107 @@
-"""Run configuration: the schema a composed Hydra config must satisfy, checked before anything runs.
+"""Run configuration: every setting `xmfu run` reads, declared once, and the checks that turn it into the engine's
+typed settings before anything runs.
 
-Hydra composes plain YAML (configs/); `parse_run_config` turns the composed mapping into the engine's typed
-settings (`xmfu.harness.engine.settings`) and rejects anything out of range with a `ConfigError` that names the
-field and what is allowed.
+`RunSettings` declares the run-level settings (type, default, help, allowed values); it holds the engine's sections
+(`xmfu.harness.engine.settings`: timing, telemetry, rocm, mamf) and a suite's definition (harness/suites/spec.py),
+each declared where it is read. Hydra composes configs/ on top of their structured-config twins
+(harness/hydra_app.py registers them), so the YAML states only what differs from a default. `parse_run_config`
+checks a composed mapping, or the Python API's partial one, against the declarations and the registered backends:
+a bad value is a `ConfigError` naming the field and what is allowed.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.engine.settings import (
+from xmfu.harness.engine.declare import (
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
     ConfigError,
-    MamfConfig,
-    RocmConfig,
-    RunConfig,
-    TelemetryConfig,
-    TimingConfig,
-    boolean,
-    check_keys,
+    OneOf,
+    Range,
     choice,
-    int_list,
-    number,
-    optional_positive_float,
-    positive_float,
-    positive_int,
+    setting,
 )
+from xmfu.harness.engine.settings import MamfConfig, RocmConfig, RunConfig, TelemetryConfig, TimingConfig
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 from xmfu.harness.results.schema import RUN_ID
+from xmfu.harness.suites.spec import SuiteSettings
 
+SCALES = ("full", "smoke")
 DEVICES = ("auto", "cpu", "gpu")
-MAX_RESAMPLES = 100_000
+FRACTION = Range(inclusive=True, maximum=1)
 
 
-NON_NEGATIVE = ("warmup_s", "sustain_s")  # zero means "no timed warm-up" (warmup_min_iters still applies)
+@dataclass(frozen=True)
+class RunSettings:
+    """What `xmfu run` reads. Every field can be overridden on the command line, e.g.
+      xmfu run workload=matmul backends=[torch,jax] dtype=fp32 timing=quick results_dir=/tmp/r
+      xmfu run -m dtype=fp32,bf16          (Hydra multirun: one bundle per combination)"""
+
+    scale: str = setting("full", "full: the workload's own sizes | smoke: its `smoke:` sizes (seconds on a CPU)",
+                         OneOf(SCALES))
+    backends: Any = setting(None, "implementations to run, interleaved case by case; null: every one the "
+                            "workload has")
+    dtype: str = setting("bf16", "the data type every case computes in", OneOf(tuple(DTYPES)))
+    device: str = setting("auto", "gpu fails if no accelerator is visible", OneOf(DEVICES))
+    results_dir: str = setting("results", "bundles go to <results_dir>/<run_id>/")
+    run_id: str | None = setting(None, "null: <UTC time>-<workload>-<dtype>-<random>")
+    seed: int = setting(0, "one seed for every backend's inputs", NON_NEGATIVE_INT)
+    peak_tflops: float | None = setting(None, "dense TFLOP/s to divide by, for a device not in the peak table",
+                                        POSITIVE)
+    peak_membw_gbps: float | None = setting(None, "peak memory bandwidth (GB/s) to divide by (MBU), for a device "
+                                            "not in the table", POSITIVE)
+    achievable_tflops: float | None = setting(None, "achievable peak from an earlier mamf run, for "
+                                              "mfu_vs_achievable", POSITIVE)
+    cpu_clock_ghz: float | None = setting(None, "CPU peak estimate: the clock to assume instead of the one read "
+                                          "from the OS", POSITIVE)
+    baseline: str | None = setting(None, "a backend of this run: the others get a speedup against it, with a 95% "
+                                   "CI and a verdict")
+    equivalence_margin: float = setting(0.02, "speedups whose 95% CI lies within 1 +- this are \"equivalent\" "
+                                        "(xmfu compare --margin too)", FRACTION)
+    repeats: int = setting(1, "the whole measurement N times per case and backend (interleaved): the CI then "
+                           "includes the spread between repeats (two-stage bootstrap)", POSITIVE_INT)
+    device_index: int | None = setting(None, "measure this local device (0, 1, ...) instead of the local rank's",
+                                       NON_NEGATIVE_INT)
+    suite: SuiteSettings | None = setting(None, "a suite's definition (experiment=acceptance, "
+                                          "experiment=nightly); null for a single run")
+    price: float | None = setting(None, "suites: USD per device-hour, for cost per million tokens and per "
+                                  "PFLOP-hour", POSITIVE)
+    store: str | None = setting(None, "suites: a history store (folder) the suite's bundles are appended to")
+    telemetry: TelemetryConfig = setting(TelemetryConfig(), TelemetryConfig.__doc__)
+    rocm: RocmConfig = setting(RocmConfig(), RocmConfig.__doc__)
+    mamf: MamfConfig = setting(MamfConfig(), MamfConfig.__doc__)
+    workload: Any = setting(None, "the workload's own settings (workload=NAME chooses it; below)")
+    timing: TimingConfig = setting(TimingConfig(), TimingConfig.__doc__)
+    model: Any = setting(None, "the transformer and inference presets (model=NAME); other workloads ignore it")
 
 
-def parse_timing(data: Mapping[str, Any]) -> TimingConfig:
-    names = [f.name for f in fields(TimingConfig)]
-    check_keys("timing", data, names)
-    values: dict[str, Any] = {}
-    for f in fields(TimingConfig):
-        if f.name not in data:
-            continue
-        raw, path = data[f.name], f"timing.{f.name}"
-        if f.type == "bool":
-            values[f.name] = boolean(path, raw)
-        elif f.type == "int":
-            values[f.name] = positive_int(path, raw)
-        elif f.name in NON_NEGATIVE:
-            values[f.name] = number(path, raw, integer=False, minimum=0, inclusive=True)
-        else:
-            values[f.name] = positive_float(path, raw)
-    timing = TimingConfig(**values)
-    if timing.bootstrap_resamples > MAX_RESAMPLES:
-        raise ConfigError("timing.bootstrap_resamples", f"{timing.bootstrap_resamples} is too many",
-                          f"1 to {MAX_RESAMPLES} (1000 gives a stable 95% interval)")
+SUITE_ONLY = {"price": "xmfu compare --price", "store": "xmfu history add"}  # meaningless in a single run
+
+
+def check_timing(timing: TimingConfig) -> TimingConfig:
+    """What relates two timing settings (each one is checked against its declaration when parsed)."""
     if timing.min_sample_s > timing.max_time_s:
         raise ConfigError("timing.min_sample_s", f"{timing.min_sample_s} exceeds timing.max_time_s "
                           f"{timing.max_time_s}: not one sample would fit the budget", "min_sample_s <= max_time_s")
     if timing.max_samples < timing.min_samples:
         raise ConfigError("timing.max_samples", "is below timing.min_samples", f">= {timing.min_samples}")
-    if timing.target_rel_ci >= 1:
-        raise ConfigError("timing.target_rel_ci", f"{timing.target_rel_ci} is not a fraction", "0 < x < 1")
     return timing
 
 
-def parse_mamf(data: Mapping[str, Any], backends: Sequence[str]) -> MamfConfig:
+def check_mamf(mamf: MamfConfig, backends: Sequence[str]) -> MamfConfig:
     """`backends` are the matmul workload's: the sweep is always a matmul."""
-    check_keys("mamf", data, [f.name for f in fields(MamfConfig)])
-    enabled = boolean("mamf.enabled", data.get("enabled", False))
-    backend = str(data.get("backend", "torch"))
-    if enabled:
-        choice("mamf.backend", backend, backends)
-    dims = {d: int_list(f"mamf.{d}", data.get(d, [])) for d in ("m", "n", "k")}
-    if enabled and not all(dims.values()):
-        raise ConfigError("mamf", "enabled but m, n or k is empty", "non-empty lists of sizes")
-    return MamfConfig(enabled=enabled, backend=backend, **dims)
-
-
-def parse_telemetry(data: Mapping[str, Any]) -> TelemetryConfig:
-    check_keys("telemetry", data, [f.name for f in fields(TelemetryConfig)])
-    return TelemetryConfig(enabled=boolean("telemetry.enabled", data.get("enabled", True)),
-                           rate_hz=positive_float("telemetry.rate_hz", data.get("rate_hz", 20.0)))
-
-
-def parse_rocm(data: Mapping[str, Any]) -> RocmConfig:
-    check_keys("rocm", data, [f.name for f in fields(RocmConfig)])
-    limit = data.get("tunableop_max_tuning_ms")
-    return RocmConfig(tunableop=boolean("rocm.tunableop", data.get("tunableop", False)),
-                      tunableop_max_tuning_ms=None if limit is None else positive_int("rocm.tunableop_max_tuning_ms",
-                                                                                       limit))
-
-
+    if mamf.enabled:
+        choice("mamf.backend", mamf.backend, backends)
+        if not (mamf.m and mamf.n and mamf.k):
+            raise ConfigError("mamf", "enabled but m, n or k is empty", "non-empty lists of sizes")
+    return mamf
 
 
 def parse_run_id(value: Any) -> str | None:
@@ -121,17 +127,6 @@ def parse_results_dir(value: Any) -> str:
     return value
 
 
-SCALES = ("full", "smoke")
-TOP_LEVEL = (
-    "scale", "workload", "backends", "dtype", "timing", "mamf", "device", "results_dir", "run_id", "seed",
-    "peak_tflops", "peak_membw_gbps", "achievable_tflops", "cpu_clock_ghz", "baseline", "equivalence_margin",
-    "model",  # the model preset group; the transformer workload reads it through ${model}
-    "telemetry", "rocm", "repeats", "device_index",
-    "suite", "price", "store",  # a suite's definition and its settings (harness/suites/suite.py reads them)
-)
-SUITE_ONLY = {"price": "xmfu compare --price", "store": "xmfu history add"}  # meaningless in a single run
-
-
 def explicit_workload_keys(overrides: Sequence[str]) -> set[str]:
     """The `workload.<key>` settings named on the command line (they win over the smoke sizes)."""
     keys = set()
@@ -147,10 +142,9 @@ def apply_scale(data: Mapping[str, Any], explicit: set[str] | frozenset[str] = f
 
     Each workload file may hold a `smoke:` block: the sizes `scale=smoke` (experiment=smoke) runs instead of
     its full ones. The block is folded in (keys the command line set explicitly keep their values) and
-    removed, so the workload spec only ever sees its own settings.
+    removed, so the workload spec only ever sees its own settings. (`scale` itself is checked with the rest.)
     """
     out = dict(data)
-    scale = choice("scale", data.get("scale", "full"), SCALES)
     workload = data.get("workload")
     if not isinstance(workload, Mapping):
         return out
@@ -158,73 +152,50 @@ def apply_scale(data: Mapping[str, Any], explicit: set[str] | frozenset[str] = f
     if not isinstance(smoke, Mapping):
         raise ConfigError("workload.smoke", f"{smoke!r} is not a mapping", "a mapping of workload settings")
     effective = {k: v for k, v in workload.items() if k != "smoke"}
-    if scale == "smoke":
+    if data.get("scale") == "smoke":
         effective.update({k: v for k, v in smoke.items() if k not in explicit})
     out["workload"] = effective
     return out
 
 
-def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str, Sequence[str]],
-                     explicit: set[str] | frozenset[str] = frozenset()) -> RunConfig:
-    """Validate a composed config (plain mapping) against the schema and the registered backends.
-
-    `explicit`: the workload settings the command line named (see `apply_scale`).
-    """
-    check_keys("", data, TOP_LEVEL)
-    data = apply_scale(data, explicit)
-    workload = data.get("workload")
-    if not isinstance(workload, Mapping) or "name" not in workload:
-        raise ConfigError("workload", "missing or has no name", ", ".join(sorted(backends_by_workload)))
-    name = choice("workload", workload["name"], sorted(backends_by_workload))
-    known = list(backends_by_workload[name])
-    backends = data.get("backends")
-    if backends is None:  # null: every backend the workload has (the unavailable ones report skipped)
-        backends = known
-    if isinstance(backends, str):
-        backends = [backends]
+def _backends(value: Any, known: list[str]) -> tuple[str, ...]:
+    """The chosen backends, in order; null: every backend the workload has (the unavailable ones report skipped)."""
+    backends = known if value is None else [value] if isinstance(value, str) else value
     if not isinstance(backends, Sequence) or not backends:
         raise ConfigError("backends", f"{backends!r} is not a non-empty list", f"a list drawn from {known}")
     chosen = tuple(choice(f"backends[{i}]", b, known) for i, b in enumerate(backends))
     if len(set(chosen)) != len(chosen):
         raise ConfigError("backends", f"{list(chosen)} names a backend twice", f"distinct names from {known}")
-    baseline = data.get("baseline")
-    if baseline is not None:
-        choice("baseline", baseline, list(chosen))
-    _suite_settings_need_a_suite(data)
-    run_id = parse_run_id(data.get("run_id"))
-    results_dir = parse_results_dir(data.get("results_dir", "results"))
+    return chosen
+
+
+def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str, Sequence[str]],
+                     explicit: set[str] | frozenset[str] = frozenset()) -> RunConfig:
+    """Validate a composed config (or a partial one: the rest takes the declared defaults) against the
+    declarations and the registered backends. `explicit`: the workload settings the command line named (see
+    `apply_scale`). The workload's own settings are its spec's to check (when the run expands into cases)."""
+    s = parse_section("", RunSettings, apply_scale(data, explicit))
+    workload = s.workload
+    if not isinstance(workload, Mapping) or "name" not in workload:
+        raise ConfigError("workload", "missing or has no name", ", ".join(sorted(backends_by_workload)))
+    name = choice("workload", workload["name"], sorted(backends_by_workload))
+    backends = _backends(s.backends, list(backends_by_workload[name]))
+    if s.baseline is not None:
+        choice("baseline", s.baseline, list(backends))
+    _suite_settings_need_a_suite(s)
     return RunConfig(
-        workload=dict(workload),
-        backends=chosen,
-        dtype=choice("dtype", data.get("dtype"), list(DTYPES)),
-        timing=parse_timing(data.get("timing") or {}),
-        mamf=parse_mamf(data.get("mamf") or {}, backends_by_workload.get("matmul", [])),
-        device=choice("device", data.get("device", "auto"), DEVICES),
-        results_dir=results_dir,
-        run_id=run_id,
-        seed=number("seed", data.get("seed", 0), integer=True, minimum=0, inclusive=True),
-        peak_tflops=optional_positive_float("peak_tflops", data.get("peak_tflops")),
-        peak_membw_gbps=optional_positive_float("peak_membw_gbps", data.get("peak_membw_gbps")),
-        achievable_tflops=optional_positive_float("achievable_tflops", data.get("achievable_tflops")),
-        cpu_clock_ghz=optional_positive_float("cpu_clock_ghz", data.get("cpu_clock_ghz")),
-        baseline=baseline,
-        telemetry=parse_telemetry(data.get("telemetry") or {}),
-        rocm=parse_rocm(data.get("rocm") or {}),
-        repeats=positive_int("repeats", data.get("repeats", 1)),
-        equivalence_margin=positive_float("equivalence_margin", data.get("equivalence_margin", 0.02)),
-        device_index=parse_device_index(data.get("device_index")),
-    )
+        workload=dict(workload), backends=backends, dtype=s.dtype, timing=check_timing(s.timing),
+        mamf=check_mamf(s.mamf, backends_by_workload.get("matmul", [])), device=s.device,
+        results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), seed=s.seed,
+        peak_tflops=s.peak_tflops, peak_membw_gbps=s.peak_membw_gbps, achievable_tflops=s.achievable_tflops,
+        cpu_clock_ghz=s.cpu_clock_ghz, baseline=s.baseline, telemetry=s.telemetry, rocm=s.rocm, repeats=s.repeats,
+        equivalence_margin=s.equivalence_margin, device_index=s.device_index)
 
 
-def parse_device_index(value: Any) -> int | None:
-    """null (the local rank's device), or a local device's number (checked against the devices at start-up)."""
-    return None if value is None else number("device_index", value, integer=True, minimum=0, inclusive=True)
-
-
-def _suite_settings_need_a_suite(data: Mapping[str, Any]) -> None:
-    if data.get("suite") is not None:
+def _suite_settings_need_a_suite(s: RunSettings) -> None:
+    if s.suite is not None:
         return
     for name, instead in SUITE_ONLY.items():
-        if data.get(name) is not None:
+        if getattr(s, name) is not None:
             raise ConfigError(name, "applies to suite runs only (experiment=acceptance, experiment=nightly)",
                               f"null here; for a single run see {instead}")

@@ -1,11 +1,14 @@
 """`xmfu run`: Hydra composes the config (overrides, multirun, launchers); xmfu checks it first.
 
+Hydra composes configs/ on the structured configs derived from the settings' declarations (`register_configs`
+puts them in Hydra's ConfigStore), so OmegaConf checks every value's type and refuses unknown keys while composing.
 Every job's config is composed and validated before Hydra starts anything, so bad input is one clear
 paragraph and exit status 2, never a traceback halfway through a sweep.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -13,9 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.config import RunSettings, apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
-from xmfu.harness.engine.settings import ConfigError, RunConfig
+from xmfu.harness.engine.settings import RunConfig
+from xmfu.harness.engine.structured import schema_of, translate
 
 
 def _config_dir() -> Path:
@@ -72,6 +77,41 @@ def config_groups() -> dict[str, list[str]]:
     return {d.name: sorted(p.stem for p in d.glob("*.yaml")) for d in CONFIG_DIR.iterdir() if d.is_dir()}
 
 
+RUN_SCHEMA = "run_schema"  # configs/config.yaml's first default
+WORKLOAD_SCHEMAS = "workload_schema"  # configs/workload/<name>.yaml's first default: /workload_schema/<name>@_here_
+
+
+def workload_schema(settings: type) -> Any:
+    """A workload's structured config as its configs/workload file composes it: its declared settings, and the
+    `smoke:` block that scale=smoke folds in (harness/config.py apply_scale), a key of its own beside them (the spec
+    never sees it, so it is no setting of the spec's)."""
+    from omegaconf import OmegaConf, open_dict
+
+    node = OmegaConf.structured(schema_of(settings))
+    with open_dict(node):
+        node.smoke = None
+    return node
+
+
+@functools.cache
+def register_configs() -> None:
+    """Fill Hydra's ConfigStore, once per process: the run's schema, each workload's, and `xmfu run --help`'s page,
+    all derived from the declarations. The built-in workloads are the catalog's (plug-ins add backends only)."""
+    from hydra.core.config_store import ConfigStore
+
+    from xmfu.harness.cli.run_help import help_config
+    from xmfu.workloads.catalog import build_registry
+
+    registry = build_registry()
+    workloads = {name: registry.workload(name).settings for name in registry.backends_by_workload()}
+    store = ConfigStore.instance()
+    store.store(name=RUN_SCHEMA, node=schema_of(RunSettings))
+    for name, settings in workloads.items():
+        if settings is not None:
+            store.store(group=WORKLOAD_SCHEMAS, name=name, node=workload_schema(settings))
+    store.store(group="hydra/help", name="xmfu", node=help_config(workloads, config_groups()))
+
+
 def _is_hydra_override(text: str) -> bool:
     return text.lstrip("+~").startswith(("hydra.", "hydra/"))
 
@@ -123,9 +163,14 @@ def _unknown_key(exc: Exception, base: dict[str, Any]) -> str | None:
 
 def _composition_error(exc: Exception, overrides: Sequence[str]) -> str:
     """Hydra's error as one paragraph; an unknown key lists the keys of the config the user chose (the
-    overrides that pick groups are kept, so `workload=transformer workload.foo=1` lists the transformer's)."""
+    overrides that pick groups are kept, so `workload=transformer workload.foo=1` lists the transformer's); a value
+    OmegaConf refused names the field and what its declaration allows, as the checks after composing do."""
     from hydra import compose
     from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, ValidationError
+
+    if isinstance(exc.__cause__, (ValidationError, MissingMandatoryValue)):
+        return f"invalid configuration: {translate(exc.__cause__)}"
 
     groups = [o for o in overrides if "." not in o.split("=", 1)[0].lstrip("+~")]
     try:
@@ -141,6 +186,7 @@ def compose_job(job: Sequence[str]) -> tuple[dict[str, Any], str]:
     from omegaconf import OmegaConf
 
     _check_group_choices(job)
+    register_configs()
     plain = [o for o in job if not _is_hydra_override(o)]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="xmfu"):
         try:
@@ -252,6 +298,7 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
         if outcome.exit_code == 130:
             raise SystemExit(130)  # Ctrl-C stops the rest of a sweep too
 
+    register_configs()
     saved = sys.argv
     sys.argv = ["xmfu run", *args]
     try:

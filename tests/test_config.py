@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import run_config
 from xmfu.harness.config import explicit_workload_keys, parse_run_config
-from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.hydra_app import UsageError, compose_job, config_groups, validate_job
 from xmfu.workloads.catalog import build_registry
 
@@ -24,7 +24,7 @@ from xmfu.workloads.catalog import build_registry
     ({"timing": {"min_samples": 1.5}}, "timing.min_samples"),
     ({"timing": {"colder_cache": True}}, "timing.colder_cache"),
     ({"workload": {"name": "fft"}}, "workload"),
-    ({"mamf": {"enabled": True}}, "mamf"),
+    ({"mamf": {"enabled": True, "m": []}}, "mamf"),  # enabled, but one dimension has no size
     ({"surprise": 1}, "surprise"),
 ])
 def test_invalid_values_name_the_field(overrides, field):
@@ -107,3 +107,18 @@ def test_bad_sizes_are_config_errors(override, needle):
     with pytest.raises(ConfigError) as err:
         validate_job([override], build_registry())
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("timing.max_inner=2.5", "timing.max_inner: 2.5 is not an integer. Allowed: an integer > 0"),
+    ("workload.sizes=[a]", "workload.sizes[0]: 'a' is not an integer. Allowed: an integer > 0"),
+    ("rocm.tunableop_max_tuning_ms=soon", "rocm.tunableop_max_tuning_ms: 'soon' is not an integer. Allowed: an "
+                                          "integer > 0, or null"),
+    ("mamf.enabled=perhaps", "mamf.enabled: 'perhaps' is not a boolean. Allowed: true or false"),
+])
+def test_a_value_omegaconf_refuses_while_composing_is_one_paragraph(override, message):
+    """The structured configs type-check while Hydra composes; the error names the field and what its declaration
+    allows, as the checks after composing do."""
+    with pytest.raises(UsageError) as err:
+        compose_job([override])
+    assert str(err.value) == f"invalid configuration: {message}"

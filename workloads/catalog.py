@@ -13,9 +13,11 @@ from xmfu.workloads.attention import spec as attention_spec
 from xmfu.workloads.collectives import spec as collectives_spec
 from xmfu.workloads.collectives import summary as collectives_summary
 from xmfu.workloads.inference import cases as inference_cases
+from xmfu.workloads.inference import spec as inference_spec
 from xmfu.workloads.matmul import spec as matmul_spec
 from xmfu.workloads.transformer import cases as transformer_cases
 from xmfu.workloads.transformer import figures as transformer_figures
+from xmfu.workloads.transformer import spec as transformer_spec
 
 # Triton backends count as torch: xmfu's Triton kernels take torch's tensors on torch's device.
 TORCH, JAX = ("torch",), ("jax",)
@@ -47,7 +49,7 @@ def build_registry() -> Registry:
         "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
-    }, for_device=matmul_spec.for_device))
+    }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
         "torch_sdpa_flash": _sdpa("torch_sdpa_flash", "flash"),
@@ -58,21 +60,21 @@ def build_registry() -> Registry:
         "triton": _impl("triton", "xmfu.workloads.attention.triton", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
-    }))
+    }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),
         "torch_compile": _impl("torch_compile", "xmfu.workloads.transformer.torch_compile", TORCH),
         "torch_triton": _impl("torch_triton", "xmfu.workloads.transformer.torch_triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.transformer.jax", JAX),
-    }, derive=transformer_figures.derive))
+    }, derive=transformer_figures.derive, settings=transformer_spec.TransformerSettings))
     registry.add(WorkloadDef("inference", inference_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.inference.torch", TORCH),
         "torch_compile": _impl("torch_compile", "xmfu.workloads.inference.torch_compile", TORCH),
         "torch_triton": _impl("torch_triton", "xmfu.workloads.inference.torch_triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.inference.jax", JAX),
-    }))
+    }, settings=inference_spec.InferenceSettings))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
         "torch_dist": _impl("torch_dist", "xmfu.workloads.collectives.torch_dist", TORCH),
         "jax": _impl("jax", "xmfu.workloads.collectives.jax", JAX),
-    }, summarize=collectives_summary.summarize))
+    }, summarize=collectives_summary.summarize, settings=collectives_spec.CollectivesSettings))
     return registry

@@ -71,13 +71,17 @@ SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compar
 
 
 def _compare_parser() -> argparse.ArgumentParser:
+    from xmfu.harness.config import RunSettings
+
     parser = Parser(prog="xmfu compare")
     parser.add_argument("bundles", nargs="*")
     parser.add_argument("--baseline", help="run id or position (0-based) of the baseline side; default the first")
     parser.add_argument("--format", default="table", choices=("table", "csv", "json", "markdown"))
     parser.add_argument("--allow-incomparable", action="store_true",
                         help="compare rows whose comparability keys differ (they are marked)")
-    parser.add_argument("--margin", type=float, default=0.02, help="speedups within 1 +- this are equivalent")
+    parser.add_argument("--margin", type=float, default=RunSettings.equivalence_margin,
+                        help="speedups within 1 +- this are equivalent (default %(default)s, a run's "
+                             "equivalence_margin)")
     parser.add_argument("--noise-floor", type=float, default=0.10,
                         help="with one run per side and no noise estimate, smaller differences are not called")
     parser.add_argument("--noise-from", metavar="STORE", help="history store whose recent runs give the noise")
@@ -102,6 +106,8 @@ def _sides(tokens: list[str]) -> list[list[str]]:
 
 
 def cmd_compare(args: Sequence[str]) -> int:
+    from xmfu.harness.config import RunSettings
+    from xmfu.harness.engine.declare import check_of
     from xmfu.harness.results.compare import Side, compare
     from xmfu.harness.results.compare_render import render
 
@@ -110,9 +116,10 @@ def cmd_compare(args: Sequence[str]) -> int:
     if len(sides) < 2 or any(not side for side in sides):
         return usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
                             "(xmfu compare A1 A2 -- B1 B2)")
+    fraction = check_of(RunSettings, "equivalence_margin")  # --noise-floor is a fraction of the same kind
     for name, value in (("--margin", ns.margin), ("--noise-floor", ns.noise_floor)):
-        if not 0 <= value < 1:
-            return usage_error(f"compare: {name} {value} is out of range. Allowed: a fraction, 0 <= x < 1")
+        if not fraction.allows(value):
+            return usage_error(f"compare: {name} {value} is out of range. Allowed: {fraction.allowed()}")
     try:
         loaded = [Side([validated_bundle("compare", f) for f in side]) for side in sides]
         prices = _prices(ns)
@@ -239,12 +246,13 @@ def cmd_peaks(args: Sequence[str]) -> int:
 
 
 def cmd_env(args: Sequence[str]) -> int:
+    from xmfu.harness.config import DEVICES, RunSettings
     from xmfu.harness.machine.environment import PEAK_DTYPES, peaks_used
     from xmfu.harness.machine.platform import NoAcceleratorError, detect
 
     parser = Parser(prog="xmfu env")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
+    parser.add_argument("--device", default=RunSettings.device, choices=DEVICES)
     ns = parser.parse_args(args)
     try:
         plat = detect(ns.device)

@@ -68,6 +68,9 @@ class WorkloadDef:
     # figures of a finished row against itself and the run's earlier rows (e.g. a scaling efficiency against a
     # baseline row of the same run), merged into the row before it is written; None: nothing to derive
     derive: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]] | None = None
+    # the frozen dataclass declaring its `workload.*` settings (harness/engine/declare.py), which `expand` parses and
+    # Hydra composes configs/workload/<name>.yaml on; None: a workload composed in code (the Python API's)
+    settings: type | None = None
 
     def cases(self, config: Mapping[str, Any], dtype: str, seed: int,
               device: DeviceInfo | None = None) -> Sequence[Case]:

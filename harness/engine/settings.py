@@ -1,51 +1,50 @@
-"""The typed settings the engine and the workloads read, and the validators that build them.
+"""The typed settings the engine reads, each declared once (`xmfu.harness.engine.declare.setting`: type, default,
+help and allowed range in one field).
 
-The front door (`xmfu.harness.config`) turns a composed Hydra config into these frozen dataclasses; a workload's
-spec parses its own `workload.*` section with the same validators. Anything out of range raises a
-`ConfigError` naming the field and what is allowed; the CLI turns it into one paragraph and exit status 2.
+The front door (`xmfu.harness.config`) parses a composed Hydra config into these frozen dataclasses, and derives
+from them the structured configs Hydra composes with (configs/ then states only what differs from a default).
+`RunConfig` has no defaults of its own: the run-level settings are declared where the front door reads them.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Range, setting
 
-class ConfigError(ValueError):
-    """A configuration value is invalid. `field` is the dotted config path, `allowed` what would be valid."""
-
-    def __init__(self, field: str, problem: str, allowed: str = "") -> None:
-        self.field = field
-        self.problem = problem
-        self.allowed = allowed
-        text = f"{field}: {problem}"
-        if allowed:
-            text += f". Allowed: {allowed}"
-        super().__init__(text)
+MAX_RESAMPLES = 100_000
+MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
 
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """How one (case, backend) is timed. Durations are seconds."""
+    """How one (case, backend) is timed (configs/timing/: default, quick, sustained). Durations are seconds."""
 
-    warmup_s: float = 0.5
-    warmup_min_iters: int = 3
-    min_sample_s: float = 0.001  # each sample runs enough back-to-back calls to last this long
-    max_inner: int = 1000
-    min_samples: int = 10
-    max_samples: int = 500
-    round_samples: int = 5  # samples per backend per interleaved round
-    target_rel_ci: float = 0.01  # stop once the 95% CI half-width of the median is this fraction of it
-    max_time_s: float = 10.0  # per case, all backends together
-    cold_cache: bool = False  # rotate input copies larger than the last-level cache
-    flush_l2: bool = False  # overwrite 2x the last-level cache before every timed call (outside the timing)
-    cuda_graph: bool = False  # torch on GPUs: time replays of a CUDA/HIP graph of the calls (no launch overhead)
-    bootstrap_resamples: int = 1000
-    sustain_s: float = 0.0  # > 0: sample for exactly this long (no CI stop) and report the steady state
-    window_s: float = 10.0  # steady-state analysis window
-    steady_tolerance: float = 0.02  # windows within this of the final one count as steady
+    warmup_s: float = setting(0.5, "untimed calls first, for at least this long (0: warmup_min_iters only)",
+                              NON_NEGATIVE)
+    warmup_min_iters: int = setting(3, "untimed calls first, at least this many", POSITIVE_INT)
+    min_sample_s: float = setting(0.001, "each sample runs enough back-to-back calls to last this long", POSITIVE)
+    max_inner: int = setting(1000, "at most this many back-to-back calls per sample", POSITIVE_INT)
+    min_samples: int = setting(10, "samples per backend before the stop rule is asked", POSITIVE_INT)
+    max_samples: int = setting(500, "samples per backend at most", POSITIVE_INT)
+    round_samples: int = setting(5, "samples per backend per interleaved round", POSITIVE_INT)
+    target_rel_ci: float = setting(0.01, "stop once the 95% CI half-width of the median is this fraction of it",
+                                   Range(maximum=1))
+    max_time_s: float = setting(10.0, "time budget per case, all backends together", POSITIVE)
+    cold_cache: bool = setting(False, "rotate input copies larger than the last-level cache")
+    flush_l2: bool = setting(False, "overwrite 2x the last-level cache before every timed call, outside the timing")
+    cuda_graph: bool = setting(False, "torch on GPUs: time replays of a CUDA/HIP graph of the calls (no launch "
+                               "overhead)")
+    bootstrap_resamples: int = setting(1000, "resamples of every bootstrap confidence interval",
+                                       Range(1, True, MAX_RESAMPLES, True, integer=True,
+                                             note="(1000 gives a stable 95% interval)"))
+    sustain_s: float = setting(0.0, "> 0: sample for exactly this long (no CI stop) and report the steady state",
+                               NON_NEGATIVE)
+    window_s: float = setting(10.0, "sustained runs: the steady-state analysis window", POSITIVE)
+    steady_tolerance: float = setting(0.02, "sustained runs: windows within this fraction of the final one count "
+                                      "as steady", POSITIVE)
 
     def protocol(self) -> dict[str, Any]:
         """The settings that change what a number means (not only how precise it is)."""
@@ -58,29 +57,33 @@ class TimingConfig:
 
 @dataclass(frozen=True)
 class TelemetryConfig:
-    """Power/clock/temperature sampling around every timed window."""
+    """Power, clocks, temperature and throttling sampled around every timed window (NVML, amdsmi, RAPL/sysfs)."""
 
-    enabled: bool = True
-    rate_hz: float = 20.0
+    enabled: bool = setting(True, "sample telemetry around every timed window")
+    rate_hz: float = setting(20.0, "samples per second", POSITIVE)
 
 
 @dataclass(frozen=True)
 class RocmConfig:
-    """AMD-only settings that decide the realized GEMM speed (recorded in every row either way)."""
+    """AMD only: PyTorch TunableOp's tuning pass before timing (tuning time recorded, not timed; the tuned GEMM
+    solutions kept in the bundle as tunableop_results.csv). Rows record the setting either way, so "ROCm with
+    tuning" and "ROCm out of the box" are two labelled figures."""
 
-    tunableop: bool = False  # run PyTorch TunableOp's tuning pass before timing; its results go in the bundle
-    tunableop_max_tuning_ms: int | None = None  # per GEMM solution; None: torch's default
+    tunableop: bool = setting(False, "run PyTorch TunableOp's tuning pass before timing")
+    tunableop_max_tuning_ms: int | None = setting(None, "tuning time per GEMM solution; null: torch's default",
+                                                  POSITIVE_INT)
 
 
 @dataclass(frozen=True)
 class MamfConfig:
-    """Maximum achievable matmul FLOPS sweep, run before the main workload when enabled."""
+    """Maximum achievable matmul FLOPS: a sweep over m x n x k run before the main workload when enabled. Its best
+    timing-valid result becomes the denominator of mfu_vs_achievable in the later rows."""
 
-    enabled: bool = False
-    backend: str = "torch"
-    m: tuple[int, ...] = ()
-    n: tuple[int, ...] = ()
-    k: tuple[int, ...] = ()
+    enabled: bool = setting(False, "run the sweep before the main workload (experiment=mamf)")
+    backend: str = setting("torch", "the matmul backend that runs the sweep")
+    m: tuple[int, ...] = setting(MAMF_SIZES, "M sizes swept", POSITIVE_INT)
+    n: tuple[int, ...] = setting(MAMF_SIZES, "N sizes swept", POSITIVE_INT)
+    k: tuple[int, ...] = setting(MAMF_SIZES, "K sizes swept", POSITIVE_INT)
 
 
 @dataclass(frozen=True)
@@ -101,26 +104,29 @@ class SuiteTag:
 
 @dataclass(frozen=True)
 class RunConfig:
+    """One run as the engine reads it. Built by the front door from the declared settings (harness/config.py
+    declares the run-level ones, this module the sections), so no default is repeated here."""
+
     workload: Mapping[str, Any]
     backends: tuple[str, ...]
     dtype: str
     timing: TimingConfig
     mamf: MamfConfig
-    device: str = "auto"
-    results_dir: str = "results"
-    run_id: str | None = None
-    seed: int = 0
-    peak_tflops: float | None = None
-    peak_membw_gbps: float | None = None  # peak memory bandwidth (GB/s) to divide by: the MBU denominator
-    achievable_tflops: float | None = None
-    cpu_clock_ghz: float | None = None
-    baseline: str | None = None  # backend every other one is compared with (speedup, CI, verdict)
-    telemetry: TelemetryConfig = TelemetryConfig()
-    rocm: RocmConfig = RocmConfig()
-    repeats: int = 1  # the whole measurement (prepare, warm up, sample) this many times per case and backend
-    equivalence_margin: float = 0.02  # speedups within 1 +- this count as equivalent
-    device_index: int | None = None  # measure this local device instead of the local rank's
-    suite: SuiteTag | None = None  # set by harness/suites/suite.py for its parts
+    device: str
+    results_dir: str
+    run_id: str | None
+    seed: int
+    peak_tflops: float | None
+    peak_membw_gbps: float | None  # peak memory bandwidth (GB/s) to divide by: the MBU denominator
+    achievable_tflops: float | None
+    cpu_clock_ghz: float | None
+    baseline: str | None  # backend every other one is compared with (speedup, CI, verdict)
+    telemetry: TelemetryConfig
+    rocm: RocmConfig
+    repeats: int  # the whole measurement (prepare, warm up, sample) this many times per case and backend
+    equivalence_margin: float  # speedups within 1 +- this count as equivalent
+    device_index: int | None  # measure this local device instead of the local rank's
+    suite: SuiteTag | None = field(default=None)  # set by harness/suites/suite.py for its parts
 
     def protocol(self) -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability
@@ -133,51 +139,3 @@ class RunConfig:
     @property
     def workload_name(self) -> str:
         return str(self.workload["name"])
-
-
-def number(field: str, value: Any, *, integer: bool, minimum: float, inclusive: bool = False) -> Any:
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(field, f"{value!r} is not {kind}", f"{kind} {'>=' if inclusive else '>'} {minimum:g}")
-    if integer and not float(value).is_integer():
-        raise ConfigError(field, f"{value!r} is not an integer", f"an integer > {minimum:g}")
-    if not math.isfinite(value) or (value < minimum if inclusive else value <= minimum):
-        raise ConfigError(field, f"{value!r} is out of range", f"{kind} {'>=' if inclusive else '>'} {minimum:g}")
-    return int(value) if integer else float(value)
-
-
-def positive_int(field: str, value: Any) -> int:
-    return number(field, value, integer=True, minimum=0)
-
-
-def positive_float(field: str, value: Any) -> float:
-    return number(field, value, integer=False, minimum=0)
-
-
-def optional_positive_float(field: str, value: Any) -> float | None:
-    return None if value is None else positive_float(field, value)
-
-
-def boolean(field: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(field, f"{value!r} is not a boolean", "true or false")
-    return value
-
-
-def int_list(field: str, value: Any) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ConfigError(field, f"{value!r} is not a list", "a list of positive integers, e.g. [1024,2048]")
-    return tuple(positive_int(f"{field}[{i}]", v) for i, v in enumerate(value))
-
-
-def choice(field: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ConfigError(field, f"unknown value {value!r}", ", ".join(allowed))
-    return str(value)
-
-
-def check_keys(field: str, data: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    """Reject a setting that is not in `allowed`, naming it as `field.key`."""
-    for key in data:
-        if key not in allowed:
-            raise ConfigError(f"{field}.{key}" if field else key, "unknown setting", ", ".join(allowed))

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
-from xmfu.harness.engine.settings import ConfigError, RunConfig, SuiteTag
+from xmfu.harness.engine.settings import RunConfig, SuiteTag
 from xmfu.harness.hydra_app import UsageError, compose_job
 from xmfu.harness.suites.spec import Part
 

@@ -16,20 +16,49 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, number, positive_float
+from xmfu.harness.engine.declare import NON_NEGATIVE, ConfigError, OneOf, Range, choice, required, setting
+from xmfu.harness.engine.structured import parse_section
 
 SCALES = ("auto", "full", "smoke")  # auto: smoke sizes where no accelerator is visible
 KINDS = ("run", "ranks", "devices")
-SUITE_KEYS = ("name", "version", "scale", "doctor", "only", "parts", "outlier_threshold", "barrier_timeout_s",
-              "check", "needs_store")
-PART_KEYS = ("kind", "what", "overrides", "smoke")
 CHECK_METRICS = ("tflops", "mfu", "busbw_gbps", "tokens_per_s", "median_s")
 # Settings a suite decides for each part; the rest of the command line is passed to every part.
 SUITE_LEVEL = ("experiment", "suite", "price", "store", "run_id", "results_dir")
+
+
+@dataclass(frozen=True)
+class PartSettings:
+    """`suite.parts.NAME`: one `xmfu run` of a suite."""
+
+    kind: str = setting("run", "run: once | ranks: across every process | devices: once per local device",
+                        OneOf(KINDS))
+    what: str = setting("", "what the part measures, one line for the report")
+    overrides: tuple[str, ...] = setting((), "the part's `xmfu run` overrides")
+    smoke: tuple[str, ...] = setting((), "overrides added (after scale=smoke) at smoke sizes")
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    """`suite:`, the definition of a suite of runs (configs/experiment/acceptance.yaml, nightly.yaml)."""
+
+    name: str = required("the suite's name: letters, digits and '-'")
+    version: int = required("stated by every suite, and bumped when its meaning changes: the history then starts "
+                            "new series", Range(1, inclusive=True, integer=True))
+    parts: dict[str, PartSettings] = required("part name -> its definition")
+    scale: str = setting("auto", "auto: smoke sizes where no accelerator is visible | full | smoke", OneOf(SCALES))
+    doctor: bool = setting(True, "record xmfu doctor's findings per node")
+    only: Any = setting(None, "a list of part names to run, e.g. [mamf,outliers]; null: every part")
+    outlier_threshold: float = setting(0.03, "a device (or node) this far below the median is flagged",
+                                       Range(maximum=1))
+    barrier_timeout_s: float = setting(7200.0, "under a launcher, how long rank 0 waits for every rank before "
+                                       "reporting", NON_NEGATIVE)
+    check: tuple[str, ...] = setting(("tflops", "busbw_gbps"), "with store=PATH: the metrics `history check` "
+                                     "judges", OneOf(CHECK_METRICS))
+    needs_store: bool = setting(False, "refuse to run without store=PATH")
 
 
 @dataclass(frozen=True)
@@ -55,27 +84,20 @@ class SuiteSpec:
     definition_sha: str  # of every part, `only` aside: running a subset does not change what a row means
 
 
-def _strings(field: str, value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ConfigError(field, f"{value!r} is not a list", "a list of overrides, e.g. [workload=matmul,dtype=bf16]")
-    for i, v in enumerate(value):
-        if not isinstance(v, str) or "=" not in v:
+def _overrides(field: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    for i, v in enumerate(values):
+        if "=" not in v:
             raise ConfigError(f"{field}[{i}]", f"{v!r} is not an override", "key=value")
-    return tuple(value)
+    return values
 
 
-def parse_part(name: str, data: Any) -> Part:
+def _part(name: str, settings: PartSettings) -> Part:
     field = f"suite.parts.{name}"
-    if not isinstance(data, Mapping):
-        raise ConfigError(field, f"{data!r} is not a mapping", f"a mapping with {', '.join(PART_KEYS)}")
-    check_keys(field, data, PART_KEYS)
     if not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(field, "is not a plain name", "letters, digits, '-' and '_'")
-    return Part(name=name, kind=choice(f"{field}.kind", data.get("kind", "run"), KINDS),
-                what=str(data.get("what") or ""), overrides=_strings(f"{field}.overrides", data.get("overrides")),
-                smoke=_strings(f"{field}.smoke", data.get("smoke")))
+    return Part(name=name, kind=settings.kind, what=settings.what,
+                overrides=_overrides(f"{field}.overrides", settings.overrides),
+                smoke=_overrides(f"{field}.smoke", settings.smoke))
 
 
 def definition_sha(name: str, version: int, parts: Sequence[Part]) -> str:
@@ -88,30 +110,19 @@ def definition_sha(name: str, version: int, parts: Sequence[Part]) -> str:
 
 
 def parse_suite(data: Any) -> SuiteSpec:
-    if not isinstance(data, Mapping):
-        raise ConfigError("suite", f"{data!r} is not a mapping", "a suite definition (experiment=acceptance)")
-    check_keys("suite", data, SUITE_KEYS)
-    name = data.get("name")
-    if not isinstance(name, str) or not name.replace("-", "").isalnum():
-        raise ConfigError("suite.name", f"{name!r} is not a plain name", "letters, digits and '-'")
-    version = number("suite.version", data.get("version", 1), integer=True, minimum=1, inclusive=True)
-    raw = data.get("parts")
-    if not isinstance(raw, Mapping) or not raw:
-        raise ConfigError("suite.parts", "is empty or not a mapping", "a mapping of part name to its definition")
-    parts = tuple(parse_part(str(k), v) for k, v in raw.items())
-    names = [p.name for p in parts]
-    only = _only(data.get("only"), names)
-    check = tuple(choice(f"suite.check[{i}]", m, CHECK_METRICS) for i, m in enumerate(data.get("check") or ()))
-    threshold = positive_float("suite.outlier_threshold", data.get("outlier_threshold", 0.03))
-    if threshold >= 1:
-        raise ConfigError("suite.outlier_threshold", f"{threshold} is not a fraction", "0 < x < 1, e.g. 0.03")
-    return SuiteSpec(name=name, version=version, scale=choice("suite.scale", data.get("scale", "auto"), SCALES),
-                     doctor=boolean("suite.doctor", data.get("doctor", True)),
+    if data is None:
+        raise ConfigError("suite", "None is not a mapping", "a suite definition (experiment=acceptance)")
+    s = parse_section("suite", SuiteSettings, data)
+    if not s.name.replace("-", "").isalnum():
+        raise ConfigError("suite.name", f"{s.name!r} is not a plain name", "letters, digits and '-'")
+    if not s.parts:
+        raise ConfigError("suite.parts", "is empty", "a mapping of part name to its definition")
+    parts = tuple(_part(str(k), v) for k, v in s.parts.items())
+    only = _only(s.only, [p.name for p in parts])
+    return SuiteSpec(name=s.name, version=s.version, scale=s.scale, doctor=s.doctor,
                      parts=tuple(p for p in parts if only is None or p.name in only),
-                     outlier_threshold=threshold,
-                     barrier_timeout_s=positive_float("suite.barrier_timeout_s", data.get("barrier_timeout_s", 7200)),
-                     check=check, needs_store=boolean("suite.needs_store", data.get("needs_store", False)),
-                     definition_sha=definition_sha(name, version, parts))
+                     outlier_threshold=s.outlier_threshold, barrier_timeout_s=s.barrier_timeout_s, check=s.check,
+                     needs_store=s.needs_store, definition_sha=definition_sha(s.name, s.version, parts))
 
 
 def _only(value: Any, names: list[str]) -> set[str] | None:

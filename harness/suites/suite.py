@@ -33,9 +33,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import parse_results_dir, parse_run_id
+from xmfu.harness.config import RunSettings, parse_results_dir, parse_run_id
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
-from xmfu.harness.engine.settings import ConfigError, SuiteTag, optional_positive_float
+from xmfu.harness.engine.settings import SuiteTag
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
 from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
@@ -106,12 +108,11 @@ def _may_set_suite(override: str) -> bool:
 
 
 def _settings(data: dict[str, Any]) -> Settings:
-    store = data.get("store")
-    if store is not None and (not isinstance(store, str) or Path(store).is_file()):
-        raise ConfigError("store", f"{store!r} is not a folder", "a folder of Parquet files (created if missing)")
-    return Settings(results_dir=parse_results_dir(data.get("results_dir", "results")),
-                    run_id=parse_run_id(data.get("run_id")), device=str(data.get("device", "auto")),
-                    price=optional_positive_float("price", data.get("price")), store=store)
+    s = parse_section("", RunSettings, data)
+    if s.store is not None and Path(s.store).is_file():
+        raise ConfigError("store", f"{s.store!r} is not a folder", "a folder of Parquet files (created if missing)")
+    return Settings(results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), device=s.device,
+                    price=s.price, store=s.store)
 
 
 def host_name() -> str:

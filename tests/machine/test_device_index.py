@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import gpu_device, run_config
-from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.machine.platform import Platform
 from xmfu.harness.run import SetupError, _chosen_device
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.workloads.attention import reference
 from xmfu.workloads.attention.spec import AttentionCase, expand
 
@@ -98,17 +98,22 @@ def test_flops_match_torch_flop_counter_for_non_causal_sdpa():
         assert counter.get_total_flops() == expected
 
 
+# batch_seq names batch and seq_q, model_dim derives heads: the defaults of those three are set aside, as
+# configs/experiment/attention-shootout.yaml does
+PAIRED = {"name": "attention", "batch": None, "seq_q": None, "heads": None}
+
+
 def test_flashattention_benchmark_shapes_pair_batch_with_seq_and_derive_heads():
-    cases = expand({"name": "attention", "batch_seq": [[32, 512], [1, 16384]], "model_dim": 2048,
+    cases = expand({**PAIRED, "batch_seq": [[32, 512], [1, 16384]], "model_dim": 2048,
                     "head_dim": [64, 128], "causal": [False], "mode": ["fwd"]}, "bf16", 0)
     shapes = {(c.batch, c.seq_q, c.seq_kv, c.heads, c.head_dim) for c in cases}
     assert shapes == {(32, 512, 512, 32, 64), (32, 512, 512, 16, 128), (1, 16384, 16384, 32, 64),
                       (1, 16384, 16384, 16, 128)}
     with pytest.raises(ConfigError, match="batch_seq"):
-        expand({"name": "attention", "batch_seq": [[32]]}, "bf16", 0)
+        expand({**PAIRED, "batch_seq": [[32]]}, "bf16", 0)
     with pytest.raises(ConfigError, match=r"workload\.batch"):  # both named: neither is silently ignored
-        expand({"name": "attention", "batch": 4, "batch_seq": [[32, 512]]}, "bf16", 0)
+        expand({**PAIRED, "batch": 4, "batch_seq": [[32, 512]]}, "bf16", 0)
     with pytest.raises(ConfigError, match=r"workload\.heads"):
         expand({"name": "attention", "heads": 8, "model_dim": 2048}, "bf16", 0)
     with pytest.raises(ConfigError, match="model_dim"):
-        expand({"name": "attention", "model_dim": 100, "head_dim": [64]}, "bf16", 0)
+        expand({"name": "attention", "heads": None, "model_dim": 100, "head_dim": [64]}, "bf16", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.workloads.collectives.spec import (
     OPS,
     CollectiveCase,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from xmfu.harness.engine.settings import ConfigError
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.harness.machine.peaks import BandwidthPeak
 from xmfu.workloads.inference import arithmetic as ar

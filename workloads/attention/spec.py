@@ -16,15 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xmfu.harness.engine.case import Check
-from xmfu.harness.engine.settings import (
-    ConfigError,
-    boolean,
-    check_keys,
-    choice,
-    int_list,
-    positive_float,
-    positive_int,
-)
+from xmfu.harness.engine.declare import POSITIVE, POSITIVE_INT, ConfigError, Number, OneOf, as_list, boolean, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES, uniform_inputs
 from xmfu.workloads.attention import reference
 
@@ -35,8 +28,31 @@ GRADS = ("dq", "dk", "dv")
 # max |X - Xref| / max |Xref| per output; gradients accumulate over a whole sequence, so they get more room.
 TOLERANCE = {"fp32": (2e-4, 1e-3), "tf32": (5e-3, 2e-2), "bf16": (2e-2, 5e-2), "fp16": (5e-3, 2e-2)}
 FULL_CHECK_LIMIT = 2**26  # B*H*Sq*Skv above this: compare two kv-head groups instead of every head
-CONFIG_KEYS = ("name", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "causal", "alignment",
-               "scale", "mode", "flop_convention", "batch_seq", "model_dim")
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """`workload=attention`: softmax(scale QKᵀ + mask)V, layout (B, H, S, D). Cases: seq_q x seq_kv x head_dim x
+    causal x mode. Settings that take a list sweep it."""
+
+    name: str = setting("attention", "the workload")
+    batch: int | None = setting(4, "sequences per case (null: named by batch_seq)", POSITIVE_INT)
+    heads: int | None = setting(32, "query heads (null: derived from model_dim)", POSITIVE_INT)
+    kv_heads: int | None = setting(None, "null = heads (MHA); a divisor of heads = GQA", POSITIVE_INT)
+    seq_q: Any = setting((4096, 8192), "query sequence lengths", POSITIVE_INT)
+    seq_kv: Any = setting(None, "key/value sequence lengths; null = seq_q", POSITIVE_INT)
+    head_dim: Any = setting((128,), "head dimensions", POSITIVE_INT)
+    causal: Any = setting((False, True), "causal masks: false, true or both")
+    alignment: str = setting("top_left", "the causal diagonal when seq_q != seq_kv: top_left (torch SDPA) | "
+                             "bottom_right (FlashAttention >= 2.1)", OneOf(ALIGNMENTS))
+    scale: Number | None = setting(None, "null = 1/sqrt(head_dim)", POSITIVE)
+    mode: Any = setting(("fwd", "fwd_bwd"), "passes timed", OneOf(MODES))
+    batch_seq: Any = setting(None, "[[batch, seq], ...]: pairs instead of batch x seq_q (FlashAttention's "
+                             "benchmark shapes)", POSITIVE_INT)
+    model_dim: int | None = setting(None, "heads = model_dim / head_dim instead of `heads` (FlashAttention's "
+                                    "benchmark: 2048)", POSITIVE_INT)
+    flop_convention: str = setting("fa2", "fa2 (causal = half the scores) | exact (the scores the mask keeps)",
+                                   OneOf(CONVENTIONS))
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,7 @@ class AttentionCase:
     scale: float
     dtype: str
     mode: str  # fwd | bwd | fwd_bwd
-    flop_convention: str = "fa2"
+    flop_convention: str = AttentionSettings.flop_convention
     seed: int = 0
 
     workload: ClassVar[str] = "attention"
@@ -145,59 +161,52 @@ def _inputs(case: AttentionCase) -> dict[str, np.ndarray]:
     return uniform_inputs(case.seed, {"q": q_shape, "k": kv_shape, "v": kv_shape, "do": q_shape}, case.dtype)
 
 
-def _as_list(field: str, value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+def _sweep(s: AttentionSettings) -> dict[str, list[Any]]:
+    """The swept settings as lists (each takes one value or a list; their elements are checked when parsed)."""
+    return {"seq_q": [] if s.seq_q is None else as_list(s.seq_q),
+            "seq_kv": [None] if s.seq_kv is None else as_list(s.seq_kv),
+            "head_dim": as_list(s.head_dim),
+            "causal": [boolean("workload.causal", c) for c in as_list(s.causal)],
+            "mode": as_list(s.mode)}
 
 
-def _sweep(workload: Mapping[str, Any]) -> dict[str, list[Any]]:
-    raw_seq_q = workload.get("seq_q", [1024])
-    seq_q = [] if raw_seq_q is None else int_list("workload.seq_q", _as_list("seq_q", raw_seq_q))
-    seq_kv = workload.get("seq_kv")
-    return {
-        "seq_q": list(seq_q),
-        "seq_kv": [None] if seq_kv is None else list(int_list("workload.seq_kv", _as_list("seq_kv", seq_kv))),
-        "head_dim": list(int_list("workload.head_dim", _as_list("head_dim", workload.get("head_dim", [128])))),
-        "causal": [boolean("workload.causal", c) for c in _as_list("causal", workload.get("causal", [False]))],
-        "mode": [choice("workload.mode", m, MODES) for m in _as_list("mode", workload.get("mode", ["fwd"]))],
-    }
-
-
-def _batch_seq(workload: Mapping[str, Any], sweep: dict[str, list[Any]]) -> list[tuple[int, int | None]]:
+def _batch_seq(s: AttentionSettings, sweep: dict[str, list[Any]]) -> list[tuple[int, int | None]]:
     """(batch, seq_q) pairs: `batch_seq` names them (FlashAttention's benchmark keeps batch x seq fixed: 32 x 512
     ... 1 x 16384), otherwise one batch for every seq_q of the sweep."""
-    pairs = workload.get("batch_seq")
+    pairs = s.batch_seq
     if not pairs:
-        batch = positive_int("workload.batch", workload.get("batch", 1))
+        if s.batch is None:
+            raise ConfigError("workload.batch", "is null without workload.batch_seq", "a positive integer")
         if not sweep["seq_q"]:
             raise ConfigError("workload.seq_q", "is empty", "a list of sequence lengths, or workload.batch_seq")
-        return [(batch, sq) for sq in sweep["seq_q"]]
-    named = [k for k in ("batch", "seq_q") if workload.get(k) is not None]
+        return [(s.batch, sq) for sq in sweep["seq_q"]]
+    named = [k for k in ("batch", "seq_q") if getattr(s, k) is not None]
     if named:  # never ignore a setting silently
         raise ConfigError(f"workload.{named[0]}", "is set together with workload.batch_seq, which names batch and "
                           "sequence length in pairs", f"workload.{named[0]}=null, or workload.batch_seq=null")
     out = []
-    for i, pair in enumerate(pairs):
-        dims = int_list(f"workload.batch_seq[{i}]", pair)
-        if len(dims) != 2:
-            raise ConfigError(f"workload.batch_seq[{i}]", f"{list(dims)} is not [batch, seq]", "two positive integers")
-        out.append((dims[0], dims[1]))
+    for i, pair in enumerate(as_list(pairs)):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ConfigError(f"workload.batch_seq[{i}]", f"{pair!r} is not [batch, seq]", "two positive integers")
+        out.append((pair[0], pair[1]))
     return out
 
 
-def _heads(workload: Mapping[str, Any], head_dim: int) -> tuple[int, int]:
+def _heads(s: AttentionSettings, head_dim: int) -> tuple[int, int]:
     """(heads, kv_heads); with `model_dim`, heads = model_dim / head_dim (FlashAttention's benchmark: 2048)."""
-    if workload.get("model_dim") is not None:
-        if workload.get("heads") is not None:
+    if s.model_dim is not None:
+        if s.heads is not None:
             raise ConfigError("workload.heads", "is set together with workload.model_dim, which derives heads",
                               "workload.heads=null, or workload.model_dim=null")
-        model_dim = positive_int("workload.model_dim", workload["model_dim"])
-        if model_dim % head_dim:
-            raise ConfigError("workload.model_dim", f"{model_dim} is not a multiple of head_dim={head_dim}",
+        if s.model_dim % head_dim:
+            raise ConfigError("workload.model_dim", f"{s.model_dim} is not a multiple of head_dim={head_dim}",
                               "a multiple of every head_dim")
-        heads = model_dim // head_dim
+        heads = s.model_dim // head_dim
+    elif s.heads is None:
+        raise ConfigError("workload.heads", "is null without workload.model_dim", "a positive integer")
     else:
-        heads = positive_int("workload.heads", workload.get("heads", 8))
-    kv_heads = positive_int("workload.kv_heads", workload.get("kv_heads") or heads)
+        heads = s.heads
+    kv_heads = s.kv_heads or heads
     if heads % kv_heads:
         raise ConfigError("workload.kv_heads", f"{kv_heads} does not divide heads={heads}",
                           "a divisor of heads (GQA groups must be equal)")
@@ -206,22 +215,19 @@ def _heads(workload: Mapping[str, Any], head_dim: int) -> tuple[int, int]:
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[AttentionCase]:
     """Cases: (batch, seq_q) pairs x seq_kv x head_dim x causal x mode."""
-    check_keys("workload", workload, CONFIG_KEYS)
+    s = parse_section("workload", AttentionSettings, workload)
     if dtype not in TOLERANCE:
         raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
-    alignment = choice("workload.alignment", workload.get("alignment", "top_left"), ALIGNMENTS)
-    convention = choice("workload.flop_convention", workload.get("flop_convention", "fa2"), CONVENTIONS)
-    raw_scale = workload.get("scale")
-    sweep = _sweep(workload)
+    sweep = _sweep(s)
     cases = []
-    for (batch, sq), skv, d, causal, mode in product(_batch_seq(workload, sweep), sweep["seq_kv"], sweep["head_dim"],
+    for (batch, sq), skv, d, causal, mode in product(_batch_seq(s, sweep), sweep["seq_kv"], sweep["head_dim"],
                                                      sweep["causal"], sweep["mode"]):
         skv = sq if skv is None else skv
-        if causal and alignment == "bottom_right" and sq > skv:
+        if causal and s.alignment == "bottom_right" and sq > skv:
             raise ConfigError("workload.seq_q", f"bottom_right causal with seq_q={sq} > seq_kv={skv} leaves "
                               "query rows with no visible key", "seq_q <= seq_kv, or alignment=top_left")
-        heads, kv_heads = _heads(workload, d)
-        scale = positive_float("workload.scale", raw_scale) if raw_scale is not None else 1 / math.sqrt(d)
-        cases.append(AttentionCase(batch, heads, kv_heads, sq, skv, d, causal, alignment, scale, dtype, mode,
-                                   convention, seed))
+        heads, kv_heads = _heads(s, d)
+        scale = float(s.scale) if s.scale is not None else 1 / math.sqrt(d)
+        cases.append(AttentionCase(batch, heads, kv_heads, sq, skv, d, causal, s.alignment, scale, dtype, mode,
+                                   s.flop_convention, seed))
     return cases

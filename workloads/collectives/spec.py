@@ -16,15 +16,57 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xmfu.harness.engine.case import Check
-from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from xmfu.harness.engine.declare import (
+    POSITIVE,
+    POSITIVE_INT,
+    ConfigError,
+    Number,
+    OneOf,
+    Range,
+    as_list,
+    boolean,
+    setting,
+)
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 MODES = ("throughput", "latency")  # n back-to-back ops per sample | one op per sample, barrier outside
 COLLECTIVE_DTYPES = ("fp32", "bf16", "fp16")
-CONFIG_KEYS = ("name", "ops", "sizes", "sweep", "in_place", "mode", "iters", "warmup", "samples", "timeout_s",
-               "inject_corruption")
 SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}  # nccl-tests' -b/-e suffixes
+
+
+@dataclass(frozen=True)
+class SizeSweep:
+    """Sizes like nccl-tests' -b 8 -e 64M -f 2 (bytes; K, M, G are powers of 1024)."""
+
+    start: Any = setting(8, "the first size")
+    end: Any = setting("64M", "the last size at most")
+    factor: Number = setting(2, "each size is the last times this", Range(1))
+
+
+@dataclass(frozen=True)
+class CollectivesSettings:
+    """`workload=collectives`: collectives as nccl-tests measures them: algbw = S/t, busbw = algbw x F(n), data
+    checked exactly. Launch ranks with torchrun (torch_dist) or give JAX several devices."""
+
+    name: str = setting("collectives", "the workload")
+    ops: Any = setting(OPS, "operations", OneOf(OPS))
+    sweep: SizeSweep | None = setting(SizeSweep(), "sizes from start to end, times factor each step (used when "
+                                      "sizes is empty)")
+    sizes: Any = setting((), "a list of sizes instead of the sweep, e.g. [1M, 64M]")
+    in_place: Any = setting("auto", "auto: the placements torch and NCCL both have per op | a list, e.g. "
+                            "[false, true]")
+    mode: Any = setting(("throughput",), "throughput: iters back-to-back ops per sample | latency: one op, "
+                        "barrier outside", OneOf(MODES))
+    iters: int = setting(20, "ops per throughput sample (nccl-tests -n)", POSITIVE_INT)
+    warmup: int = setting(5, "untimed ops first (nccl-tests -w); the first call also forms communicators",
+                          POSITIVE_INT)
+    samples: int = setting(10, "samples per case, the same on every rank", POSITIVE_INT)
+    timeout_s: Number = setting(120, "a collective (or a rank joining) slower than this fails the run cleanly",
+                                POSITIVE)
+    inject_corruption: bool = setting(False, "self-test: plant one wrong element on the last rank; the data check "
+                                      "must catch it")
 
 
 def bus_factor(op: str, ranks: int) -> float | None:
@@ -47,12 +89,13 @@ def parse_bytes(field: str, value: Any) -> int:
 def size_sweep(value: Any) -> list[int]:
     """A list of sizes, or {start, end, factor} like nccl-tests' -b/-e/-f."""
     if isinstance(value, Mapping):
-        start, end = parse_bytes("workload.sweep.start", value.get("start")), parse_bytes("workload.sweep.end",
-                                                                                          value.get("end"))
-        factor = positive_float("workload.sweep.factor", value.get("factor", 2))
-        if factor <= 1 or end < start:
+        value = parse_section("workload.sweep", SizeSweep, value)
+    if isinstance(value, SizeSweep):
+        start, end = parse_bytes("workload.sweep.start", value.start), parse_bytes("workload.sweep.end", value.end)
+        factor = float(value.factor)
+        if end < start:
             raise ConfigError("workload.sweep", f"start={start} end={end} factor={factor} is not a sweep",
-                              "start <= end and factor > 1")
+                              "start <= end")
         sizes, s = [], float(start)
         while s <= end:
             sizes.append(int(s))
@@ -118,11 +161,11 @@ class CollectiveCase:
     dtype: str
     in_place: bool
     mode: str
-    iters: int = 20
-    warmup: int = 5
-    samples: int = 10
-    timeout_s: float = 120.0
-    inject_corruption: bool = False  # self-test of the data check: one wrong element on the last rank
+    iters: int = CollectivesSettings.iters
+    warmup: int = CollectivesSettings.warmup
+    samples: int = CollectivesSettings.samples
+    timeout_s: float = CollectivesSettings.timeout_s
+    inject_corruption: bool = CollectivesSettings.inject_corruption  # self-test of the data check
     seed: int = 0
 
     workload: ClassVar[str] = "collectives"
@@ -167,22 +210,15 @@ class CollectiveCase:
 
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[CollectiveCase]:
-    check_keys("workload", workload, CONFIG_KEYS)
+    s = parse_section("workload", CollectivesSettings, workload)
     if dtype not in COLLECTIVE_DTYPES:
         raise ConfigError("dtype", f"{dtype} is not a collectives dtype", ", ".join(COLLECTIVE_DTYPES))
-    ops = workload.get("ops", ["all_reduce"])
-    ops = [choice(f"workload.ops[{i}]", o, OPS) for i, o in enumerate(ops if isinstance(ops, list) else [ops])]
-    modes = workload.get("mode", ["throughput"])
-    modes = [choice("workload.mode", m, MODES) for m in (modes if isinstance(modes, list) else [modes])]
-    places = workload.get("in_place", "auto")
-    common = {"iters": positive_int("workload.iters", workload.get("iters", 20)),
-              "warmup": positive_int("workload.warmup", workload.get("warmup", 5)),
-              "samples": positive_int("workload.samples", workload.get("samples", 10)),
-              "timeout_s": positive_float("workload.timeout_s", workload.get("timeout_s", 120)),
-              "inject_corruption": boolean("workload.inject_corruption", workload.get("inject_corruption", False))}
-    sizes = size_sweep(workload.get("sizes") or workload.get("sweep") or {"start": "8", "end": "64M", "factor": 2})
+    common = {"iters": s.iters, "warmup": s.warmup, "samples": s.samples, "timeout_s": float(s.timeout_s),
+              "inject_corruption": s.inject_corruption}
+    sizes = size_sweep(s.sizes or s.sweep)
     return [CollectiveCase(op, size, dtype, place, mode, seed=seed, **common)
-            for op in ops for mode in modes for place in placements(op, places) for size in sizes]
+            for op in as_list(s.ops) for mode in as_list(s.mode) for place in placements(op, s.in_place)
+            for size in sizes]
 
 
 # `in_place: auto`: the placements torch.distributed and NCCL's API both express for each operation (an
@@ -195,5 +231,4 @@ AUTO_PLACEMENTS = {"all_reduce": [True], "broadcast": [True], "all_to_all": [Fal
 def placements(op: str, value: Any) -> list[bool]:
     if value == "auto":
         return AUTO_PLACEMENTS[op]
-    values = value if isinstance(value, list) else [value]
-    return [boolean("workload.in_place", v) for v in values]
+    return [boolean("workload.in_place", v) for v in as_list(value)]

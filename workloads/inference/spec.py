@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.engine.settings import ConfigError, check_keys, choice, positive_int
+from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, OneOf, as_list, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.peaks import BandwidthPeak
 from xmfu.workloads.inference import arithmetic as ar
 from xmfu.workloads.inference.figures import latency, mbu_fields
@@ -38,7 +39,27 @@ from xmfu.workloads.transformer.spec import CONVENTIONS, ModelSpec, init_weights
 
 PHASES = ("prefill", "decode")
 DTYPES = tuple(ar.DTYPE_BYTES)
-CONFIG_KEYS = ("name", "model", "phases", "batch", "prompt_len", "gen_len", "flop_convention", "check_steps")
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """`workload=inference`: the training step's model (same presets, same weights from the seed): prefill and greedy
+    decode against a static KV cache. Pick the size with model=NAME; lists are swept (an OOM batch is a failed
+    row)."""
+
+    name: str = setting("inference", "the workload")
+    model: Any = setting(None, "the preset's shapes: configs/workload/inference.yaml points it at the preset chosen "
+                         "in the `model` group")
+    phases: Any = setting(PHASES, "prefill: one forward over the prompts (TTFT) | decode: one token per step (TPOT)",
+                          OneOf(PHASES))
+    batch: Any = setting((1, 8, 32, 64), "sequences generated together", POSITIVE_INT)
+    prompt_len: Any = setting((512,), "prompt tokens per sequence", POSITIVE_INT)
+    gen_len: Any = setting((128,), "decode steps per sequence (fixed: no early stop); prefill caches are sized for "
+                           "the longest", POSITIVE_INT)
+    flop_convention: str = setting("palm", "prefill attention: palm (every score) | causal (halved); decode counts "
+                                   "are exact", OneOf(CONVENTIONS))
+    check_steps: int = setting(4, "decode steps checked (logits and greedy tokens) against the fp64 model",
+                               POSITIVE_INT)
 
 
 @dataclass(frozen=True)
@@ -51,8 +72,8 @@ class InferenceSpec:
     batch: int
     prompt_len: int
     gen_len: int
-    flop_convention: str = "palm"
-    check_steps: int = 4  # decode steps whose logits and tokens are checked against the fp64 model
+    flop_convention: str = InferenceSettings.flop_convention
+    check_steps: int = InferenceSettings.check_steps  # decode steps checked against the fp64 model
     seed: int = 0
 
     workload: ClassVar[str] = "inference"
@@ -140,37 +161,31 @@ def decode_cycle(case: InferenceSpec, step: Callable[[int], Any]) -> tuple[Calla
     return (lambda: step(state["pos"])), advance
 
 
-def _int_list(workload: Mapping[str, Any], key: str) -> list[int]:
-    raw = workload.get(key)
-    values = raw if isinstance(raw, list) else [raw]
+def _lengths(s: InferenceSettings, key: str) -> list[int]:
+    values = as_list(getattr(s, key))
     if not values:
         raise ConfigError(f"workload.{key}", "is empty", "a positive integer or a list of them")
-    return [positive_int(f"workload.{key}[{i}]", v) for i, v in enumerate(values)]
+    return values
 
 
 def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[InferenceSpec]:
     """Prefill cases per (batch, prompt_len), decode cases per (batch, prompt_len, gen_len), in that order."""
-    check_keys("workload", workload, CONFIG_KEYS)
+    s = parse_section("workload", InferenceSettings, workload)
     if dtype not in DTYPES:
         raise ConfigError("dtype", f"{dtype} is not an inference dtype here", ", ".join(DTYPES))
-    raw = workload.get("model")
-    if not isinstance(raw, Mapping):
+    if not isinstance(s.model, Mapping):
         raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b")
-    model = model_from_config(raw)
-    phases = workload.get("phases", list(PHASES))
-    phases = [choice(f"workload.phases[{i}]", p, PHASES) for i, p in enumerate(phases if isinstance(phases, list)
-                                                                                 else [phases])]
-    batches, prompts, gens = (_int_list(workload, k) for k in ("batch", "prompt_len", "gen_len"))
-    convention = choice("workload.flop_convention", workload.get("flop_convention", "palm"), CONVENTIONS)
-    check_steps = positive_int("workload.check_steps", workload.get("check_steps", 4))
-    if check_steps > min(gens):
-        raise ConfigError("workload.check_steps", f"{check_steps} exceeds the shortest gen_len {min(gens)}",
+    model = model_from_config(s.model)
+    phases = as_list(s.phases)
+    batches, prompts, gens = (_lengths(s, k) for k in ("batch", "prompt_len", "gen_len"))
+    if s.check_steps > min(gens):
+        raise ConfigError("workload.check_steps", f"{s.check_steps} exceeds the shortest gen_len {min(gens)}",
                           f"1 .. {min(gens)}")
     cases = []
     for b in batches:
         for p in prompts:
-            common = {"model": model, "dtype": dtype, "batch": b, "prompt_len": p, "flop_convention": convention,
-                      "check_steps": check_steps, "seed": seed}
+            common = {"model": model, "dtype": dtype, "batch": b, "prompt_len": p, "flop_convention": s.flop_convention,
+                      "check_steps": s.check_steps, "seed": seed}
             if "prefill" in phases:  # its cache is sized for the longest generation, as a server would
                 cases.append(InferenceSpec(phase="prefill", gen_len=max(gens), **common))
             if "decode" in phases:

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xmfu.harness.engine.case import Check
-from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, int_list
+from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, setting
+from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
 from xmfu.harness.machine.platform import DeviceInfo
 
@@ -24,7 +25,20 @@ TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3}
 # fp8 by the format the inputs were rounded to. They are exact in it (the reference uses the same rounded values),
 # so what remains is the bf16 output's rounding plus accumulation order, as for bf16: the same bound for both.
 FP8_TOLERANCE = {"e4m3fn": 1.6e-2, "e4m3fnuz": 1.6e-2}
-CONFIG_KEYS = ("name", "sizes", "shapes", "transpose_a", "transpose_b")
+DEFAULT_SIZES = (2048, 4096, 8192)
+
+
+@dataclass(frozen=True)
+class MatmulSettings:
+    """`workload=matmul`: C = op(A) @ op(B), FLOPs 2*M*N*K. Square `sizes` and explicit `shapes` [M, N, K] are both
+    run."""
+
+    name: str = setting("matmul", "the workload")
+    sizes: tuple[int, ...] | None = setting(None, f"square sizes; null: {list(DEFAULT_SIZES)}, unless shapes are "
+                                            "named (they then replace them)", POSITIVE_INT)
+    shapes: Any = setting((), "[M, N, K] shapes, e.g. [[4096,4096,1024]]", POSITIVE_INT)
+    transpose_a: bool = setting(False, "A stored (K, M), used transposed")
+    transpose_b: bool = setting(False, "B stored (N, K), used transposed")
 
 
 @dataclass(frozen=True)
@@ -33,8 +47,8 @@ class MatmulCase:
     n: int
     k: int
     dtype: str
-    transpose_a: bool = False  # A stored as (K, M) and used transposed
-    transpose_b: bool = False  # B stored as (N, K) and used transposed
+    transpose_a: bool = MatmulSettings.transpose_a  # A stored as (K, M) and used transposed
+    transpose_b: bool = MatmulSettings.transpose_b  # B stored as (N, K) and used transposed
     seed: int = 0
     fp8_format: str | None = None  # fp8 only: the device's e4m3 variant (set by for_device), inputs rounded to it
 
@@ -107,19 +121,13 @@ def _operands64(case: MatmulCase) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(np.float64), b.astype(np.float64)
 
 
-DEFAULT_SIZES = (2048, 4096, 8192)
-
-
-def _shapes(workload: Mapping[str, Any]) -> list[tuple[int, int, int]]:
+def _shapes(s: MatmulSettings) -> list[tuple[int, int, int]]:
     """`sizes` null means the default squares, unless `shapes` are named: naming shapes replaces them."""
-    sizes = workload.get("sizes")
-    if sizes is None:
-        sizes = [] if workload.get("shapes") else list(DEFAULT_SIZES)
-    shapes = [(s, s, s) for s in int_list("workload.sizes", sizes)]
-    for i, shape in enumerate(workload.get("shapes") or []):
-        dims = int_list(f"workload.shapes[{i}]", shape)
-        if len(dims) != 3:
-            raise ConfigError(f"workload.shapes[{i}]", f"{list(dims)} is not [M, N, K]", "three positive integers")
+    sizes = s.sizes if s.sizes is not None else () if s.shapes else DEFAULT_SIZES
+    shapes = [(n, n, n) for n in sizes]
+    for i, dims in enumerate(s.shapes):
+        if not isinstance(dims, (list, tuple)) or len(dims) != 3:
+            raise ConfigError(f"workload.shapes[{i}]", f"{dims!r} is not [M, N, K]", "three positive integers")
         shapes.append((dims[0], dims[1], dims[2]))
     if not shapes:
         raise ConfigError("workload", "matmul needs sizes or shapes", "workload.sizes=[2048] or "
@@ -129,10 +137,8 @@ def _shapes(workload: Mapping[str, Any]) -> list[tuple[int, int, int]]:
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[MatmulCase]:
     """The cases of a matmul config: square `sizes` and explicit `shapes` [M, N, K]."""
-    check_keys("workload", workload, CONFIG_KEYS)
-    ta = boolean("workload.transpose_a", workload.get("transpose_a", False))
-    tb = boolean("workload.transpose_b", workload.get("transpose_b", False))
-    return [MatmulCase(m, n, k, dtype, ta, tb, seed) for m, n, k in _shapes(workload)]
+    s = parse_section("workload", MatmulSettings, workload)
+    return [MatmulCase(m, n, k, dtype, s.transpose_a, s.transpose_b, seed) for m, n, k in _shapes(s)]
 
 
 def for_device(cases: Sequence[MatmulCase], device: DeviceInfo) -> list[MatmulCase]:

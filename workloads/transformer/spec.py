@@ -15,34 +15,33 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.engine.settings import ConfigError, boolean, check_keys, choice, positive_float, positive_int
+from xmfu.harness.engine.declare import POSITIVE, POSITIVE_INT, ConfigError, Number, OneOf, as_list, required, setting
+from xmfu.harness.engine.structured import parse_section
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
-CONFIG_KEYS = ("name", "model", "flop_convention", "activation_checkpointing", "lr", "batch", "parallel", "scaling",
-               "warmup", "samples", "timeout_s", "profile")
 PARALLEL = ("none", "ddp", "fsdp", "dp")  # none: the single-device step, every strategy's baseline
 SCALINGS = ("weak", "strong")  # weak: `batch` per device (global = batch x devices); strong: `batch` is global
-MODEL_KEYS = ("name", "vocab", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "seq_len", "batch",
-              "rope_theta", "norm_eps")
 ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # every backend's AdamW (optax's names)
 INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama reference code do; norms start at 1
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    name: str
-    vocab: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    ffn_hidden: int
-    seq_len: int
-    batch: int
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
+    """`model=NAME` (configs/model/): a preset's shapes; every field but the last two is the preset's to state."""
+
+    name: str = required("the preset's name, in every case id")
+    vocab: int = required("vocabulary size", POSITIVE_INT)
+    d_model: int = required("model width", POSITIVE_INT)
+    n_layers: int = required("decoder blocks", POSITIVE_INT)
+    n_heads: int = required("query heads", POSITIVE_INT)
+    n_kv_heads: int = required("key/value heads (GQA when fewer than n_heads)", POSITIVE_INT)
+    ffn_hidden: int = required("SwiGLU hidden width", POSITIVE_INT)
+    seq_len: int = required("tokens per sequence", POSITIVE_INT)
+    batch: int = required("sequences per step (per device under weak scaling)", POSITIVE_INT)
+    rope_theta: float = setting(10000.0, "rotary embedding base", POSITIVE)
+    norm_eps: float = setting(1e-5, "RMSNorm epsilon", POSITIVE)
 
     @property
     def head_dim(self) -> int:
@@ -72,17 +71,43 @@ class ModelSpec:
 
 
 def model_from_config(data: Mapping[str, Any]) -> ModelSpec:
-    check_keys("model", data, MODEL_KEYS)
-    ints = {k: positive_int(f"model.{k}", data.get(k)) for k in MODEL_KEYS[1:9]}
-    if ints["d_model"] % ints["n_heads"] or ints["n_heads"] % ints["n_kv_heads"]:
+    model = parse_section("model", ModelSpec, data)
+    if model.d_model % model.n_heads or model.n_heads % model.n_kv_heads:
         raise ConfigError("model", "d_model must be a multiple of n_heads, and n_heads of n_kv_heads",
                           "e.g. d_model=768 n_heads=12 n_kv_heads=4")
-    if (ints["d_model"] // ints["n_heads"]) % 2:
+    if (model.d_model // model.n_heads) % 2:
         raise ConfigError("model.n_heads", "gives an odd head dim; rotary embeddings need an even one",
                           "d_model / n_heads even")
-    return ModelSpec(name=str(data.get("name", "custom")), **ints,
-                     rope_theta=positive_float("model.rope_theta", data.get("rope_theta", 10000.0)),
-                     norm_eps=positive_float("model.norm_eps", data.get("norm_eps", 1e-5)))
+    return model
+
+
+@dataclass(frozen=True)
+class TransformerSettings:
+    """`workload=transformer`: one training step (forward, backward, AdamW) of a Llama-style decoder; pick the size
+    with model=NAME. Across devices (README "Distributed training step"): none = one device; torch: ddp, fsdp (under
+    torchrun or Slurm, one process per device); JAX: dp, fsdp (over jax.devices()). A list of strategies is swept;
+    `none` always runs first, as every strategy's baseline; one a backend does not have is skipped with the
+    reason."""
+
+    name: str = setting("transformer", "the workload")
+    model: Any = setting(None, "the preset's shapes: configs/workload/transformer.yaml points it at the preset "
+                         "chosen in the `model` group")
+    flop_convention: str = setting("palm", "palm (6N + 12·L·H·Dh·S per token) | causal (attention term halved)",
+                                   OneOf(CONVENTIONS))
+    activation_checkpointing: bool = setting(False, "recompute each block in the backward; rows then add hardware "
+                                             "FLOPs (HFU)")
+    lr: Number = setting(3e-4, "AdamW's learning rate", POSITIVE)
+    batch: Any = setting(None, "null: the preset's batch; a list sweeps batch sizes (an OOM is a failed row)",
+                         POSITIVE_INT)
+    parallel: Any = setting("none", "none | ddp | fsdp (torch) | dp | fsdp (JAX), or a list of them",
+                            OneOf(PARALLEL))
+    scaling: Any = setting("weak", "weak: `batch` per device (global = batch x devices) | strong: `batch` is "
+                           "global", OneOf(SCALINGS))
+    warmup: int = setting(3, "distributed steps: untimed steps first, the same on every rank", POSITIVE_INT)
+    samples: int = setting(10, "distributed steps: samples per case, the same on every rank", POSITIVE_INT)
+    timeout_s: Number = setting(300, "a collective (or a rank joining) slower than this ends the run with a partial "
+                                "bundle", POSITIVE)
+    profile: bool = setting(False, "torch: a profiler trace (Chrome JSON) of one step per case, kept in the bundle")
 
 
 @dataclass(frozen=True)
@@ -92,17 +117,17 @@ class TrainSpec:
 
     model: ModelSpec  # model.batch: per device under weak scaling, global under strong (single device: both)
     dtype: str
-    flop_convention: str = "palm"
-    activation_checkpointing: bool = False
-    lr: float = 3e-4
+    flop_convention: str = TransformerSettings.flop_convention
+    activation_checkpointing: bool = TransformerSettings.activation_checkpointing
+    lr: float = TransformerSettings.lr
     seed: int = 0
-    parallel: str = "none"
-    scaling: str = "weak"
+    parallel: str = TransformerSettings.parallel
+    scaling: str = TransformerSettings.scaling
     world_size: int | None = 1  # devices the step spans; None until a distributed backend settles it
-    warmup: int = 3  # distributed steps: untimed steps, then `samples` samples, the same on every rank
-    samples: int = 10
-    timeout_s: float = 300.0  # a collective (or a rank joining) slower than this ends the run
-    profile: bool = False  # torch: a profiler trace of one step, kept in the bundle
+    warmup: int = TransformerSettings.warmup  # distributed steps: untimed steps, then `samples` samples
+    samples: int = TransformerSettings.samples
+    timeout_s: float = TransformerSettings.timeout_s  # a collective (or a rank joining) slower than this ends the run
+    profile: bool = TransformerSettings.profile  # torch: a profiler trace of one step, kept in the bundle
 
     workload: ClassVar[str] = "transformer"
 
@@ -224,49 +249,31 @@ def synthetic_batch(model: ModelSpec, seed: int) -> tuple[np.ndarray, np.ndarray
     return stream[:, :-1], stream[:, 1:]
 
 
-def _listed(field: str, value: Any, allowed: tuple[str, ...], default: str) -> list[str]:
-    values = [default] if value is None else (list(value) if isinstance(value, (list, tuple)) else [value])
-    chosen = [choice(f"{field}[{i}]" if len(values) > 1 else field, v, allowed) for i, v in enumerate(values)]
-    return list(dict.fromkeys(chosen))  # a strategy named twice runs once
-
-
-def _strategies(workload: Mapping[str, Any]) -> list[str]:
-    """`workload.parallel` in order, with the single-device step first whenever a distributed strategy runs:
-    it is the baseline of their scaling efficiency, timed in the same run."""
-    chosen = _listed("workload.parallel", workload.get("parallel"), PARALLEL, "none")
-    return ["none", *(p for p in chosen if p != "none")]
-
-
-def _distributed_settings(workload: Mapping[str, Any]) -> dict[str, Any]:
-    return {"warmup": positive_int("workload.warmup", workload.get("warmup", 3)),
-            "samples": positive_int("workload.samples", workload.get("samples", 10)),
-            "timeout_s": positive_float("workload.timeout_s", workload.get("timeout_s", 300)),
-            "profile": boolean("workload.profile", workload.get("profile", False))}
+def _strategies(s: TransformerSettings) -> list[str]:
+    """`workload.parallel` in order (a strategy named twice runs once), with the single-device step first whenever a
+    distributed strategy runs: it is the baseline of their scaling efficiency, timed in the same run."""
+    chosen = as_list(s.parallel)
+    return list(dict.fromkeys(["none", *chosen]))
 
 
 def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[TrainSpec]:
     """One case per batch size in `batch` (a sweep finds the largest that fits) and strategy in `parallel`
     (the single-device step first, then each strategy under each `scaling`), for the chosen model."""
-    check_keys("workload", workload, CONFIG_KEYS)
+    s = parse_section("workload", TransformerSettings, workload)
     if dtype not in DTYPES:
         raise ConfigError("dtype", f"{dtype} is not a training dtype here", ", ".join(DTYPES))
-    raw = workload.get("model")
-    if not isinstance(raw, Mapping):
+    if not isinstance(s.model, Mapping):
         raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b")
-    base = model_from_config(raw)
-    batches = workload.get("batch")
-    batches = [base.batch] if batches is None else (batches if isinstance(batches, list) else [batches])
-    common = {"flop_convention": choice("workload.flop_convention", workload.get("flop_convention", "palm"),
-                                        CONVENTIONS),
-              "activation_checkpointing": boolean("workload.activation_checkpointing",
-                                                  workload.get("activation_checkpointing", False)),
-              "lr": positive_float("workload.lr", workload.get("lr", 3e-4)), "seed": seed,
-              **_distributed_settings(workload)}
-    scalings = _listed("workload.scaling", workload.get("scaling"), SCALINGS, "weak")
+    base = model_from_config(s.model)
+    batches = [base.batch] if s.batch is None else as_list(s.batch)
+    common = {"flop_convention": s.flop_convention, "activation_checkpointing": s.activation_checkpointing,
+              "lr": float(s.lr), "seed": seed, "warmup": s.warmup, "samples": s.samples,
+              "timeout_s": float(s.timeout_s), "profile": s.profile}
+    scalings = list(dict.fromkeys(as_list(s.scaling)))
     cases = []
-    for i, b in enumerate(batches):
-        model = ModelSpec(**{**asdict(base), "batch": positive_int(f"workload.batch[{i}]", b)})
-        for parallel in _strategies(workload):
+    for b in batches:
+        model = replace(base, batch=b)
+        for parallel in _strategies(s):
             if parallel == "none":
                 cases.append(TrainSpec(model, dtype, **common))
             else:  # the world size is the backend's to settle (processes, or JAX devices)
