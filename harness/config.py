@@ -31,6 +31,7 @@ from xmfu.harness.engine.settings import MamfConfig, RocmConfig, RunConfig, Tele
 from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 from xmfu.harness.results.schema import RUN_ID
+from xmfu.harness.results.stats import EQUIVALENCE_MARGIN
 from xmfu.harness.suites.spec import SuiteSettings
 
 SCALES = ("full", "smoke")
@@ -63,8 +64,8 @@ class RunSettings:
                                           "from the OS", POSITIVE)
     baseline: str | None = setting(None, "a backend of this run: the others get a speedup against it, with a 95% "
                                    "CI and a verdict")
-    equivalence_margin: float = setting(0.02, "speedups whose 95% CI lies within 1 +- this are \"equivalent\" "
-                                        "(xmfu compare --margin too)", FRACTION)
+    equivalence_margin: float = setting(EQUIVALENCE_MARGIN, "speedups whose 95% CI lies within 1 +- this are "
+                                        "\"equivalent\" (xmfu compare --margin too)", FRACTION)
     repeats: int = setting(1, "the whole measurement N times per case and backend (interleaved): the CI then "
                            "includes the spread between repeats (two-stage bootstrap)", POSITIVE_INT)
     device_index: int | None = setting(None, "measure this local device (0, 1, ...) instead of the local rank's",

@@ -172,3 +172,10 @@ def test_composing_the_default_options_gives_the_declared_defaults():
     expected = {f.name: default_of(settings, f.name) for f in dataclasses.fields(settings)}
     assert {**data["workload"], "model": None} == {**expected, "smoke": None}
     assert data["workload"]["model"]["name"] == "tiny"  # ${model}: the preset the model group chose
+
+
+def test_the_settings_page_of_the_manual_is_generated_and_current(capsys):
+    """docs/settings.md is `xmfu run --help`'s settings page: the manual states no default of its own."""
+    from xmfu.harness.cli import run_help
+
+    assert run_help.main(["--check"]) == 0, capsys.readouterr().out

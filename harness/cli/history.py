@@ -116,9 +116,7 @@ def cmd_history(args: Sequence[str]) -> int:
     p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
     p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
     p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
-    p_check.add_argument("--window", type=int, default=7)
-    p_check.add_argument("--sigmas", type=float, default=3.0)
-    p_check.add_argument("--min-change", type=float, default=0.02)
+    history_page.add_rule_options(p_check, int)
     p_report = history_page.add_parser(sub)
     for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")

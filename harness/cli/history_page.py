@@ -14,15 +14,24 @@ def _at_least_one(text: str) -> int:
     return int(text)
 
 
+def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
+    """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
+    the rule's own (results/history.py RULE)."""
+    from xmfu.harness.results.history import RULE
+
+    p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
+    p.add_argument("--sigmas", type=float, default=RULE.sigmas, help="noise multiples a change must exceed")
+    p.add_argument("--min-change", type=float, default=RULE.min_change,
+                   help="relative change a point must exceed whatever the noise")
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="one HTML page: every series with its regressions marked, the software "
                                       "changes between runs, the gap between platforms, coverage over time")
     p.add_argument("-o", "--output", default="history.html", help="the page to write (.html)")
     p.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
                    help="the two platforms or devices to compare (default: rocm cuda when the store has both)")
-    p.add_argument("--window", type=_at_least_one, default=7, help="previous runs in each point's baseline")
-    p.add_argument("--sigmas", type=float, default=3.0)
-    p.add_argument("--min-change", type=float, default=0.02)
+    add_rule_options(p, _at_least_one)
     return p
 
 

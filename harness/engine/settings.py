@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Range, setting
+from xmfu.harness.results.stats import BOOTSTRAP_RESAMPLES
 
 MAX_RESAMPLES = 100_000
 MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
@@ -37,7 +38,7 @@ class TimingConfig:
     flush_l2: bool = setting(False, "overwrite 2x the last-level cache before every timed call, outside the timing")
     cuda_graph: bool = setting(False, "torch on GPUs: time replays of a CUDA/HIP graph of the calls (no launch "
                                "overhead)")
-    bootstrap_resamples: int = setting(1000, "resamples of every bootstrap confidence interval",
+    bootstrap_resamples: int = setting(BOOTSTRAP_RESAMPLES, "resamples of every bootstrap confidence interval",
                                        Range(1, True, MAX_RESAMPLES, True, integer=True,
                                              note="(1000 gives a stable 95% interval)"))
     sustain_s: float = setting(0.0, "> 0: sample for exactly this long (no CI stop) and report the steady state",

@@ -21,10 +21,16 @@ from typing import Any
 import numpy as np
 
 from xmfu.harness.results.reader import Bundle
-from xmfu.harness.results.stats import resampled_medians_sorted, runs_ratio_ci, verdict
+from xmfu.harness.results.stats import (
+    BOOTSTRAP_RESAMPLES,
+    EQUIVALENCE_MARGIN,
+    resampled_medians_sorted,
+    runs_ratio_ci,
+    verdict,
+)
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
-RESAMPLES = 1000
+RESAMPLES = BOOTSTRAP_RESAMPLES  # compare resamples as a run does
 ENV_FIELDS = (  # (label, path in environment.json) whose differences can explain different numbers
     ("driver", ("driver",)), ("torch cuda", ("torch", "cuda")), ("torch hip", ("torch", "hip")),
     ("nccl", ("nccl", "version")), ("power limit W", ("telemetry", "power_limit_w")),
@@ -219,8 +225,9 @@ def _unmatched(base: Side, other: Side) -> list[str]:
             f"{other.label} has {', '.join(what(b)) or 'no timed rows'} ({len(b)}): no (case id, backend) in common"]
 
 
-def compare(sides: Sequence[Side], baseline: int = 0, allow_incomparable: bool = False, margin: float = 0.02,
-            floor: float = DEFAULT_NOISE_FLOOR, noise: Noise | None = None) -> Comparison:
+def compare(sides: Sequence[Side], baseline: int = 0, allow_incomparable: bool = False,
+            margin: float = EQUIVALENCE_MARGIN, floor: float = DEFAULT_NOISE_FLOOR,
+            noise: Noise | None = None) -> Comparison:
     base = sides[baseline]
     result = Comparison(base.label)
     for i, other in enumerate(sides):

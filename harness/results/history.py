@@ -18,6 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -254,14 +255,28 @@ def gap(rows: Sequence[dict[str, Any]], metric: str, numerator: str, denominator
     return out
 
 
+@dataclass(frozen=True)
+class Rule:
+    """How `history check` (and the history page) judge a point: against the median of the `window` runs before
+    it, flagged beyond max(`sigmas` x the robust noise, `min_change` x that median). The defaults are written
+    here once; the commands' options and the functions below take theirs from RULE."""
+
+    window: int = 7
+    sigmas: float = 3.0
+    min_change: float = 0.02
+
+
+RULE = Rule()
+
+
 def insufficient(rows: Sequence[dict[str, Any]], metric: str, minimum: int = MIN_RUNS) -> list[dict[str, Any]]:
     """The series `check` cannot judge: fewer than `minimum` runs."""
     return [{**dict(zip(SERIES_KEY, key, strict=True)), "runs": len(points), "minimum": minimum}
             for key, points in series(rows, metric).items() if len(points) < minimum]
 
 
-def check(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: float = 3.0,
-          min_change: float = 0.02) -> list[dict[str, Any]]:
+def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
+          min_change: float = RULE.min_change) -> list[dict[str, Any]]:
     """Series whose latest value moved more than the noise of its rolling baseline.
 
     Baseline = median of the previous `window` values; noise = 1.4826 x their median absolute deviation (a
@@ -292,8 +307,8 @@ def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas
             "at": points[i][0], "previous_at": points[i - 1][0]}
 
 
-def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = 7, sigmas: float = 3.0,
-          min_change: float = 0.02) -> list[dict[str, Any]]:
+def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
+          min_change: float = RULE.min_change) -> list[dict[str, Any]]:
     """The changes beyond the noise in the whole history of every series, each marked where it began: a
     point is judged by `check`'s rule against the runs before it, and after a change only the runs since
     it form the baseline (so one step is one mark, not one for every night until the median catches up)."""

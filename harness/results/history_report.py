@@ -122,8 +122,9 @@ def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change])
             + "<h3>The matrix as it stands (each platform's latest day)</h3>" + coverage.render_html(now))
 
 
-def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | None = None, window: int = 7,
-          sigmas: float = 3.0, min_change: float = 0.02) -> str:
+def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | None = None,
+          window: int = history.RULE.window, sigmas: float = history.RULE.sigmas,
+          min_change: float = history.RULE.min_change) -> str:
     """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
     gap = gap or default_gap(rows)
     changes = software_changes(rows)

@@ -21,6 +21,10 @@ import numpy as np
 
 CI_LEVEL = 0.95
 VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
+# The defaults of the run settings `timing.bootstrap_resamples` and `equivalence_margin` (harness/engine/settings.py,
+# harness/config.py declare them with these values), and of the functions here that take them.
+BOOTSTRAP_RESAMPLES = 1000
+EQUIVALENCE_MARGIN = 0.02
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def resampled_medians_sorted(x: np.ndarray, draws: int, rng: np.random.Generator
     return (low + np.take_along_axis(x, np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1), axis=1)) / 2
 
 
-def bootstrap_median_ci(samples: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_median_ci(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap 95% CI of the median. Seeded, so the same samples always give the same interval."""
     return _percentiles(resampled_medians(samples, resamples, np.random.default_rng(seed)))
 
@@ -103,7 +108,8 @@ def _percentiles(values: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = 1000, seed: int = 0) -> np.ndarray:
+def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = 0) -> np.ndarray:
     """Bootstrap distribution of the median of group medians: each resample draws the groups with replacement,
     then each drawn group's samples with replacement."""
     arrays = [np.asarray(g, dtype=np.float64) for g in groups]
@@ -116,7 +122,8 @@ def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = 1000, 
     return np.median(medians, axis=1)
 
 
-def summarize(samples: Sequence[float], resamples: int = 1000, groups: Sequence[int] | None = None) -> Summary:
+def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+              groups: Sequence[int] | None = None) -> Summary:
     """Descriptive statistics of all samples; with `groups` (the repeat of each sample) naming two or more
     repeats, the headline median is the median of the repeat medians and its CI the two-stage bootstrap."""
     x = np.asarray(samples, dtype=np.float64)
@@ -200,7 +207,7 @@ def _paired_draws(base: np.ndarray, cand: np.ndarray, draws: int, rng: np.random
     return b / c
 
 
-def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02, resamples: int = 1000,
+def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02, resamples: int = BOOTSTRAP_RESAMPLES,
                    seed: int = 0) -> Speedup | None:
     """Speedup of a candidate over a baseline timed in the same interleaved rounds.
 
