@@ -176,6 +176,6 @@ def test_composing_the_default_options_gives_the_declared_defaults():
 
 def test_the_settings_page_of_the_manual_is_generated_and_current(capsys):
     """docs/settings.md is `xmfu run --help`'s settings page: the manual states no default of its own."""
-    from xmfu.harness.cli import run_help
+    from xmfu.harness.cli import settings_page
 
-    assert run_help.main(["--check"]) == 0, capsys.readouterr().out
+    assert settings_page.main(["--check"]) == 0, capsys.readouterr().out

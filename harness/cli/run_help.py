@@ -7,12 +7,9 @@ as the command line composed it; the settings list is written here once, when th
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
 import typing
 from collections.abc import Collection, Mapping
-from pathlib import Path
 from typing import Any
 
 from xmfu.harness.config import RunSettings
@@ -90,42 +87,3 @@ def help_config(workloads: Mapping[str, type | None], groups: Mapping[str, list[
             "footer": "Powered by Hydra (https://hydra.cc); xmfu run --hydra-help shows Hydra's own flags.\n",
             "template": template}
 
-
-SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"  # a checkout's docs/settings.md
-
-
-def docs_page() -> str:
-    """docs/settings.md: the settings page of `xmfu run --help`, for readers of the manual."""
-    from xmfu.harness.hydra_app import config_groups
-    from xmfu.workloads.catalog import build_registry
-
-    registry = build_registry()
-    workloads = {name: registry.workload(name).settings for name in registry.backends_by_workload()}
-    return "\n".join([
-        "# Settings", "", "[Index](README.md) · [Running](running.md)", "",
-        "<!-- Generated from the settings' declarations by `python -m xmfu.harness.cli.run_help`; do not edit. -->",
-        "", "Every setting of `xmfu run`, its default and what it allows, as `xmfu run --help` prints them. Each is",
-        "declared once, in code (harness/config.py `RunSettings` and the sections it holds; each workload's settings",
-        "class in its spec; `ModelSpec` for the presets); the YAML under configs/ states only what differs.", "",
-        "```", settings_page(workloads, config_groups()), "```", ""])
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m xmfu.harness.cli.run_help",
-                                     description="write docs/settings.md from the declarations")
-    parser.add_argument("--check", action="store_true", help="exit 1 when docs/settings.md is out of date")
-    ns = parser.parse_args(argv)
-    text = docs_page()
-    current = SETTINGS_PAGE.read_text() if SETTINGS_PAGE.exists() else None
-    if ns.check:
-        if current != text:
-            print(f"out of date: {SETTINGS_PAGE} (run python -m xmfu.harness.cli.run_help)")
-        return int(current != text)
-    if current != text:
-        SETTINGS_PAGE.write_text(text)
-        print(f"wrote {SETTINGS_PAGE}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
