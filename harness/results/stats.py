@@ -241,7 +241,8 @@ def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02
 
 
 def runs_speedup(baseline: str, base_runs: Sequence[Sequence[float]], cand_runs: Sequence[Sequence[float]],
-                 margin: float = 0.02, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+                 margin: float = EQUIVALENCE_MARGIN, resamples: int = 2000,
+                 seed: int = 0) -> tuple[float, float, float]:
     """(speedup, ci low, ci high) between runs that were not interleaved: each side's figure is the median of
     its run medians, resampled two-stage (runs, then samples) on its own."""
     b = two_stage_medians(base_runs, resamples, seed)
