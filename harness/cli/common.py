@@ -1,13 +1,19 @@
 """What every `xmfu` subcommand shares: its argument parser, the one-paragraph usage error (exit 2), and
-the checks of its inputs (a bundle, validated as it is read; an output path) that turn bad input into that error.
+the checks of its inputs (a bundle folder or an archive of bundles, validated as it is read; an output path) that
+turn bad input into that error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
+
+# The archives a command has opened: their bundles are read from temporary folders until the command ends
+# (`release_inputs`, which `main` calls), since a report or an export reads a bundle's files as it goes.
+_OPENED = contextlib.ExitStack()
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,6 +42,29 @@ def validated_bundle(command: str, folder: str) -> Any:
         more = f" (and {len(loaded.problems) - 1} more: xmfu validate {folder})" if len(loaded.problems) > 1 else ""
         raise UsageFailure(f"{command}: {folder} is not a valid bundle: {loaded.problems[0]}{more}")
     return loaded.bundle
+
+
+def validated_bundles(command: str, path: str) -> list[Any]:
+    """The bundles at `path`: a bundle folder, or an archive made by `xmfu archive` (every bundle in it), each
+    read and validated; a problem is a usage error naming it."""
+    from xmfu.harness.results import archive
+
+    if not archive.is_archive(path):
+        return [validated_bundle(command, path)]
+    try:
+        loaded = _OPENED.enter_context(archive.opened(path))
+    except archive.ArchiveError as exc:
+        raise UsageFailure(f"{command}: {path} is not a sound archive: {exc}") from None
+    for name, one in loaded:
+        if one.problems or one.bundle is None:
+            raise UsageFailure(f"{command}: {path} holds a bundle that is not valid, {name}: {one.problems[0]} "
+                               f"(xmfu validate {path})")
+    return [one.bundle for _, one in loaded]
+
+
+def release_inputs() -> None:
+    """Remove the temporary folders of the archives opened so far."""
+    _OPENED.close()
 
 
 def output_path(command: str, path: str, suffixes: tuple[str, ...] | None = None) -> Path:

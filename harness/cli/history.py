@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
@@ -30,13 +30,13 @@ def _history_add(ns: argparse.Namespace) -> int:
     from xmfu.harness.results import history
 
     store = store_path("history add", ns.store, must_hold_runs=False)
-    for folder in ns.bundles:
-        bundle = validated_bundle("history add", folder)
-        try:
-            added = history.add(store, bundle, bundle.environment())
-        except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
-            raise UsageFailure(f"history add: {folder}: {exc}") from None
-        print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
+    for path in ns.bundles:
+        for bundle in validated_bundles("history add", path):
+            try:
+                added = history.add(store, bundle, bundle.environment())
+            except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
+                raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
+            print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
 

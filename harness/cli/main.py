@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness import __version__
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundle
+from xmfu.harness.cli.archive import cmd_archive
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.engine import interrupts
 
@@ -43,6 +44,8 @@ commands:
                             report -o F.html: every series, regressions, software changes, coverage over time
   export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
   validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
+  archive SOURCES -o F      bundles (or folders of them) packed into one .tar.gz; every command that reads
+                            bundles also reads such an archive
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
                             backends that would be skipped); exit 1 naming every problem
   peaks [--json]            print the datasheet peak table
@@ -51,19 +54,19 @@ commands:
 
 
 def cmd_validate(args: Sequence[str]) -> int:
-    from xmfu.harness.results.validator import validate_bundle
+    from xmfu.harness.cli.archive import problems_of
 
     parser = Parser(prog="xmfu validate")
-    parser.add_argument("bundles", nargs="+")
+    parser.add_argument("bundles", nargs="+", help="bundle folders, or archives made by xmfu archive")
     ns = parser.parse_args(args)
     worst = 0
-    for folder in ns.bundles:
-        problems = validate_bundle(folder)
-        for p in problems:
-            print(f"{folder}: {p}")
-        if not problems:
-            print(f"{folder}: valid")
-        worst = max(worst, 1 if problems else 0)
+    for path in ns.bundles:
+        for where, problems in problems_of(path):
+            for p in problems:
+                print(f"{where}: {p}")
+            if not problems:
+                print(f"{where}: valid")
+            worst = max(worst, 1 if problems else 0)
     return worst
 
 
@@ -121,7 +124,7 @@ def cmd_compare(args: Sequence[str]) -> int:
         if not fraction.allows(value):
             return usage_error(f"compare: {name} {value} is out of range. Allowed: {fraction.allowed()}")
     try:
-        loaded = [Side([validated_bundle("compare", f) for f in side]) for side in sides]
+        loaded = [Side([b for f in side for b in validated_bundles("compare", f)]) for side in sides]
         prices = _prices(ns)
         noise = _history_noise(ns.noise_from) if ns.noise_from else None
     except UsageFailure as exc:
@@ -194,7 +197,7 @@ def cmd_report(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         out = output_path("report", ns.output)
-        bundles = [validated_bundle("report", b) for b in ns.bundles]
+        bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
         out.write_text(report.build(bundles, envs, telemetry))
@@ -215,7 +218,7 @@ def cmd_export(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
-        rows = export.rows([validated_bundle("export", b) for b in ns.bundles])
+        rows = export.rows([b for path in ns.bundles for b in validated_bundles("export", path)])
         export.write(rows, out)
     except UsageFailure as exc:
         return usage_error(str(exc))
@@ -302,7 +305,7 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "export": cmd_export, "validate": cmd_validate, "doctor": cmd_doctor,
+            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "doctor": cmd_doctor,
             "peaks": cmd_peaks, "env": cmd_env}
 
 
@@ -365,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("xmfu: interrupted", file=sys.stderr)
             return 130
         raise
+    finally:
+        release_inputs()  # the temporary folders of the archives the command read
 
 
 def _dispatch(args: list[str]) -> int:

@@ -18,13 +18,15 @@ from typing import Any
 
 import msgspec
 
-from xmfu.harness.results.schema.records import SCHEMA, Manifest, NodeRecord, Reading, Samples
+from xmfu.harness.results.schema.records import SCHEMA, ArchiveManifest, Manifest, NodeRecord, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
 SCHEMA_FILE = Path(__file__).parent / "xmfu.bundle-2.schema.json"
-RECORDS = {"Row": Row, "Manifest": Manifest, "Samples": Samples, "Reading": Reading, "NodeRecord": NodeRecord}
+RECORDS = {"Row": Row, "Manifest": Manifest, "Samples": Samples, "Reading": Reading, "NodeRecord": NodeRecord,
+           "ArchiveManifest": ArchiveManifest}
 FILES = {"Manifest": "manifest.json", "Row": "cases.jsonl (one per line)", "Samples": "samples.jsonl (one per line)",
-         "Reading": "telemetry.jsonl (one per line)", "NodeRecord": "a suite's <host>/node.json"}
+         "Reading": "telemetry.jsonl (one per line)", "NodeRecord": "a suite's <host>/node.json",
+         "ArchiveManifest": "xmfu-archive.json, at the top of an archive (xmfu archive)"}
 BEGIN, END = "<!-- BEGIN generated: bundle fields -->", "<!-- END generated: bundle fields -->"
 
 

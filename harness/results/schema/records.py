@@ -169,3 +169,13 @@ class NodeRecord(Record, kw_only=True):
     parts: doc(list[PartRecord], "every part, in order")
     started: doc(str, "UTC ISO 8601")
     finished: doc(str, "UTC ISO 8601")
+
+
+class ArchiveManifest(Record, kw_only=True):
+    """`xmfu-archive.json` at the top of an archive made by `xmfu archive` (harness/results/archive.py)."""
+
+    schema: doc(Literal["xmfu.archive/1"], "the archive format")
+    created: doc(str, "when the archive was made, UTC ISO 8601")
+    xmfu_version: doc(str, "the xmfu that made it")
+    bundles: doc(list[str], "the bundles it holds: folders, relative to the archive's top")
+    files: doc(dict[str, str], "every other file of the archive (relative path) and its SHA-256, hex")

@@ -1,0 +1,46 @@
+"""`xmfu archive SOURCES... -o FILE.tar.gz`: bundles, or the folders that hold them (a suite's, the GPU reference
+set's, with their report and summary), packed into one file to carry off a node; and the problems of an archive
+for `xmfu validate` (harness/results/archive.py reads and writes them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from xmfu.harness import __version__
+from xmfu.harness.cli.common import Parser, usage_error
+
+
+def cmd_archive(args: Sequence[str]) -> int:
+    from xmfu.harness.results import archive
+
+    parser = Parser(prog="xmfu archive")
+    parser.add_argument("sources", nargs="+", help="bundle folders, or folders holding bundles")
+    parser.add_argument("-o", "--output", required=True, help="the archive to write: FILE.tar.gz")
+    ns = parser.parse_args(args)
+    out = Path(ns.output)
+    if not ns.output.lower().endswith(archive.SUFFIXES):
+        return usage_error(f"archive: -o {ns.output}: the archive's name must end in .tar.gz or .tgz")
+    if not out.parent.is_dir():
+        return usage_error(f"archive: -o {ns.output}: the folder {out.parent} does not exist")
+    try:
+        packed = archive.pack(ns.sources, out, __version__)
+    except archive.ArchiveError as exc:
+        return usage_error(f"archive: {exc}")
+    print(f"archive: {packed.bundles} bundles, {packed.files} files, {packed.bytes / 2**20:.2f} MiB: {out}")
+    return 0
+
+
+def problems_of(path: str) -> list[tuple[str, list[str]]]:
+    """(where, problems) for a bundle folder, or for every bundle of an archive (`ARCHIVE:folder/in/it`); an
+    archive that is not sound is one entry naming why."""
+    from xmfu.harness.results import archive
+    from xmfu.harness.results.validator import validate_bundle
+
+    if not archive.is_archive(path):
+        return [(path, validate_bundle(path))]
+    try:
+        with archive.opened(path) as loaded:
+            return [(f"{path}:{name}", one.problems) for name, one in loaded]
+    except archive.ArchiveError as exc:
+        return [(path, [str(exc)])]
