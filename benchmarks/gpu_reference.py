@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -49,7 +48,15 @@ from reference_parts import BY_NAME, MAX_BUDGET_S, PARTS, Part, estimate  # noqa
 
 GRACE_S = 30.0  # after SIGTERM: time to write the partial bundle's manifest and checksums before SIGKILL
 KILL_WAIT_S = 10.0  # after SIGKILL: how long to wait for the part to be gone
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Run in the part's process, then replaced by the part (execv): SIGTERM to it when this script dies, however it dies
+# (a job's hard limit may SIGKILL it), so that a part in its own process group never outlives the script. Linux's
+# prctl(PR_SET_PDEATHSIG = 1), prctl(2), kept across execve; elsewhere nothing. A script already gone: no part. (Not a
+# preexec_fn: Python code between fork and exec may deadlock where the parent has threads, as numpy's BLAS has.)
+DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
+                   "prctl = getattr(ctypes.CDLL(None), 'prctl', None)\n"
+                   "if prctl is not None: prctl(1, signal.SIGTERM)\n"
+                   "if os.getppid() != int(sys.argv[1]): sys.exit(143)\n"
+                   "os.execv(sys.argv[2], sys.argv[2:])")
 REPORT_TIMEOUT_S = 120.0
 DETECT_TIMEOUT_S = 300.0
 # No framework named: torch is asked only where /dev shows a GPU, JAX only where it has an accelerator plugin
@@ -169,14 +176,6 @@ def stop(proc: subprocess.Popen, grace_s: float) -> int | None:
         return None
 
 
-def die_with_this_script() -> None:
-    """Run in the part's process before it starts: SIGTERM to it when this script dies, however it dies (a job's
-    hard limit may SIGKILL it), so that a part in its own process group never outlives the script (Linux's
-    prctl(PR_SET_PDEATHSIG), prctl(2); elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def run_within(cmd: Sequence[str], env: dict[str, str], budget_s: float) -> tuple[int | None, str | None, float]:
     """Run `cmd` in a process group of its own, stopped at `budget_s` at the latest: SIGTERM `grace` before it,
     SIGKILL at it. Returns (exit status, "budget" or None, seconds). An interrupt of this script (Ctrl-C, or
@@ -184,8 +183,9 @@ def run_within(cmd: Sequence[str], env: dict[str, str], budget_s: float) -> tupl
     grace = min(GRACE_S, budget_s / 4)
     start = time.monotonic()
     # Its own process group, stopped as one (torchrun's workers, Inductor's compile workers); our group's signals
-    # (a terminal's Ctrl-C) reach it only through this script.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, preexec_fn=die_with_this_script)
+    # (a terminal's Ctrl-C) reach it only through this script, and the trampoline's if the script dies.
+    trampoline = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    proc = subprocess.Popen(trampoline, cwd=ROOT, env=env, start_new_session=True)
     try:
         code = proc.wait(timeout=budget_s - grace)
         return code, None, time.monotonic() - start

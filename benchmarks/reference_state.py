@@ -26,7 +26,7 @@ STOPPED = {"budget": "stopped at its budget", "interrupted": "interrupted",
 
 def read_state(out: Path, name: str) -> dict[str, Any] | None:
     """The part's record; an attempt still `running` on record was cut short with the script (a hard kill): the
-    part got SIGTERM as the script died (gpu_reference.die_with_this_script), so its bundle may well be valid."""
+    part got SIGTERM as the script died (gpu_reference.DIE_WITH_PARENT), so its bundle may well be valid."""
     try:
         state = json.loads((out / STATES / f"{name}.json").read_text())
     except (OSError, ValueError):
