@@ -34,10 +34,13 @@ test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e"
 
-# The GPU reference set (benchmarks/gpu_reference.py): <= 25 minutes on one GPU, outputs in results/reference/<device>/;
-# without an accelerator, every part at smoke sizes into a temporary folder.
+# The GPU reference set (benchmarks/gpu_reference.py) in parts of at most 8 minutes each on one GPU, outputs in
+# results/reference/<device>/; a part whose valid bundle is there is skipped, so running it again resumes. Without an
+# accelerator, every part at smoke sizes into a temporary folder. ARGS: the script's options, e.g.
+# make gpu-reference ARGS=--list, or ARGS="--part matmul --redo" (on a GPU node that caps one command at 10 minutes,
+# one part per command). The script itself needs neither make nor this venv: python benchmarks/gpu_reference.py.
 gpu-reference: install
-	$(PY) benchmarks/gpu_reference.py
+	$(PY) benchmarks/gpu_reference.py $(ARGS)
 
 lint: install
 	$(PY) -m ruff check .

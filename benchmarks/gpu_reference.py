@@ -1,219 +1,319 @@
-"""`make gpu-reference`: the GPU reference set in one command, at most 25 minutes on one GPU.
+"""`make gpu-reference`: the GPU reference set, in parts that each finish within 8 minutes on one H100.
 
-    python benchmarks/gpu_reference.py [--out DIR] [--smoke] [--budget-min 25]
+    python benchmarks/gpu_reference.py --list [--out DIR]       the parts, their budgets and estimated minutes
+    python benchmarks/gpu_reference.py [--part NAME ...] [--out DIR] [--redo] [--smoke] [--budget-min M]
 
-Parts: mamf (bf16; fp8 where the device has it) with torch vs Triton vs JAX matmul at 4096^3 and 8192^3, the
-attention shoot-out at FlashAttention's benchmark shapes, the `1b` training step on every backend, inference
-(prefill and decode) of the `1b` and `8b` presets, and the collectives over the GPUs present (torchrun, one
-rank per GPU; JAX over all devices). Each part is one `xmfu run` with its own time limit (a part that runs out
-is stopped with SIGTERM and keeps a `partial` bundle). Writes the bundles, one HTML report and `summary.md`
-under `results/reference/<device>/`.
+Each part (benchmarks/reference_parts.py) is one `xmfu run` writing one bundle into the output folder, stopped at its
+budget (SIGTERM, which xmfu turns into a `partial` bundle keeping every finished case; SIGKILL if it has not ended
+GRACE_S later), so no part outlives its budget and a GPU node's 10-minute cap on one command is never reached. A
+part whose valid bundle (`xmfu validate`'s checks) is already in the output folder is skipped, a partial one too
+(`--redo` runs it again), so the set can be done over several invocations or jobs. After the parts, `report.html`
+and `summary.md` are rebuilt from everything in the folder.
 
-Without an accelerator it runs every part at smoke sizes (to prove the plumbing) into a temporary folder,
-never into results/reference/, and lists the rows that need a GPU with the reasons the backends gave.
+The output folder (default `results/reference/<device>/`) holds one bundle per part (`<part>.<UTC time>-<hex>`),
+`parts/<part>.json` (each part's last attempt: command, budget, estimate, exit status, seconds, whether it was
+stopped, its bundle and that bundle's status), `report.html`, `summary.md`, and `superseded/` (bundles of earlier
+attempts, moved aside when a part runs again). The summary and the report are rebuilt from these files alone.
+
+Without an accelerator every part runs at smoke sizes (to prove the plumbing) into a temporary folder, never into
+results/reference/. It needs no `make`, git or the repository's .venv: it runs `python -m xmfu` with the
+interpreter that runs it, on this checkout's code, with whatever xmfu's dependencies that interpreter has (a
+wheelhouse install works offline).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
-import shutil
+import secrets
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, NoReturn
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
 
-from xmfu.harness.results.reader import read_bundle  # noqa: E402
-from xmfu.harness.results.validator import validate_bundle  # noqa: E402
+import reference_state as folder  # noqa: E402
+from reference_parts import BY_NAME, MAX_BUDGET_S, PARTS, Part, estimate  # noqa: E402
 
-
-@dataclass(frozen=True)
-class Part:
-    name: str
-    args: tuple[str, ...]  # `xmfu run` overrides on a GPU
-    smoke: tuple[str, ...]  # added without an accelerator: sizes that finish in seconds
-    minutes: float  # share of the 25-minute budget
-    ranks: str = ""  # "gpus": under torchrun, one process per GPU (two gloo processes on a CPU)
-    what: str = ""
-
-
-PARTS = (
-    Part("mamf-bf16", ("experiment=mamf", "dtype=bf16"),
-         ("mamf.m=[128,256]", "mamf.n=[256]", "mamf.k=[256]", "workload.sizes=[128]", "timing=quick"), 6,
-         what="maximum achievable bf16 matmul, then torch vs Triton vs JAX at 4096^3 and 8192^3"),
-    Part("mamf-fp8", ("experiment=mamf", "dtype=fp8", "backends=[torch]"),
-         ("mamf.m=[128]", "mamf.n=[128]", "mamf.k=[128]", "workload.sizes=[128]", "timing=quick"), 2,
-         what="maximum achievable fp8 matmul (torch._scaled_mm; sm89+ and gfx942+ only)"),
-    Part("attention", ("experiment=attention-shootout",),
-         ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "workload.head_dim=[64]", "timing=quick"), 7,
-         what="attention shoot-out at FlashAttention's benchmark shapes, speedups vs SDPA"),
-    Part("transformer-1b", ("workload=transformer", "model=1b", "dtype=bf16"), ("model=tiny", "timing=quick"), 5,
-         what="one training step of the 1b preset on every backend"),
-    Part("inference-1b", ("workload=inference", "model=1b", "dtype=bf16", "workload.batch=[1,16,64]"),
-         ("model=tiny", "scale=smoke", "timing=quick"), 3,
-         what="prefill (TTFT, MFU) and decode (TPOT, MBU) of the 1b preset on every backend"),
-    Part("inference-8b", ("workload=inference", "model=8b", "dtype=bf16", "workload.batch=[1,16]",
-                          "backends=[torch,torch_compile,jax]"),
-         ("model=tiny", "scale=smoke", "timing=quick"), 3,
-         what="prefill and decode of the 8b preset (Triton left out to fit the budget)"),
-    Part("collectives-torch", ("workload=collectives", "backends=[torch_dist]"), ("scale=smoke",), 2, ranks="gpus",
-         what="collectives over the GPUs present through torch.distributed"),
-    Part("collectives-jax", ("workload=collectives", "backends=[jax]"), ("scale=smoke",), 1,
-         what="collectives over every device through JAX"),
-)
+GRACE_S = 30.0  # after SIGTERM: time to write the partial bundle's manifest and checksums before SIGKILL
+KILL_WAIT_S = 10.0  # after SIGKILL: how long to wait for the part to be gone
+# Run in the part's process, then replaced by the part (execv): SIGTERM to it when this script dies, however it dies
+# (a job's hard limit may SIGKILL it), so that a part in its own process group never outlives the script. Linux's
+# prctl(PR_SET_PDEATHSIG = 1), prctl(2), kept across execve; elsewhere nothing. A script already gone: no part. (Not a
+# preexec_fn: Python code between fork and exec may deadlock where the parent has threads, as numpy's BLAS has.)
+DIE_WITH_PARENT = ("import ctypes, os, signal, sys\n"
+                   "prctl = getattr(ctypes.CDLL(None), 'prctl', None)\n"
+                   "if prctl is not None: prctl(1, signal.SIGTERM)\n"
+                   "if os.getppid() != int(sys.argv[1]): sys.exit(143)\n"
+                   "os.execv(sys.argv[2], sys.argv[2:])")
+REPORT_TIMEOUT_S = 120.0
+DETECT_TIMEOUT_S = 300.0
+# No framework named: torch is asked only where /dev shows a GPU, JAX only where it has an accelerator plugin
+# (harness/machine/platform.py detect), so that on a CPU nothing heavy is imported.
+DETECT = ("import json; from xmfu.harness.machine.platform import detect; p = detect('auto', ()); "
+          "print(json.dumps([p.device.name, len(p.devices), p.has_accelerator]))")
 
 
-@dataclass
-class Outcome:
-    part: Part
-    exit_code: int | None
-    seconds: float
-    bundles: list[Path] = field(default_factory=list)
-    note: str = ""
+class Usage(ValueError):
+    """Bad input: one paragraph, exit status 2."""
 
 
-def accelerator() -> tuple[str, int, bool]:
-    """(device name, device count, is an accelerator) as xmfu detects them."""
-    from xmfu.harness.machine.platform import detect
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"gpu_reference.py: {message}. See `python benchmarks/gpu_reference.py --help`.", file=sys.stderr)
+        sys.exit(2)
 
-    plat = detect()
-    return plat.device.name, len(plat.devices), plat.has_accelerator
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = Parser(prog="gpu_reference.py", description=__doc__.splitlines()[0],
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    epilog="Parts: " + ", ".join(p.name for p in PARTS))
+    parser.add_argument("--list", action="store_true", help="print the parts with their budgets and estimated "
+                        "minutes on one H100 (with --out: whether each is done there), run nothing")
+    parser.add_argument("--part", action="append", default=[], metavar="NAME",
+                        help="run this part (repeat, or NAME,NAME; default: every part)")
+    parser.add_argument("--out", help="output folder (default: results/reference/<device>; without an accelerator "
+                        "a temporary folder)")
+    parser.add_argument("--redo", action="store_true", help="run the chosen parts even where a valid bundle is there")
+    parser.add_argument("--smoke", action="store_true", help="smoke sizes even on an accelerator")
+    parser.add_argument("--budget-min", type=float, default=MAX_BUDGET_S / 60,
+                        help=f"stop each part after this many minutes at most (default and most: "
+                        f"{MAX_BUDGET_S / 60:g})")
+    ns = parser.parse_args(argv)
+    ns.part = chosen_parts(ns.part)
+    if not 0 < ns.budget_min <= MAX_BUDGET_S / 60:
+        raise Usage(f"--budget-min {ns.budget_min:g}: allowed is more than 0 and at most {MAX_BUDGET_S / 60:g} "
+                    "(minutes per part)")
+    return ns
+
+
+def chosen_parts(names: Sequence[str]) -> list[Part]:
+    """The parts named (in the set's order), every part when none is; an unknown name is bad input."""
+    wanted = [n.strip() for arg in names for n in arg.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in BY_NAME]
+    if unknown:
+        raise Usage(f"--part: unknown part {', '.join(unknown)}. Allowed: {', '.join(p.name for p in PARTS)} "
+                    "(`--list` describes them)")
+    return [p for p in PARTS if not wanted or p.name in wanted]
+
+
+def detect_device() -> tuple[str, int, bool]:
+    """(device name, device count, is an accelerator), asked in a child process so that this one never holds a GPU
+    context (or JAX's memory pool) while the parts run."""
+    proc = subprocess.run([sys.executable, "-c", DETECT], cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=DETECT_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"device detection failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    name, count, accelerator = json.loads(proc.stdout.strip().splitlines()[-1])
+    return name, count, accelerator
 
 
 def slug(name: str, count: int) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + f"-x{count}"
 
 
-def command(part: Part, results: Path, smoke: bool, gpus: int) -> list[str]:
-    xmfu = [sys.executable, "-m", "xmfu", "run", *part.args, *(part.smoke if smoke else ()),
-            f"results_dir={results}"]
-    if part.ranks != "gpus":
-        return xmfu
-    nproc = 2 if smoke else max(gpus, 1)
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *xmfu[1:]]
+def output_folder(given: str | None, device: str, smoke: bool) -> Path:
+    """The folder the parts write into; smoke results never go under results/reference/."""
+    reference = ROOT / "results" / "reference"
+    if given is None:
+        return reference / device if not smoke else Path(tempfile.gettempdir()) / "xmfu-gpu-reference-smoke" / device
+    out = Path(given).resolve()
+    if smoke and out.is_relative_to(reference.resolve()):
+        raise Usage(f"--out {given}: smoke sizes never write under {reference} (no accelerator here, or --smoke). "
+                    "Allowed: a folder outside it")
+    if out.exists() and not out.is_dir():
+        raise Usage(f"--out {given}: is a file. Allowed: a folder (created if missing)")
+    return out
 
 
-def run_part(part: Part, results: Path, smoke: bool, gpus: int, budget_s: float) -> Outcome:
-    results.mkdir(parents=True, exist_ok=True)
-    before = set(results.iterdir())
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if part.name == "collectives-jax" and smoke:
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    start = time.perf_counter()
-    proc = subprocess.Popen(command(part, results, smoke, gpus), cwd=ROOT, env=env, start_new_session=True)
-    note = ""
+def child_env(extra: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """This checkout's packages first (xmfu/__init__.py then finds its harness beside it), whatever xmfu the
+    interpreter has installed; `extra` values are appended to the variable's own (XLA_FLAGS)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    for key, value in extra:
+        env[key] = " ".join(v for v in (env.get(key), value) if v)
+    return env
+
+
+def command(part: Part, out: Path, run_id: str, smoke: bool, gpus: int, extra: Sequence[str] = ()) -> list[str]:
+    xmfu = ["-m", "xmfu", "run", *part.overrides(smoke), *extra, f"results_dir={out}", f"run_id={run_id}"]
+    if not part.ranks:
+        return [sys.executable, *xmfu]
+    nproc = 2 if smoke else max(gpus, 1)  # two gloo processes on a CPU, to run the real plumbing
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *xmfu]
+
+
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # nothing of the group is left
+        os.killpg(proc.pid, sig)
+
+
+def stop(proc: subprocess.Popen, grace_s: float) -> int | None:
+    """SIGTERM to the part's process group (xmfu closes its bundle as partial); after `grace_s`, or at once if this
+    is interrupted meanwhile, SIGKILL to whatever of the group is left (processes it started included). None where
+    the part has not died even then (a process stuck in the driver)."""
     try:
-        code = proc.wait(timeout=budget_s)
+        signal_group(proc, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+    finally:
+        signal_group(proc, signal.SIGKILL)
+    try:
+        return proc.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # finished cases are kept: the bundle closes as `partial`
-        try:
-            code = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code = proc.wait()
-        note = f"stopped at its {budget_s / 60:.0f}-minute share of the budget"
-    bundles = sorted(p for p in set(results.iterdir()) - before if (p / "manifest.json").exists())
-    return Outcome(part, code, time.perf_counter() - start, bundles, note)
+        return None
 
 
-def _inference_figure(rows: list[dict]) -> str:
-    """Per backend: the best prefill MFU and the best decode throughput with its MBU."""
-    parts = []
-    for backend in sorted({r["backend"] for r in rows}):
-        mine = [r for r in rows if r["backend"] == backend and r["status"] == "ok" and r.get("timing_valid")]
-        prefill = max((r for r in mine if r["params"]["phase"] == "prefill"), key=lambda r: r["tflops"] or 0,
-                      default=None)
-        decode = max((r for r in mine if r["params"]["phase"] == "decode"),
-                     key=lambda r: r["throughput"]["generated_tokens_per_s"], default=None)
-        if prefill:
-            mfu = "MFU not measured" if prefill.get("mfu") is None else f"MFU {100 * prefill['mfu']:.1f}%"
-            parts.append(f"{backend} prefill {mfu} (b{prefill['params']['batch']})")
-        if decode:
-            mbu = "MBU not measured" if decode.get("mbu") is None else f"MBU {100 * decode['mbu']:.1f}%"
-            parts.append(f"{backend} decode {decode['throughput']['generated_tokens_per_s']:.4g} tok/s, {mbu} "
-                         f"(b{decode['params']['batch']})")
-    return "; ".join(parts) or "no timed row"
+def run_within(cmd: Sequence[str], env: dict[str, str], budget_s: float) -> tuple[int | None, str | None, float]:
+    """Run `cmd` in a process group of its own, stopped at `budget_s` at the latest: SIGTERM `grace` before it,
+    SIGKILL at it. Returns (exit status, "budget" or None, seconds). An interrupt of this script (Ctrl-C, or
+    SIGTERM from a job's time limit) stops the part the same way, then goes on up."""
+    grace = min(GRACE_S, budget_s / 4)
+    start = time.monotonic()
+    # Its own process group, stopped as one (torchrun's workers, Inductor's compile workers); our group's signals
+    # (a terminal's Ctrl-C) reach it only through this script, and the trampoline's if the script dies.
+    trampoline = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    proc = subprocess.Popen(trampoline, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        code = proc.wait(timeout=budget_s - grace)
+        return code, None, time.monotonic() - start
+    except subprocess.TimeoutExpired:
+        return stop(proc, grace), "budget", time.monotonic() - start
+    except KeyboardInterrupt:
+        stop(proc, grace)
+        raise
 
 
-def _figure(rows: list[dict]) -> str:
-    """The headline of a bundle: best TFLOP/s and MFU per backend, or peak busbw."""
-    if rows and rows[0].get("workload") == "inference":
-        return _inference_figure(rows)
-    best: dict[str, dict] = {}
-    for r in rows:
-        if r["status"] != "ok" or not r.get("timing_valid"):
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_part(part: Part, out: Path, smoke: bool, device: str, gpus: int, budget_s: float) -> dict[str, Any]:
+    """One attempt at a part, recorded in parts/<part>.json before it starts and when it ends."""
+    sizes = "smoke" if smoke else "full"
+    folder.supersede(out, part.name)
+    run_id = f"{part.name}.{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+    achievable = folder.achievable_tflops(out, part.achievable_from, sizes, device) if part.achievable_from else None
+    cmd = command(part, out, run_id, smoke, gpus, [f"achievable_tflops={achievable}"] if achievable else [])
+    state: dict[str, Any] = {"part": part.name, "sizes": sizes, "device": device, "bundle": run_id,
+                             "command": cmd, "budget_s": budget_s, "estimate_min": estimate(part.name).minutes,
+                             "started": utc_now(), "finished": None,
+                             "exit_code": None, "stopped": None, "seconds": None, "status": "running"}
+    folder.write_state(out, state)  # a stop of this script in the middle leaves the attempt on record
+    code, stopped, seconds = None, None, None
+    try:
+        code, stopped, seconds = run_within(cmd, child_env(part.smoke_env if smoke else ()), budget_s)
+    except KeyboardInterrupt:  # this script was interrupted: the part is stopped already
+        stopped = "interrupted"
+        raise
+    finally:
+        loaded = folder.load(out, run_id)
+        status = loaded.bundle.manifest.get("status") if loaded.bundle and not loaded.problems else None
+        state.update(finished=utc_now(), exit_code=code, stopped=stopped, seconds=seconds,
+                     status=status or "no valid bundle")
+        folder.write_state(out, state)
+    return state
+
+
+def build_report(out: Path) -> str:
+    """report.html of every part's valid bundle in the folder, in the set's order."""
+    report = out / "report.html"
+    if folder.report_is_current(out, report):
+        return f"report {report} (no part has run since it was built)"
+    bundles = [str(out / s["bundle"]) for s in folder.states(out) if s.get("valid")]
+    if not bundles:
+        report.unlink(missing_ok=True)  # an older one would show bundles that are no longer there
+        return "no valid bundle: no report"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xmfu", "report", *bundles, "-o", str(report)],
+                              cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=REPORT_TIMEOUT_S,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return f"the report took over {REPORT_TIMEOUT_S:g} s and was stopped"
+    return f"report {report}" if proc.returncode == 0 else f"report failed: {proc.stderr.strip()[-500:]}"
+
+
+def list_parts(out: Path | None) -> None:
+    print("GPU reference set: minutes on one H100 are ESTIMATED, NOT MEASURED (no part has run on a GPU yet); "
+          "benchmarks/reference_parts.py derives them: start + timing budget + device calls + preparation + host.")
+    header = f"{'part':24} {'rows':>5} {'budget':>6} {'est.':>5}   start timing device prepare  host"
+    print(header + ("   in " + str(out) if out else ""))
+    total = 0.0
+    for part in PARTS:
+        e = estimate(part.name)
+        total += e.minutes
+        terms = "".join(f"{e.terms[k] / 60:{w}.1f}" for k, w in (("start", 8), ("timing", 7), ("device", 7),
+                                                                  ("prepare", 8), ("host", 6)))
+        there = f"   {folder.state_line(out, part)}" if out else ""
+        print(f"{part.name:24} {e.cases:5d} {part.budget_s / 60:6.1f} {e.minutes:5.1f} {terms}{there}")
+        print(f"{'':24} {part.what}")
+    print(f"{'total':24} {'':5} {'':6} {total:5.1f}   minutes (rows: case x backend pairs; budget and estimate in "
+          "minutes; each part is stopped at its budget)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """0: every part chosen has a valid bundle in the folder; 1: one has not; 2: bad input."""
+    try:
+        ns = parse_args(sys.argv[1:] if argv is None else argv)
+        if ns.list:
+            list_parts(Path(ns.out).resolve() if ns.out else None)
+            return 0
+        return run_set(ns)
+    except Usage as exc:
+        print(f"gpu_reference.py: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_set(ns: argparse.Namespace) -> int:
+    try:
+        name, count, accelerator = detect_device()
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+        print(f"gpu_reference.py: {exc}", file=sys.stderr)
+        return 1
+    smoke = ns.smoke or not accelerator
+    device, sizes = slug(name, count), "smoke" if smoke else "full"
+    out = output_folder(ns.out, device, smoke)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"gpu-reference: {name} x{count}, {sizes} sizes, writing {out}", flush=True)
+    for part in ns.part:
+        finished, what = folder.done(out, part, sizes, device)
+        if finished and not ns.redo:
+            print(f"gpu-reference: {part.name} skipped: {what} (--redo runs it again)", flush=True)
             continue
-        key = "busbw_gbps" if r.get("busbw_gbps") is not None else "tflops"
-        if r.get(key) is not None and r.get(key) > (best.get(r["backend"], {}).get(key) or 0):
-            best[r["backend"]] = r
-    parts = []
-    for backend, r in sorted(best.items()):
-        if r.get("busbw_gbps") is not None:
-            parts.append(f"{backend} peak busbw {r['busbw_gbps']:.3g} GB/s ({r['params']['op']})")
-        else:
-            mfu = "MFU not measured" if r.get("mfu") is None else f"MFU {100 * r['mfu']:.1f}%"
-            parts.append(f"{backend} {r['tflops']:.3g} TFLOP/s ({mfu}, {r['case_id']})")
-    return "; ".join(parts) or "no timed row"
-
-
-def summary(outcomes: list[Outcome], device: str, smoke: bool) -> str:
-    lines = [f"# xmfu GPU reference set: {device}", "",
-             "Smoke sizes on a machine without an accelerator: these figures prove the plumbing only." if smoke
-             else "Every figure below comes from the bundle named beside it.", "",
-             "| part | what | exit | minutes | bundle | best per backend |", "|---|---|---|---|---|---|"]
-    needs: dict[str, set[str]] = {}
-    for o in outcomes:
-        for b in o.bundles or [None]:
-            rows = read_bundle(b).cases if b else []
-            for r in rows:
-                if r["status"] in ("skipped", "failed"):
-                    needs.setdefault(f"{o.part.name}: {r['backend']}", set()).add(r["reason"] or r["status"])
-            lines.append(f"| {o.part.name} | {o.part.what} | {o.exit_code} {o.note} | {o.seconds / 60:.1f} | "
-                         f"{b.name if b else 'none'} | {_figure(rows) if b else 'not measured'} |")
-    if needs:
-        lines += ["", "Rows that did not run here, with the reason each backend gave:", ""]
-        lines += [f"- {k}: {'; '.join(sorted(v))[:300]}" for k, v in sorted(needs.items())]
-    return "\n".join(lines) + "\n"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="output folder (default: results/reference/<device> on an accelerator)")
-    parser.add_argument("--smoke", action="store_true", help="smoke sizes even on an accelerator")
-    parser.add_argument("--budget-min", type=float, default=25.0)
-    ns = parser.parse_args()
-    name, count, has_accelerator = accelerator()
-    smoke = ns.smoke or not has_accelerator
-    device = slug(name, count)
-    default = ROOT / "results" / "reference" / device if not smoke else (
-        Path(tempfile.gettempdir()) / "xmfu-gpu-reference-smoke" / device)
-    out = Path(ns.out) if ns.out else default
-    if smoke and out.exists() and not ns.out:
-        shutil.rmtree(out)
-    print(f"gpu-reference: {name} x{count}, {'SMOKE sizes (no accelerator)' if smoke else 'full sizes'}, "
-          f"writing {out}", flush=True)
-    scale = ns.budget_min / sum(p.minutes for p in PARTS)
-    outcomes = [run_part(p, out, smoke, count, p.minutes * scale * 60) for p in PARTS]
-    bundles = [str(b) for o in outcomes for b in o.bundles if not validate_bundle(b)]
-    if bundles:
-        subprocess.run([sys.executable, "-m", "xmfu", "report", *bundles, "-o", str(out / "report.html")],
-                       cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    (out / "summary.md").write_text(summary(outcomes, f"{name} x{count}", smoke))
-    (out / "outcomes.json").write_text(json.dumps(
-        [{"part": o.part.name, "exit_code": o.exit_code, "seconds": o.seconds, "note": o.note,
-          "bundles": [b.name for b in o.bundles]} for o in outcomes], indent=2) + "\n")
+        budget_s = min(part.budget_s, ns.budget_min * 60)
+        print(f"gpu-reference: {part.name}: running, stopped after {budget_s / 60:.2f} min at the latest", flush=True)
+        state = run_part(part, out, smoke, device, count, budget_s)
+        print(f"gpu-reference: {part.name}: {folder.outcome(state)}", flush=True)
+    print(f"gpu-reference: {build_report(out)}", flush=True)
+    (out / "summary.md").write_text(folder.summary(out, f"{name} x{count}", smoke))
     print((out / "summary.md").read_text())
-    print(f"gpu-reference: {len(bundles)} valid bundles, report {out / 'report.html'}, summary {out / 'summary.md'}")
-    return 0 if bundles else 1
+    missing = [p.name for p in ns.part if not folder.done(out, p, sizes, device)[0]]
+    print(f"gpu-reference: summary {out / 'summary.md'}; "
+          + (f"without a valid bundle: {', '.join(missing)}" if missing else "every part chosen has a valid bundle"))
+    return 1 if missing else 0
+
+
+def entry() -> int:
+    """main, with SIGTERM (a job's time limit) handled like Ctrl-C: the running part is stopped and recorded."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("gpu-reference: interrupted; the part running was stopped, its state kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
