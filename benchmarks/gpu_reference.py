@@ -2,13 +2,15 @@
 
     python benchmarks/gpu_reference.py --list [--out DIR]       the parts, their budgets and estimated minutes
     python benchmarks/gpu_reference.py [--part NAME ...] [--out DIR] [--redo] [--smoke] [--budget-min M]
+                                       [--archive [FILE]]
 
 Each part (benchmarks/reference_parts.py) is one `xmfu run` writing one bundle into the output folder, stopped at its
 budget (SIGTERM, which xmfu turns into a `partial` bundle keeping every finished case; SIGKILL if it has not ended
 GRACE_S later), so no part outlives its budget and a GPU node's 10-minute cap on one command is never reached. A
 part whose valid bundle (`xmfu validate`'s checks) is already in the output folder is skipped, a partial one too
 (`--redo` runs it again), so the set can be done over several invocations or jobs. After the parts, `report.html`
-and `summary.md` are rebuilt from everything in the folder.
+and `summary.md` are rebuilt from everything in the folder; `--archive` then packs the folder into one `.tar.gz`
+(`xmfu archive`: every bundle validated, a manifest of every file's SHA-256) to carry off a node without network.
 
 The output folder (default `results/reference/<device>/`) holds one bundle per part (`<part>.<UTC time>-<hex>`),
 `parts/<part>.json` (each part's last attempt: command, budget, estimate, exit status, seconds, whether it was
@@ -87,11 +89,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         "a temporary folder)")
     parser.add_argument("--redo", action="store_true", help="run the chosen parts even where a valid bundle is there")
     parser.add_argument("--smoke", action="store_true", help="smoke sizes even on an accelerator")
+    parser.add_argument("--archive", nargs="?", const="", metavar="FILE",
+                        help="after the parts, pack the output folder into FILE (.tar.gz; default: the folder's "
+                        "name + .tar.gz beside it) with xmfu archive")
     parser.add_argument("--budget-min", type=float, default=MAX_BUDGET_S / 60,
                         help=f"stop each part after this many minutes at most (default and most: "
                         f"{MAX_BUDGET_S / 60:g})")
     ns = parser.parse_args(argv)
     ns.part = chosen_parts(ns.part)
+    if ns.archive and not ns.archive.lower().endswith((".tar.gz", ".tgz")):
+        raise Usage(f"--archive {ns.archive}: the archive's name must end in .tar.gz or .tgz")
     if not 0 < ns.budget_min <= MAX_BUDGET_S / 60:
         raise Usage(f"--budget-min {ns.budget_min:g}: allowed is more than 0 and at most {MAX_BUDGET_S / 60:g} "
                     "(minutes per part)")
@@ -302,7 +309,18 @@ def run_set(ns: argparse.Namespace) -> int:
     missing = [p.name for p in ns.part if not folder.done(out, p, sizes, device)[0]]
     print(f"gpu-reference: summary {out / 'summary.md'}; "
           + (f"without a valid bundle: {', '.join(missing)}" if missing else "every part chosen has a valid bundle"))
-    return 1 if missing else 0
+    packed = 0 if ns.archive is None else pack(out, Path(ns.archive) if ns.archive else out.with_name(
+        out.name + ".tar.gz"))
+    return 1 if missing or packed else 0
+
+
+def pack(out: Path, archive: Path) -> int:
+    """`xmfu archive OUT -o ARCHIVE`: the folder, its bundles, report and summary as one file; its exit status."""
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "archive", str(out), "-o", str(archive.resolve())],
+                          cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=REPORT_TIMEOUT_S,
+                          check=False)
+    print(f"gpu-reference: {(proc.stdout or proc.stderr).strip()}", flush=True)
+    return proc.returncode
 
 
 def entry() -> int:

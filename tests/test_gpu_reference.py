@@ -174,9 +174,11 @@ def test_parts_resume_redo_and_stop_at_their_budget(tmp_path, capsys):
     assert (out / "report.html").exists() and "| matmul | " in (out / "summary.md").read_text()
 
     capsys.readouterr()
-    assert gpu_reference.main(["--part", "mamf-bf16,matmul", "--out", str(out)]) == 0  # in this process: quicker
+    packed = tmp_path / "set.tar.gz"  # and the folder, its bundles, report and summary, as one file
+    assert gpu_reference.main(["--part", "mamf-bf16,matmul", "--out", str(out), "--archive", str(packed)]) == 0
     again = capsys.readouterr().out
     assert again.count("skipped: complete") == 2 and "no part has run since it was built" in again, again
+    assert "archive: 2 bundles" in again and validate_archive(packed) == ["valid", "valid"]
 
     code = gpu_reference.main(["--part", "matmul", "--redo", "--budget-min", "0.05", "--out", str(out)])  # 3 s
     redo = capsys.readouterr()
@@ -191,6 +193,13 @@ def test_parts_resume_redo_and_stop_at_their_budget(tmp_path, capsys):
     assert gpu_reference.main(["--list", "--out", str(out)]) == 0
     listed = capsys.readouterr().out
     assert "stopped at its budget (smoke sizes" in listed or "no valid bundle (smoke sizes" in listed
+
+
+def validate_archive(path: Path) -> list[str]:
+    from xmfu.harness.results.archive import opened
+
+    with opened(path) as loaded:
+        return ["valid" if not one.problems else one.problems[0] for _, one in loaded]
 
 
 def test_the_manual_lists_every_part_with_its_current_estimate():
