@@ -110,17 +110,23 @@ pip_install() {
     offline_pip_install "$@"
   fi
 }
-# A requirement pip cannot find offline is one paragraph naming it and the command that adds it (exit 2); pip's own
-# messages are shown too. "No matching distribution found for" is pip's wording (resolution/resolvelib/factory.py).
+# A requirement pip cannot find offline is one paragraph naming it and the command that adds it, versions that do not
+# fit what is kept one saying so (exit 2 both); pip's own messages are shown first. "No matching distribution found
+# for" and "ResolutionImpossible" are pip's wording (pip/_internal/resolution/resolvelib/factory.py).
 offline_pip_install() {
-  local log status=0 missing
+  local log status=0 missing explained=""
   log=$(mktemp)
   "$PY" -m pip install "${INDEX[@]}" -c "$CONSTRAINTS" "$@" 2>"$log" || status=$?
   cat "$log" >&2
   missing=$(sed -n 's/^ERROR: No matching distribution found for \([A-Za-z0-9._-]*\).*/\1/p' "$log" | head -n 1)
+  if [ "$status" != 0 ] && [ -n "$missing" ]; then explained="--remedy $missing"
+  elif [ "$status" != 0 ] && grep -q ResolutionImpossible "$log"; then explained=--conflict
+  fi
   rm -f "$log"
-  [ "$status" = 0 ] && return 0
-  if [ -n "$missing" ]; then "$PY" scripts/wheelhouse_check.py "$OFFLINE" --remedy "$missing" >&2; exit 2; fi
+  if [ -n "$explained" ]; then
+    # shellcheck disable=SC2086  # explained is an option and its value
+    "$PY" scripts/wheelhouse_check.py "$OFFLINE" $explained >&2; exit 2
+  fi
   return "$status"
 }
 optional() {  # an install whose failure leaves one backend skipped, not the whole install failed

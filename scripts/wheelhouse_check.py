@@ -2,6 +2,7 @@
 
 usage: python scripts/wheelhouse_check.py DIR [--extras LIST]   exit 0, or 2 with one paragraph saying what is wrong
        python scripts/wheelhouse_check.py DIR --remedy NAME     the paragraph for a requirement pip found missing
+       python scripts/wheelhouse_check.py DIR --conflict        the paragraph for versions pip found not to fit
 
 scripts/install.sh --offline runs it with the interpreter being installed into, before pip: the wheelhouse must be
 for this Python, its files must be the ones its manifest lists (sha256), and every requirement of xmfu[LIST] must be
@@ -134,6 +135,24 @@ def remedy(folder: Path, manifest: Mapping, missing: list[tuple[str, str]], add:
             "Nothing was installed by this step.")
 
 
+def conflict(folder: Path, manifest: Mapping) -> str:
+    """One paragraph for pip's ResolutionImpossible: most often a numpy here that is older than the one the
+    wheelhouse was resolved for (ml_dtypes 0.6 needs numpy 2)."""
+    try:
+        numpy = metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        numpy = None
+    resolved = manifest["settings"].get("WHEELHOUSE_NUMPY") or next(
+        (entry["version"] for entry in manifest.get("left_out", []) if entry["name"] == "numpy"), None)
+    text = (f"the wheels in {folder} do not fit the packages this environment keeps (pip's messages above name "
+            "them); nothing was installed by this step.")
+    if numpy and resolved and numpy != resolved:
+        settings = {**manifest["settings"], "WHEELHOUSE_NUMPY": numpy}
+        text += (f" The wheelhouse was resolved for numpy {resolved} and numpy {numpy} is installed here: make one "
+                 f"for it, `{rebuild_command({'settings': settings})}`, and copy it here.")
+    return text
+
+
 def check_python(folder: Path, manifest: Mapping) -> None:
     here = "{}.{}".format(*sys.version_info[:2])
     if manifest["python"] != here:
@@ -158,10 +177,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--extras", default="", help="xmfu extras to be installed, comma-separated")
     parser.add_argument("--remedy", metavar="NAME", help="print the paragraph for NAME found missing by pip")
+    parser.add_argument("--conflict", action="store_true", help="print the paragraph for pip's ResolutionImpossible")
     args = parser.parse_args(argv)
     manifest = read_manifest(args.folder)
-    if args.remedy:
-        print(f"xmfu wheelhouse: {remedy(args.folder, manifest, [(canonical(args.remedy), 'the install')])}")
+    if args.remedy or args.conflict:
+        text = conflict(args.folder, manifest) if args.conflict else remedy(
+            args.folder, manifest, [(canonical(args.remedy), "the install")])
+        print(f"xmfu wheelhouse: {text}")
         return 0
     check_python(args.folder, manifest)
     check_files(args.folder, manifest)

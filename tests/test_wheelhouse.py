@@ -175,6 +175,18 @@ def test_the_check_refuses_a_damaged_copy_and_another_python(index, tmp_path, ca
     assert "does not match the sha256" in capsys.readouterr().err
 
 
+def test_versions_that_do_not_fit_name_the_numpy_to_resolve_for(monkeypatch):
+    check = script("wheelhouse_check")
+    manifest = {"settings": {"WHEELHOUSE_PYTHON": "3.12", "WHEELHOUSE_NUMPY": ""},
+                "left_out": [{"name": "numpy", "version": "2.4.6"}]}
+    monkeypatch.setattr(check.metadata, "version", lambda name: "1.26.4")
+    text = check.conflict(Path("wh"), manifest)
+    assert "resolved for numpy 2.4.6 and numpy 1.26.4 is installed" in text
+    assert "`make wheelhouse WHEELHOUSE_PYTHON=3.12 WHEELHOUSE_NUMPY=1.26.4`" in text
+    monkeypatch.setattr(check.metadata, "version", lambda name: "2.4.6")
+    assert "WHEELHOUSE_NUMPY" not in check.conflict(Path("wh"), manifest)
+
+
 def install_offline(dest: Path, python: Path, *args: str, status: int = 0, **env: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(["bash", str(SCRIPTS / "install.sh"), "--offline", str(dest), "--no-venv", *args],
                           capture_output=True, text=True, timeout=300, check=False,
