@@ -239,15 +239,10 @@ if [ -n "$OFFLINE" ] && [ "$EDITABLE" = 0 ]; then
   # the wheelhouse's own xmfu wheel, so that the node builds nothing; pinned, as an older xmfu here would satisfy it
   TARGET="xmfu${ALL_EXTRAS:+[$ALL_EXTRAS]}==$(sed -n 's/^ *"xmfu": "\([^"]*\)".*/\1/p' "$OFFLINE/wheelhouse.json")"
 fi
-# An editable install builds xmfu here: offline, with the environment's setuptools where it is new enough (pyproject's
-# build-system requires >=64), as an isolated build would take setuptools from the wheelhouse, where an image's
-# PIP_CONSTRAINT (which reaches pip's build subprocess through the environment) may pin another version.
-BUILD=()
-if [ -n "$OFFLINE" ] && [ "$EDITABLE" = 1 ] && \
-   py -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 64)" 2>/dev/null; then
-  BUILD=(--no-build-isolation)
-fi
-if [ "$EDITABLE" = 1 ]; then pip_install ${BUILD[@]+"${BUILD[@]}"} -e "$TARGET"; else pip_install "$TARGET"; fi
+# An editable install builds xmfu here; offline, pip's isolated build takes setuptools from the wheelhouse (which
+# holds the release pip would pick online): an environment's own can be too old for pyproject.toml (Python 3.11's
+# venv brings setuptools 65.5, which cannot read the version through package-dir).
+if [ "$EDITABLE" = 1 ]; then pip_install -e "$TARGET"; else pip_install "$TARGET"; fi
 
 # optax (the cuda and tpu extras bring it with their jax) needs jax, so only beside one: pip would fetch a plain
 # CPU jax for it. A dry run counts the jax it would have installed on a CPU.
