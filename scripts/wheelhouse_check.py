@@ -7,8 +7,8 @@ usage: python scripts/wheelhouse_check.py DIR [--extras LIST]   exit 0, or 2 wit
 scripts/install.sh --offline runs it with the interpreter being installed into, before pip: the wheelhouse must be
 for this Python, its files must be the ones its manifest lists (sha256), and every requirement of xmfu[LIST] must be
 installed here already or be in the wheelhouse. A missing one is named with the command that adds it to the
-wheelhouse, instead of pip's "No matching distribution" after a resolution. Standard library, and pip's own copy of
-`packaging` for requirement markers (pip is there: it is what installs).
+wheelhouse, instead of pip's "No matching distribution" after a resolution. Standard library, and `packaging` for
+requirement markers (pip's own copy where it is not installed: pip is there, it is what installs).
 """
 
 from __future__ import annotations
@@ -79,10 +79,13 @@ def requires(wheel: Path) -> list[str]:
 
 
 def _requirement_class():
+    """packaging's Requirement: the standalone package where installed, else pip's copy. Not pip's first: importing
+    `pip` on Python < 3.12 switches off setuptools' distutils shim for the rest of the process (setuptools'
+    _distutils_hack, spec_for_pip; pypa/pip#8761), and a later `import setuptools` there fails."""
     try:
-        from pip._vendor.packaging.requirements import Requirement
-    except ImportError:  # a pip that no longer vendors it: the standalone package
         from packaging.requirements import Requirement
+    except ImportError:
+        from pip._vendor.packaging.requirements import Requirement
     return Requirement
 
 
