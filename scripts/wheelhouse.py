@@ -279,12 +279,18 @@ def shown(dest: Path) -> str:
     return str(dest.relative_to(ROOT)) if dest.is_relative_to(ROOT) else str(dest)
 
 
+def replaceable(dest: Path) -> None:
+    """`dest` is absent, empty or an earlier wheelhouse: never a folder of something else (checked before the
+    download, and again before replacing)."""
+    if dest.exists() and any(dest.iterdir()) and not (dest / MANIFEST).is_file():
+        fail(f"{dest} exists and is not a wheelhouse (no {MANIFEST}): not replaced. Give another folder "
+             "(WHEELHOUSE=...) or empty this one.")
+
+
 def replace(dest: Path, built: Path) -> None:
-    """Put the new wheelhouse at `dest`, replacing an earlier wheelhouse but never a folder of something else."""
+    """Put the new wheelhouse at `dest`, replacing an earlier wheelhouse."""
+    replaceable(dest)
     if dest.exists():
-        if any(dest.iterdir()) and not (dest / MANIFEST).is_file():
-            fail(f"{dest} exists and is not a wheelhouse (no {MANIFEST}): not replaced. Give another folder "
-                 "(WHEELHOUSE=...) or empty this one.")
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     built.rename(dest)
@@ -312,6 +318,7 @@ def main(argv: list[str]) -> int:
         environment["platform_machine"] = machine[1] if machine else environment["platform_machine"]
     kept = frameworks_kept(args.add.split())
     dest = args.dest.resolve()
+    replaceable(dest)
     work = dest.parent / f".{dest.name}.partial-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     (work / "local").mkdir(parents=True)
