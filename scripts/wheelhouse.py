@@ -15,7 +15,8 @@ Why it is done this way:
   (pypa/pip#6117, #11010). --python-version still filters wheels and Requires-Python for that version.
 - pip matches a manylinux_2_N platform tag exactly (pip/_internal/utils/compatibility_tags.py expands only the
   legacy manylinux2014 and manylinux2010 names), so a node's glibc 2.N is passed as every manylinux_2_M with M <= N.
-Standard library only, with pip run as a command; scripts/keep_installed.py and scripts/wheelhouse_check.py beside it.
+Standard library, pip run as a command, and `packaging` (pip's copy where it is not installed) for markers, through
+scripts/wheelhouse_check.py; scripts/keep_installed.py gives the pins for the node's Python.
 """
 
 from __future__ import annotations
@@ -312,10 +313,9 @@ def summary(dest: Path, manifest: dict) -> None:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     python, environment = interpreter(args.python)
-    if args.platform:
-        platform_tags(args.platform)  # any tag is passed as it is; manylinux ones are expanded
-        machine = re.search(r"(x86_64|aarch64|ppc64le|s390x|arm64|amd64)$", args.platform)
-        environment["platform_machine"] = machine[1] if machine else environment["platform_machine"]
+    # the node's processor for the markers the self-check evaluates (pip itself still takes this machine's)
+    machine = re.search(r"(x86_64|aarch64|ppc64le|s390x|arm64|amd64)$", args.platform)
+    environment["platform_machine"] = machine[1] if machine else environment["platform_machine"]
     kept = frameworks_kept(args.add.split())
     dest = args.dest.resolve()
     replaceable(dest)
