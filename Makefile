@@ -7,17 +7,37 @@ TORCH_VERSION ?=
 STAMP := $(VENV)/.xmfu-installed
 IMAGE ?= xmfu
 DOCKER_BUILD_ARGS ?=
+# A node without a package index: OFFLINE=DIR installs from the wheelhouse DIR that `make wheelhouse` made elsewhere.
+OFFLINE ?=
+EXTRAS ?= $(if $(OFFLINE),,dev)
+WHEELHOUSE ?= dist/wheelhouse
+WHEELHOUSE_PYTHON ?=
+WHEELHOUSE_PLATFORM ?=
+WHEELHOUSE_EXTRAS ?=
+WHEELHOUSE_ADD ?=
+WHEELHOUSE_NUMPY ?=
 
-.PHONY: install bench test test-fast lint clean gpu-reference image-cuda image-rocm image-tpu
+.PHONY: install bench test test-fast lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
 # scripts/install.sh is the one install procedure (the Dockerfiles run it too): a venv with --system-site-packages,
 # so a GPU image's own torch/JAX/Triton are reused, never replaced; only what does not import is installed; the
-# platform's extra (cuda, rocm, tpu; XMFU_PLATFORM= overrides the detection); pins from constraints.txt.
-$(STAMP): pyproject.toml Makefile constraints.txt scripts/install.sh scripts/keep_installed.py
-	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) scripts/install.sh --editable --extras dev
+# platform's extra (cuda12/cuda13, rocm, tpu; XMFU_PLATFORM= overrides the detection); pins from constraints.txt.
+# With OFFLINE=DIR, from that wheelhouse only, with its extras (dev only where EXTRAS=dev asks and DIR holds it).
+$(STAMP): pyproject.toml Makefile constraints.txt scripts/install.sh scripts/keep_installed.py scripts/wheelhouse_check.py
+	PYTHON=$(PYTHON) VENV=$(VENV) TORCH_VERSION=$(TORCH_VERSION) scripts/install.sh --editable \
+	    $(if $(EXTRAS),--extras $(EXTRAS)) $(if $(OFFLINE),--offline $(OFFLINE))
 	touch $@
+
+# A wheelhouse for offline nodes (scripts/wheelhouse.py; docs/install.md, Offline nodes): xmfu's wheel and its
+# runtime dependencies except the frameworks, for the node's Python (WHEELHOUSE_PYTHON=3.12, default this python3's)
+# and platform (WHEELHOUSE_PLATFORM=manylinux_2_28_x86_64, default this machine's), WHEELHOUSE_EXTRAS=history,...,
+# WHEELHOUSE_ADD= further requirements (a framework only by name), WHEELHOUSE_NUMPY= the node's numpy.
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py --dest "$(WHEELHOUSE)" --python "$(WHEELHOUSE_PYTHON)" \
+	    --platform "$(WHEELHOUSE_PLATFORM)" --extras "$(WHEELHOUSE_EXTRAS)" --add "$(WHEELHOUSE_ADD)" \
+	    --numpy "$(WHEELHOUSE_NUMPY)"
 
 # The default suite on whatever device is present; without an accelerator, the smoke sizes.
 bench: install
