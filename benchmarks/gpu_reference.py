@@ -2,14 +2,15 @@
 
     python benchmarks/gpu_reference.py --list [--out DIR]       the parts, their budgets and estimated minutes
     python benchmarks/gpu_reference.py [--part NAME ...] [--out DIR] [--redo] [--smoke] [--budget-min M]
-                                       [--archive [FILE]]
+                                       [--doctor] [--archive [FILE]]
 
 Each part (benchmarks/reference_parts.py) is one `xmfu run` writing one bundle into the output folder, stopped at its
 budget (SIGTERM, which xmfu turns into a `partial` bundle keeping every finished case; SIGKILL if it has not ended
 GRACE_S later), so no part outlives its budget and a GPU node's 10-minute cap on one command is never reached. A
 part whose valid bundle (`xmfu validate`'s checks) is already in the output folder is skipped, a partial one too
 (`--redo` runs it again), so the set can be done over several invocations or jobs. After the parts, `report.html`
-and `summary.md` are rebuilt from everything in the folder; `--archive` then packs the folder into one `.tar.gz`
+and `summary.md` are rebuilt from everything in the folder (`--doctor` first writes `xmfu doctor`'s view of the node
+to `doctor.txt` there); `--archive` then packs the folder into one `.tar.gz`
 (`xmfu archive`: every bundle validated, a manifest of every file's SHA-256) to carry off a node without network.
 
 The output folder (default `results/reference/<device>/`) holds one bundle per part (`<part>.<UTC time>-<hex>`),
@@ -89,6 +90,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         "a temporary folder)")
     parser.add_argument("--redo", action="store_true", help="run the chosen parts even where a valid bundle is there")
     parser.add_argument("--smoke", action="store_true", help="smoke sizes even on an accelerator")
+    parser.add_argument("--doctor", action="store_true",
+                        help="first, xmfu doctor's view of the node into doctor.txt in the output folder")
     parser.add_argument("--archive", nargs="?", const="", metavar="FILE",
                         help="after the parts, pack the output folder into FILE (.tar.gz; default: the folder's "
                         "name + .tar.gz beside it) with xmfu archive")
@@ -294,6 +297,8 @@ def run_set(ns: argparse.Namespace) -> int:
     out = output_folder(ns.out, device, smoke)
     out.mkdir(parents=True, exist_ok=True)
     print(f"gpu-reference: {name} x{count}, {sizes} sizes, writing {out}", flush=True)
+    if ns.doctor:
+        print(f"gpu-reference: {doctor(out)}", flush=True)
     for part in ns.part:
         finished, what = folder.done(out, part, sizes, device)
         if finished and not ns.redo:
@@ -312,6 +317,20 @@ def run_set(ns: argparse.Namespace) -> int:
     packed = 0 if ns.archive is None else pack(out, Path(ns.archive) if ns.archive else out.with_name(
         out.name + ".tar.gz"))
     return 1 if missing or packed else 0
+
+
+def doctor(out: Path) -> str:
+    """`xmfu doctor` into out/doctor.txt: what the node's frameworks, devices, telemetry and clocks look like, kept
+    with the figures (its exit status 1 names problems, which are recorded, not fatal to the set)."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "xmfu", "doctor"], cwd=ROOT, env=child_env(),
+                              capture_output=True, text=True, timeout=REPORT_TIMEOUT_S, check=False)
+        text, status = proc.stdout + proc.stderr, f"exit {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        text, status = "", f"stopped after {REPORT_TIMEOUT_S:g} s"
+    (out / "doctor.txt").write_text(f"$ xmfu doctor    # {status}\n{text}")
+    problems = sum(1 for line in text.splitlines() if line.startswith("PROBLEM"))
+    return f"doctor: {status}, {problems} problems named, in {out / 'doctor.txt'}"
 
 
 def pack(out: Path, archive: Path) -> int:
