@@ -52,6 +52,10 @@ ENVIRONMENT_REASONS = ("is not installed (pip install 'xmfu[", "is older than xm
 
 
 def _missing_framework(exc: BaseException) -> str | None:
+    from xmfu.harness.machine import compat
+
+    if "0 active drivers" in str(exc) and compat.triton_interpreter_too_old():  # a test importing the kernels
+        return compat.triton_interpreter_too_old()
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         top = exc.name.split(".")[0]
         if top in OPTIONAL_FRAMEWORKS and importlib.util.find_spec(top) is None:

@@ -150,6 +150,12 @@ def record(installed: Mapping[str, str | None] | None = None) -> dict[str, Any]:
             "installed": dict(installed), "outside": [str(f) for f in outside(installed)]}
 
 
+def summary() -> str:
+    """The range in one line, as README.md and pyproject.toml state it (jaxlib goes with jax)."""
+    labels = {"python": "Python", "numpy": "numpy", "torch": "torch", "triton": "Triton", "jax": "JAX"}
+    return ", ".join(f"{labels[s.name]} {s.floor}-{s.tested}" for s in SUPPORTED if s.name in labels)
+
+
 def markdown_table() -> str:
     """The range as docs/install.md shows it (a test holds the page to it)."""
     rows = ["| package | oldest supported | newest tested | older than supported |", "|---|---|---|---|"]

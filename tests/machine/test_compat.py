@@ -138,5 +138,7 @@ def test_pyproject_states_the_same_floors():
     assert not any(re.match(r"(torch|triton|jax)\b", d) for d in project["dependencies"])
 
 
-def test_the_install_page_shows_the_table():
+def test_the_install_page_shows_the_table_and_the_front_page_and_pyproject_the_summary():
     assert compat.markdown_table() in (ROOT / "docs" / "install.md").read_text()
+    assert f"Supported: {compat.summary()};" in (ROOT / "README.md").read_text()
+    assert f"each profile's results): {compat.summary()}\n" in (ROOT / "pyproject.toml").read_text()
