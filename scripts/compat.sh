@@ -11,6 +11,9 @@
 # A venv is reused between tries (pip only adds what its pins lack); delete <dir>/<profile> to start afresh.
 # Prints one line per profile for the table: profile | Python | torch | triton | jax/jaxlib | numpy | tests | smoke
 set -euo pipefail
+# The whole script is one block, so bash reads all of it before running any: editing it during a run (a profile
+# takes many minutes) cannot change what that run does.
+{
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
@@ -97,3 +100,5 @@ if [ "$RUN_SMOKE" = 1 ]; then
   done
 fi
 echo "| $PROFILE | $VERSIONS | $TESTS | $SMOKE |" | tee "$LOGS/table-line.md"
+exit
+}
