@@ -9,7 +9,8 @@
 #   XMFU_COMPAT_DIR  where the venvs and logs go (default ~/.cache/xmfu-compat): <dir>/<profile>/venv, .../logs
 #   PYENV_ROOT       where the interpreters are (default ~/.pyenv): versions/<X.Y.*>/bin/python
 # A venv is reused between tries (pip only adds what its pins lack); delete <dir>/<profile> to start afresh.
-# Prints one line per profile for the table: profile | Python | torch | triton | jax/jaxlib | numpy | tests | smoke
+# Prints the profile's line of the table: profile | Python | torch | triton | jax/jaxlib | numpy | tests | smoke
+# (each smoke run: ok or FAIL, and its rows by status)
 set -euo pipefail
 # The whole script is one block, so bash reads all of it before running any: editing it during a run (a profile
 # takes many minutes) cannot change what that run does.
@@ -68,7 +69,7 @@ if [ "$RUN_TESTS" = 1 ]; then
   say "unit suite (log $LOGS/pytest.log)"
   "$PY" -m pytest -n 2 --dist worksteal -m "not e2e" -q -p no:cacheprovider >"$LOGS/pytest.log" 2>&1 || true
   # pytest's closing line, e.g. "== 3 failed, 1400 passed, 12 skipped in 80.1s =="
-  TESTS=$(tail -1 "$LOGS/pytest.log" | sed 's/^=* *//; s/ *=*$//; s/ in [0-9.]*s.*$//')
+  TESTS=$(tail -1 "$LOGS/pytest.log" | sed 's/^=* *//; s/ *=*$//; s/ in [0-9.]*s.*$//; s/, [0-9]* warnings*//')
 fi
 
 # Each workload's smoke run; collectives as two gloo processes under torchrun (torch_dist and jax over them).
@@ -87,8 +88,8 @@ import json, pathlib, sys
 bundles = sorted(pathlib.Path(sys.argv[1]).glob("*/manifest.json"))
 counts = json.loads(bundles[-1].read_text()).get("counts", {}) if bundles else {}
 bad = sum(counts.get(s, 0) for s in ("failed", "incorrect"))
-verdict = "ok" if sys.argv[2] == "0" and bundles and not bad else f"FAIL(rc {sys.argv[2]})"
-print(verdict + " " + ",".join(f"{k} {v}" for k, v in sorted(counts.items()) if v))
+verdict = "ok" if sys.argv[2] == "0" and bundles and not bad else f"FAIL (exit {sys.argv[2]})"
+print(verdict + " (" + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()) if v) + ")")
 EOF
 }
 SMOKE="not run"
