@@ -25,11 +25,12 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # training step took 10.2 and 10.0 s of CPU, 5.3 and 5.1 s without them; the JAX dp/fsdp run 45.5 s -> 25.2 s).
 # The flags go into XLA_FLAGS, which each bundle's environment records; benchmarks and users' runs keep XLA's
 # defaults. Tests that need forced host devices add to it: xla_flags(). XLA aborts the process on a flag it does not
-# know, so the emitter flag is passed only to the jaxlib it was measured with (constraints.txt) or a newer one.
+# know, so the emitter flag is passed only to the jaxlib series it was measured with (constraints.txt): jaxlib 0.11
+# no longer has it ("Unknown flag in XLA_FLAGS: --xla_cpu_use_fusion_emitters=false", scripts/compat.sh cuda13-2026).
 os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([
     *os.environ.get("XLA_FLAGS", "").split(), "--xla_backend_optimization_level=0",
     *(["--xla_cpu_use_fusion_emitters=false"] if importlib.util.find_spec("jaxlib") and tuple(
-        int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2]) >= (0, 10) else [])]))
+        int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2]) == (0, 10) else [])]))
 
 # Inductor compiles its C++ kernels in a pool of worker processes, one per core by default. In the suite both cores
 # are already busy with the two xdist workers, so the pool adds only its processes' start-up: compiling in the test's
@@ -48,14 +49,16 @@ from xmfu.harness.machine.platform import DeviceInfo, Platform, cpu_device
 # framework is installed at a supported version (make test), none of this skips anything.
 OPTIONAL_FRAMEWORKS = ("jax", "jaxlib", "optax", "torch", "triton")
 ENVIRONMENT_REASONS = ("is not installed (pip install 'xmfu[", "is older than xmfu supports",
-                       "interpreter cannot load autotuned kernels")
+                       "interpreter cannot run xmfu's kernels")
 
 
 def _missing_framework(exc: BaseException) -> str | None:
     from xmfu.harness.machine import compat
 
-    if "0 active drivers" in str(exc) and compat.triton_interpreter_too_old():  # a test importing the kernels
-        return compat.triton_interpreter_too_old()
+    if compat.triton_interpreter_too_old():  # e.g. a test that imports the kernels: "0 active drivers"
+        text = str(exc)
+        if "0 active drivers" in text or "only 0-dimensional arrays can be converted" in text:
+            return compat.triton_interpreter_too_old()
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         top = exc.name.split(".")[0]
         if top in OPTIONAL_FRAMEWORKS and importlib.util.find_spec(top) is None:

@@ -53,11 +53,18 @@ BY_NAME = {s.name: s for s in SUPPORTED}
 # What each framework's backends need at or above their floor (a Triton backend runs on torch's tensors).
 NEEDS = {"torch": ("torch",), "triton": ("torch", "triton"), "jax": ("jax", "jaxlib")}
 DOCS = "docs/install.md#supported-versions"
-# Triton's interpreter (a CPU run) cannot load an autotuned kernel before 3.4: Autotuner.__init__ asks
-# driver.active.get_benchmarker() at decoration time, and a machine without a GPU has no active driver
-# ("0 active drivers ([]). There should only be one."); 3.4 asks on first benchmark (triton 3.3.0's and 3.4.0's
-# triton/runtime/autotuner.py, read from their wheels). On a GPU the floor above holds.
-TRITON_INTERPRETER_FLOOR = "3.4"
+# Where Triton's interpreter (a CPU run) cannot run xmfu's kernels although the version is supported (on a GPU
+# they run): (Triton before this, numpy from this or None for any, why). Read from the wheels' runtime/ files:
+# - before 3.4, Autotuner.__init__ asks driver.active.get_benchmarker() when a kernel is defined, and a machine
+#   without a GPU has no active driver ("0 active drivers ([]). There should only be one."); 3.4 asks on first
+#   benchmark (triton 3.3.0's and 3.4.0's autotuner.py);
+# - before 3.7, the interpreter's tensor.__index__ is int(self.handle.data) on a one-element array (a loop bound
+#   such as range(tl.cdiv(K, BLOCK_K))), which numpy 2.5 refuses ("only 0-dimensional arrays can be converted to
+#   Python scalars"); 3.7 squeezes it first (triton 3.6.0's and 3.7.0's interpreter.py).
+TRITON_INTERPRETER_LIMITS: tuple[tuple[str, str | None, str], ...] = (
+    ("3.4", None, "its autotuner asks for a GPU driver when a kernel is defined"),
+    ("3.7", "2.5", "it converts one-element arrays to int, which numpy 2.5 refuses"),
+)
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -133,14 +140,18 @@ def too_old(framework: str, installed: Mapping[str, str | None] | None = None) -
 
 
 def triton_interpreter_too_old(installed: Mapping[str, str | None] | None = None) -> str | None:
-    """Why xmfu's autotuned Triton kernels cannot run in this Triton's interpreter (a CPU run), or None."""
-    version = (versions() if installed is None else installed).get("triton")
-    if version is None or compare(version, TRITON_INTERPRETER_FLOOR) >= 0:
-        return None
-    return (f"triton {version}'s interpreter cannot load autotuned kernels on a machine without a GPU (its "
-            f"autotuner asks for a GPU driver when a kernel is defined; fixed in {TRITON_INTERPRETER_FLOOR}): "
-            "the Triton backends run on a GPU with this version, or on a CPU with triton "
-            f"{TRITON_INTERPRETER_FLOOR} or later")
+    """Why xmfu's Triton kernels cannot run in this Triton's interpreter (a CPU run), or None."""
+    installed = versions() if installed is None else installed
+    triton, numpy = installed.get("triton"), installed.get("numpy")
+    for below, numpy_from, why in TRITON_INTERPRETER_LIMITS:
+        if triton is None or compare(triton, below) >= 0:
+            continue
+        if numpy_from is None or (numpy is not None and compare(numpy, numpy_from) >= 0):
+            with_numpy = f" with numpy {numpy}" if numpy_from else ""
+            return (f"triton {triton}'s interpreter cannot run xmfu's kernels{with_numpy} on a machine without a "
+                    f"GPU ({why}; fixed in triton {below}): the Triton backends run on a GPU with this version, or "
+                    f"on a CPU with triton {below} or later")
+    return None
 
 
 def record(installed: Mapping[str, str | None] | None = None) -> dict[str, Any]:

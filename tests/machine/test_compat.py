@@ -79,11 +79,14 @@ def test_the_availability_hooks_give_the_reason(monkeypatch):
         assert "jax 0.4.30 is older than xmfu supports" in frameworks.jax_unavailable("cpu")
 
 
-def test_tritons_interpreter_before_3_4_is_refused_on_a_cpu_only(monkeypatch):
-    assert compat.triton_interpreter_too_old({"triton": "3.4.0"}) is None
-    monkeypatch.setattr(compat, "versions", lambda: {**IN_RANGE, "triton": "3.2.0"})
+def test_tritons_interpreter_limits_are_refused_on_a_cpu_only(monkeypatch):
+    assert compat.triton_interpreter_too_old({"triton": "3.4.0", "numpy": "2.4.6"}) is None
+    assert compat.triton_interpreter_too_old({"triton": "3.7.0", "numpy": "2.5.5"}) is None
+    assert "fixed in triton 3.7" in compat.triton_interpreter_too_old({"triton": "3.6.0", "numpy": "2.5.5"})
+    monkeypatch.setattr(compat, "versions", lambda: {**IN_RANGE, "triton": "3.2.0", "numpy": "1.26.4"})
     why = compat.triton_interpreter_too_old()
-    assert why.startswith("triton 3.2.0's interpreter cannot load autotuned kernels")
+    assert why.startswith("triton 3.2.0's interpreter cannot run xmfu's kernels on a machine without a GPU (its "
+                          "autotuner asks for a GPU driver")
     assert frameworks.triton_unavailable("cpu") == why
     assert compat.outside() == []  # 3.2 is supported: on a GPU it runs
 
