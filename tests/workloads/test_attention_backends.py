@@ -75,8 +75,12 @@ def test_outputs_and_gradients_match_the_reference(backend, shape, cpu_ctx):
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_low_precision(backend, dtype, cpu_ctx):
     if backend == "jax" and dtype == "fp16":  # XLA's CPU backend has no fp16 dot with fp32 accumulation
-        with pytest.raises(Unavailable, match="XLA cannot compile"):
-            _check(backend, _case(SHAPES[0], dtype=dtype), cpu_ctx)
+        try:
+            check, _ = _check(backend, _case(SHAPES[0], dtype=dtype), cpu_ctx)
+        except Unavailable as exc:  # jaxlib 0.10 and 0.11 refuse it: skipped with the reason
+            assert "XLA cannot compile" in str(exc)
+            return
+        assert check.ok, check  # jaxlib 0.4.38 compiles it (scripts/compat.sh floor)
         return
     check, _ = _check(backend, _case(SHAPES[0], dtype=dtype), cpu_ctx)
     assert check.ok, check
