@@ -153,7 +153,7 @@ def initialize_jax_distributed(platform_kind: str) -> None:
         return
     import jax
 
-    if jax.distributed.is_initialized():
+    if jax_distributed_initialized(jax):
         return
     if platform_kind == "cpu":  # CPU devices of different processes talk through gloo
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -162,6 +162,18 @@ def initialize_jax_distributed(platform_kind: str) -> None:
     jax.distributed.initialize(coordinator_address=jax_coordinator(), num_processes=proc.world_size,
                                process_id=proc.rank,
                                local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank))
+
+
+def jax_distributed_initialized(jax: Any) -> bool:
+    """Whether jax.distributed is already up. jax.distributed.is_initialized() is `global_state.client is not None`
+    (jax 0.11.2, jax/_src/distributed.py); jax 0.4.38 has no such function, only that state (scripts/compat.sh
+    floor: "module 'jax.distributed' has no attribute 'is_initialized'")."""
+    is_initialized = getattr(jax.distributed, "is_initialized", None)
+    if is_initialized is not None:
+        return bool(is_initialized())
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None
 
 
 # What limits the GPUs a process sees, per vendor; ROCm applies ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES.
