@@ -43,7 +43,7 @@ class Supported:
 #   workloads/collectives/jax.py shard_map_api).
 SUPPORTED: tuple[Supported, ...] = (
     Supported("python", "3.10", "3.12", "pip does not install xmfu (its requires-python)"),
-    Supported("numpy", "1.26", "2.5", "pip does not install xmfu on it (its numpy>=1.26)"),
+    Supported("numpy", "1.26", "2.5", "xmfu's requirement numpy>=1.26 does not allow it"),
     Supported("torch", "2.6", "2.13", "the torch and Triton backends report skipped"),
     Supported("triton", "3.2", "3.9", "the Triton backends report skipped", ("triton", "pytorch-triton-rocm")),
     Supported("jax", "0.4.38", "0.11", "the JAX backends report skipped"),
