@@ -21,7 +21,7 @@ from xmfu.harness.engine.interrupts import interrupts_as_keyboard_interrupt, shi
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
-from xmfu.harness.machine import contention, environment, stack
+from xmfu.harness.machine import compat, contention, environment, stack
 from xmfu.harness.machine.frameworks import use_triton_interpreter
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
@@ -200,6 +200,13 @@ def _chosen_device(plat: Platform, index: int | None) -> Platform:
     return plat.choose(index)
 
 
+def _say_outside_range(findings: Sequence[str]) -> None:
+    """Name each installed version outside the supported range (also in environment.json's `compat`); the run
+    goes on: a framework too old for its backends makes them report skipped with the same reason."""
+    for finding in findings:
+        print(f"xmfu: {finding} (supported range: {compat.DOCS})", file=sys.stderr)
+
+
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
     with restored_environment():
@@ -224,6 +231,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+        _say_outside_range(env["compat"]["outside"])
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)

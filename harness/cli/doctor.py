@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from xmfu.harness.machine import environment, stack
+from xmfu.harness.machine import compat, environment, stack
 from xmfu.harness.machine.platform import Platform, detect
 from xmfu.harness.machine.telemetry import open_sampler
 
@@ -34,10 +34,13 @@ class Findings:
 
 
 def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    # ROCm's torch ships its Triton as the distribution pytorch-triton-rocm (import name triton)
+    for dist in ("triton", "pytorch-triton-rocm") if name == "triton" else (name,):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def check_packages(plat: Platform, found: Findings) -> None:
@@ -47,6 +50,8 @@ def check_packages(plat: Platform, found: Findings) -> None:
         wanted_here = plat.kind in NEEDED_ON.get(name, (plat.kind,))
         if version is None and wanted_here:
             found.problems.append(f"{name} is not installed: {PURPOSE[name]} will not run")
+    found.facts["compat"] = compat.record()
+    found.problems += [f"{finding} (supported range: {compat.DOCS})" for finding in found.facts["compat"]["outside"]]
 
 
 def check_devices(plat: Platform, found: Findings) -> None:

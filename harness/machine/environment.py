@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.machine import stack
+from xmfu.harness.machine import compat, stack
 from xmfu.harness.machine.driver import driver_version
 from xmfu.harness.machine.peaks import PEAKS_FILE, load_table, lookup
 from xmfu.harness.machine.platform import FRAMEWORKS, Platform
@@ -150,6 +150,7 @@ def capture(plat: Platform, cpu_clock_ghz: float | None = None, sampler: Any = N
         "container": container(),
         "telemetry": telemetry_static(plat, sampler),
         "packages": package_versions(),
+        "compat": compat.record(),  # the supported range and what of this stack lies outside it
         "torch": _torch_stack(load="torch" in frameworks),
         "torch_settings": stack.torch_settings(plat.kind),
         "driver": driver[0],

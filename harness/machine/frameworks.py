@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from xmfu.harness.machine import compat
 from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -74,6 +75,9 @@ def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
 
     if importlib.util.find_spec("torch") is None:
         return "torch is not installed"
+    why = compat.too_old("torch")  # before anything imports it: an older torch may lack what xmfu calls
+    if why:
+        return why
     if platform_kind == "tpu":  # torch would run on the host and be compared with the TPU's peak
         return "torch does not drive TPUs here (no torch_xla backend in xmfu)"
     if platform_kind in ("cuda", "rocm"):
@@ -109,6 +113,9 @@ def jax_unavailable(platform_kind: str) -> str | None:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if importlib.util.find_spec("jax") is None:
         return "jax is not installed (pip install 'xmfu[jax]')"
+    why = compat.too_old("jax")
+    if why:
+        return why
     initialize_jax_distributed(platform_kind)
     ok, why = jax_backend_matches(platform_kind)
     return None if ok else why
@@ -146,7 +153,7 @@ def initialize_jax_distributed(platform_kind: str) -> None:
         return
     import jax
 
-    if jax.distributed.is_initialized():
+    if jax_distributed_initialized(jax):
         return
     if platform_kind == "cpu":  # CPU devices of different processes talk through gloo
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -155,6 +162,18 @@ def initialize_jax_distributed(platform_kind: str) -> None:
     jax.distributed.initialize(coordinator_address=jax_coordinator(), num_processes=proc.world_size,
                                process_id=proc.rank,
                                local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank))
+
+
+def jax_distributed_initialized(jax: Any) -> bool:
+    """Whether jax.distributed is already up. jax.distributed.is_initialized() is `global_state.client is not None`
+    (jax 0.11.2, jax/_src/distributed.py); jax 0.4.38 has no such function, only that state (scripts/compat.sh
+    floor: "module 'jax.distributed' has no attribute 'is_initialized'")."""
+    is_initialized = getattr(jax.distributed, "is_initialized", None)
+    if is_initialized is not None:
+        return bool(is_initialized())
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None
 
 
 # What limits the GPUs a process sees, per vendor; ROCm applies ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES.
@@ -275,10 +294,15 @@ def triton_unavailable(platform_kind: str) -> str | None:
     for package in ("torch", "triton"):
         if importlib.util.find_spec(package) is None:
             return f"{package} is not installed (pip install 'xmfu[triton]')"
+    why = compat.too_old("triton")
+    if why:
+        return why
     if platform_kind in ("cuda", "rocm"):  # xmfu's Triton kernels take torch's GPU tensors
         why = _torch_gpu_mismatch(platform_kind)
         if why:
             return why
-    if platform_kind == "cpu" and not use_triton_interpreter():
-        return TRITON_IMPORTED_TOO_EARLY
+    if platform_kind == "cpu":
+        if not use_triton_interpreter():
+            return TRITON_IMPORTED_TOO_EARLY
+        return compat.triton_interpreter_too_old()
     return None

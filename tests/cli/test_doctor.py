@@ -54,3 +54,20 @@ def test_a_backend_that_cannot_run_any_case_or_crashes_is_named():
     assert found.problems == [
         "matmul/bad will be skipped: ImportError: libcudart.so.12: cannot open shared object file"]
     assert found.facts["backends_skipped"]["matmul"]["half"] == ["only size 1"]  # partly: a fact, not a problem
+
+
+def test_rocms_triton_counts_as_triton(monkeypatch):
+    """ROCm's torch ships Triton as the distribution pytorch-triton-rocm (import name triton)."""
+    from importlib import metadata
+
+    def version(dist):
+        if dist in ("triton", "nvidia-ml-py"):
+            raise metadata.PackageNotFoundError(dist)
+        return "3.2.0+gitabcdef" if dist == "pytorch-triton-rocm" else "1.0"
+
+    monkeypatch.setattr(doctor.metadata, "version", version)
+    found = doctor.Findings()
+    doctor.check_packages(Platform("rocm", (gpu_device("AMD Instinct MI300X", 304, kind="rocm", vendor="amd"),),
+                                   "test"), found)
+    assert found.facts["packages"]["triton"] == "3.2.0+gitabcdef"
+    assert not any(p.startswith("triton is not installed") for p in found.problems)

@@ -119,3 +119,23 @@ def test_submitit_local_tasks_are_ranks():
                          "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_LOCALID": "1"})
     assert (info.rank, info.world_size, info.local_rank, info.launcher) == (1, 2, 1, "submitit_local")
     assert not info.writes_bundle
+
+
+def test_jax_without_is_initialized_is_asked_through_its_state(monkeypatch):
+    """jax 0.4.38 has no jax.distributed.is_initialized (scripts/compat.sh floor), only the state it reads."""
+    import types
+
+    from xmfu.harness.machine.frameworks import jax_distributed_initialized
+
+    distributed = types.ModuleType("jax._src.distributed")
+    distributed.global_state = types.SimpleNamespace(client=None)
+    legacy = types.SimpleNamespace(distributed=types.SimpleNamespace())  # no is_initialized
+    monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))  # also where no jax is installed
+    monkeypatch.setitem(sys.modules, "jax._src", types.ModuleType("jax._src"))
+    monkeypatch.setitem(sys.modules, "jax._src.distributed", distributed)
+    monkeypatch.setattr(sys.modules["jax._src"], "distributed", distributed, raising=False)
+    assert jax_distributed_initialized(legacy) is False
+    distributed.global_state.client = object()
+    assert jax_distributed_initialized(legacy) is True
+    current = types.SimpleNamespace(distributed=types.SimpleNamespace(is_initialized=lambda: True))
+    assert jax_distributed_initialized(current) is True

@@ -9,7 +9,7 @@ import pytest
 from xmfu.harness.results import history
 from xmfu.harness.results.reader import read_bundle
 
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 
 
 def _make(tmp_path, name, median, created="2026-11-01T00:00:00.000000Z"):

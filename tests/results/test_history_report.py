@@ -11,7 +11,7 @@ import pytest
 from tests.results.test_report import ink, render
 from xmfu.harness.results import coverage_history, history, history_report
 
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 HOSTILE = "<img src=x onerror=alert(1)>"
 STACK = {"cuda": {"torch": "2.12.0", "cuda": "12.8", "hip": "", "nccl": "2.26.2", "driver": "570.86"},
          "rocm": {"torch": "2.12.0", "cuda": "", "hip": "6.4.1", "nccl": "2.22.3", "driver": "6.12.12"}}

@@ -13,7 +13,7 @@ from tests.results.rows import matmul_row, untimed_row, write_bundle
 from xmfu.harness.results import history
 from xmfu.harness.suites import nightly
 
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,7 +29,7 @@ def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: 
         attention = untimed_row(status, workload="attention", backend="triton", case_id="att", platform="cuda",
                                 device=device, dtype="bf16", params={"causal": True, "mode": "fwd"})
     run_id = f"night{night}" + ("" if device == "GPU A" else "-b")
-    return write_bundle(folder, run_id, [row, attention], created=f"2026-11-{night + 1:02d}T02:00:00.0Z").folder
+    return write_bundle(folder, run_id, [row, attention], created=f"2026-11-{night + 1:02d}T02:00:00.000000Z").folder
 
 
 @pytest.fixture

@@ -76,6 +76,7 @@ def test_torch_flop_counter_agrees_with_the_formulas():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from tests.workloads.test_attention_backends import cpu_flash_takes_gqa
     from xmfu.workloads.inference.torch_decoder import sdpa_prefix
     from xmfu.workloads.inference.torch_generate import Generation, build_decoder
 
@@ -85,10 +86,13 @@ def test_torch_flop_counter_agrees_with_the_formulas():
     with torch.no_grad(), FlopCounterMode(display=False) as prefill:
         gen.prefill()
     attention = 2 * 16 * 16 * ar.attention_flops_per_key(TINY)  # B · P tokens · P keys (palm)
+    step_attention = 0  # the decode step's: B · 1 token · 21 keys (positions 0-20)
+    if not cpu_flash_takes_gqa():  # torch 2.6: GQA runs SDPA's math path, whose matmuls the counter counts
+        attention, step_attention = 0, 2 * 21 * ar.attention_flops_per_key(TINY)
     assert prefill.get_total_flops() == ar.prefill_flops(TINY, 2, 16, "palm") - attention - 2 * norms * 2 * 16
     with torch.no_grad(), FlopCounterMode(display=False) as step:
         gen.step(20)
-    assert step.get_total_flops() == ar.decode_step_flops(TINY, 2, 0) - 2 * norms * 2
+    assert step.get_total_flops() == ar.decode_step_flops(TINY, 2, 0) + step_attention - 2 * norms * 2
 
 
 def test_decode_under_cuda_graph_timing_is_skipped_with_the_reason():
@@ -157,7 +161,10 @@ def test_triton_attention_compiles_one_kernel_for_every_decode_position():
     """Triton specialises an int argument equal to 1 and one divisible by 16 (runtime/jit.py, specialize_impl):
     a decode step passes its position as the causal offset, so a position of another class than those the
     correctness pass and warm-up met would compile a new kernel inside a timed sample."""
-    from triton._C.libtriton import native_specialize_impl
+    libtriton = pytest.importorskip("triton._C.libtriton")
+    if not hasattr(libtriton, "native_specialize_impl"):  # Triton's C++ specialisation, newer than triton 3.2
+        pytest.skip("this Triton has no triton._C.libtriton.native_specialize_impl")
+    native_specialize_impl = libtriton.native_specialize_impl
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import JITFunction
 

@@ -22,6 +22,10 @@ TINY = model_from_config({**yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_torch_strategy_on_one_rank_checks_and_times_its_variants(strategy, cpu_ctx):
     case = TrainCase(TINY, "fp32", parallel=strategy, world_size=None, warmup=1, samples=2)
+    ok, why = torch_backend.available(case, cpu_ctx)
+    if not ok and "torch.cpu.Stream.record_event" in why:  # fsdp on torch 2.6's CPU: refused, with this reason
+        pytest.skip(why)
+    assert ok, why
     prepared = torch_backend.prepare(case, cpu_ctx)
     check = case.check(prepared.result(None))
     assert check.ok, check

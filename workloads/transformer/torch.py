@@ -14,7 +14,7 @@ LIBRARY = "torch eager, SDPA attention"
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case)
+    why = torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
     return (False, why) if why else (True, "")
 
 

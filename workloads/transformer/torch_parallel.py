@@ -38,11 +38,22 @@ from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
 from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
 
 
-def unavailable(case: TrainSpec) -> str | None:
+def unavailable(case: TrainSpec, platform_kind: str) -> str | None:
     if case.distributed and case.parallel not in parallel.STRATEGIES["torch"]:
         return (f"{case.parallel} is a JAX strategy; torch backends run {' or '.join(parallel.STRATEGIES['torch'])} "
                 "(under torchrun or Slurm)")
+    if case.parallel == "fsdp" and platform_kind == "cpu" and not cpu_streams_record_events():
+        return ("fsdp on a CPU needs torch.cpu.Stream.record_event, which this torch lacks (FSDP2's all-gather "
+                "records an event on its stream: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; torch "
+                "2.6 has none, 2.11 has it); ddp runs, and fsdp runs on a GPU")
     return None
+
+
+def cpu_streams_record_events() -> bool:
+    """Whether FSDP2 can run on CPU tensors here: it calls record_event() on the CPU stream (torch.cpu.Stream)."""
+    import torch
+
+    return hasattr(torch.cpu.Stream, "record_event")
 
 
 def _aborting(fn: Callable[[], Any]) -> Callable[[], Any]:

@@ -13,7 +13,7 @@ from xmfu.workloads.transformer.torch_train import prepare_train
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = triton_unavailable(ctx.platform.kind) or torch_parallel.unavailable(case)
+    why = triton_unavailable(ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
     if why:
         return False, why
     if case.model.head_dim not in HEAD_DIMS:
