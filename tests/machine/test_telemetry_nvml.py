@@ -127,6 +127,23 @@ def test_nvml_clocks_locked_from_application_clocks():
     assert unknown.static()["clocks"]["locked"] is None and unknown.static()["clocks"]["reason"]
 
 
+def test_nvml_clocks_say_which_query_answered():
+    by_app, _ = _sampler([pf.FakeGpu(app_clocks={pf.NVML_CLOCK_SM: 1410, pf.NVML_CLOCK_MEM: 2619})])
+    assert by_app.static()["clocks"]["source"] == "nvmlDeviceGetApplicationsClock vs " \
+                                                   "nvmlDeviceGetDefaultApplicationsClock"
+    by_event, _ = _sampler([pf.FakeGpu(reasons=pf.nvmlClocksEventReasonApplicationsClocksSetting)])
+    assert by_event.static()["clocks"]["source"] == "nvmlDeviceGetCurrentClocksEventReasons applications_clocks"
+    # a driver past the applications-clocks deprecation (NVML v580 change log): the event reason alone answers
+    gone = dict.fromkeys(("nvmlDeviceGetApplicationsClock", "nvmlDeviceGetDefaultApplicationsClock"),
+                         pf.NVML_ERROR_NOT_SUPPORTED)
+    reasons_only, _ = _sampler([pf.FakeGpu(reasons=0, errors=gone)])
+    clocks = reasons_only.static()["clocks"]
+    assert clocks["locked"] is False
+    assert clocks["source"] == "nvmlDeviceGetCurrentClocksEventReasons applications_clocks"
+    # no NVML getter reports an -lgc lock: recorded as not readable, never as "not locked"
+    assert clocks["detail"]["gpu_locked_clocks"] is None and "-lgc" in clocks["detail"]["note"]
+
+
 def test_nvml_processes_on_the_timed_gpu():
     me = os.getpid()
     gpu = pf.FakeGpu(compute=[(me, 2 << 30), (4242, 1 << 30)], graphics=[(4242, 1 << 30), (77, None)])
