@@ -164,8 +164,9 @@ class NvmlSampler:
 
     def processes(self) -> list[dict[str, Any]] | None:
         """Compute and graphics processes on this GPU (nvmlDeviceGet{Compute,Graphics}RunningProcesses).
-        PIDs are as the driver sees them: inside a container with its own PID namespace they need not be
-        this namespace's, so `is_self` can miss our own process there."""
+        PIDs are the host's ("the nvidia-driver itself does not support pid-namespaces", NVIDIA/nvidia-docker#1483):
+        inside a container with its own PID namespace `is_self` can miss our own process, and contention.assess
+        then records the list as not attributable."""
         found: dict[int, dict[str, Any]] = {}
         failed = []
         for kind, fn in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
