@@ -253,7 +253,8 @@ class CaseRunner:
             except Exception:  # a process list that cannot be read is unknown, not empty
                 gpu = None
         on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
-        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu)
+        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu,
+                                 contention.pid_namespace() if on_gpu else None)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
         try:

@@ -14,6 +14,7 @@ import numpy as np
 
 from xmfu.harness.machine import compat
 from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS
+from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz"}  # by fp8 format (machine/dtypes.py)
@@ -69,8 +70,9 @@ def make_torch_device_current(device: str) -> None:
         torch.cuda.set_device(device)
 
 
-def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
-    """Why a torch backend cannot run `dtype` here, or None."""
+def torch_unavailable(dtype: str, platform_kind: str, arch: str | None = None) -> str | None:
+    """Why a torch backend cannot run `dtype` here, or None. `arch`: the AMD part's gcnArchName, which decides
+    whether it has TF32 matrix units (tf32.py)."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
@@ -86,6 +88,8 @@ def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
             return why
     if dtype == "tf32" and platform_kind not in ("cuda", "rocm"):
         return f"tf32 needs GPU tensor cores; a {platform_kind} device has none"
+    if dtype == "tf32" and platform_kind == "rocm":
+        return rocm_tf32_unavailable(arch)
     return None
 
 

@@ -51,6 +51,9 @@ class DeviceInfo:
     # ordinals: telemetry looks the device up by these, never by `index`.
     uuid: str | None = None  # torch's string, 8-4-4-4-12 hex, without NVML's "GPU-" prefix
     pci_bus_id: str | None = None  # "dddd:bb:dd.0", the form sysfs, NVML and amdsmi all accept
+    # JAX's `local_hardware_id`: the CUDA/HIP runtime's ordinal of the device (jaxlib: "e.g., the CUDA device
+    # number"), which `index` (its place among jax.local_devices()) need not be in a multi-process run
+    hardware_id: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,9 +148,14 @@ def describe_jax_device(device: Any, index: int) -> DeviceInfo:
     if kind not in ("cuda", "rocm"):
         raise ValueError(f"{device!r} is neither a GPU nor a TPU")
     # PJRT GPU attributes (xla/pjrt/gpu: SetupDeviceDescription): core_count = SMs or CUs; compute_capability
-    # = "major.minor" on CUDA, the gfx version ("gfx942", the gcnArchName before its ':' flags) on ROCm.
+    # = "major.minor" on CUDA, the gfx version ("gfx942", the gcnArchName before its ':' flags) on ROCm. The
+    # attributes are coords, device_vendor, slice_index, partition_index, compute_capability,
+    # shared_memory_per_block_optin, core_count (and numa_node, fabric_uuid: the NVLink fabric's, not the GPU's, in
+    # later XLA): no GPU UUID and no PCI bus id, so telemetry maps `local_hardware_id` through the visible-devices
+    # variables instead (telemetry/identity.py).
     capability = getattr(device, "compute_capability", None)
     cores = _int_attribute(device, "core_count")
+    common["hardware_id"] = _int_attribute(device, "local_hardware_id")
     if kind == "rocm":
         arch = str(capability) if capability else None
         return DeviceInfo(kind="rocm", vendor="amd", multiprocessors=cores, arch=arch,

@@ -13,6 +13,10 @@ Copies jax 0.10.2 / jaxlib 0.10.2 (tag jax-v0.10.2 of jax-ml/jax) and the XLA PJ
   device_vendor ("NVIDIA Corporation" / "Advanced Micro Devices, Inc": cuda_executor.cc / rocm_executor.cc),
   all set by StreamExecutorGpuTopologyDescription::SetupDeviceDescription. TPUs: num_cores (read by
   jax/_src/mesh.py and jax/_src/pallas/mosaic/core.py).
+- No GPU UUID and no PCI bus id: SetupDeviceDescription's attributes are coords, device_vendor, slice_index,
+  partition_index, compute_capability, shared_memory_per_block_optin and core_count (xla/pjrt/gpu/
+  se_gpu_topology_description.cc; later XLA adds numa_node and the NVLink fabric's fabric_uuid). What identifies
+  the GPU is `local_hardware_id`, "Opaque hardware ID, e.g., the CUDA device number" (jaxlib Device), here = id.
 - device_kind: the driver's device name on GPUs (the same string torch prints; "AMD Instinct MI300X" is quoted
   in jax-ml/jax PR 37634); on TPUs the kinds of jax/_src/pallas/mosaic/tpu_info.py chip_version_from_device_kind:
   "TPU v5 lite" (v5e), "TPU v5" (v5p), "TPU v6 lite" (v6e); TensorCores per JAX device from its ChipVersion table.

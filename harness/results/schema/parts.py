@@ -176,6 +176,12 @@ class Contention(OpenRecord, kw_only=True):
     load_avg: doc(list[float],
                   "the host's load averages (1, 5, 15 min) at the end of the case") = field(default_factory=list)
     gpu_processes: maybe(list[AnyMap], "other compute processes on the GPU; null: not readable or no GPU") = None
+    gpu_processes_attributed: maybe(bool, "false: this process is in its own PID namespace and the driver lists "
+                                          "host PIDs, so gpu_processes may include xmfu's own and do not count "
+                                          "as contention; null: no list") = None
+    gpu_processes_note: maybe(str, "why gpu_processes are not attributed") = None
+    pid_namespace: maybe(AnyMap, "this process's PID namespace: inode, initial (the host's), reason when "
+                                 "unreadable; null off GPUs") = None
     window_s: doc(float, "length of the case, s", ge=0) = 0.0
 
 
