@@ -87,3 +87,28 @@ def test_fsdp_parity_reference_is_computed_by_process_zero_alone_and_shared():
     assert first["check"]["reference_device"] == "cpu:0"  # process 0's first device
     assert 0 <= first["check"]["update_error"] < 1e-3
 
+
+@pytest.mark.slow(seconds=30)
+def test_latency_samples_start_together_on_every_process():
+    # Process 1 reaches each sample 0.3 s late (host work, a slower node). Without a barrier before the sample,
+    # process 0's timed all-reduce holds that wait; the barrier (outside the timed region) absorbs it.
+    code = """
+    from xmfu.workloads.collectives import jax as backend
+    from xmfu.workloads.collectives.spec import CollectiveCase
+
+    prepared = backend.prepare(CollectiveCase("all_reduce", 1024, "fp32", False, "latency"), ctx)
+    jax.block_until_ready(prepared.fn())
+    samples = []
+    for _ in range(3):
+        if me == 1:
+            time.sleep(0.3)
+        if prepared.fixed.before_sample:
+            prepared.fixed.before_sample()
+        start = time.perf_counter()
+        jax.block_until_ready(prepared.fn())
+        samples.append(time.perf_counter() - start)
+    print(json.dumps({"process": me, "samples": samples, "barrier": prepared.notes.get("barrier")}))
+    """
+    first, _ = run_processes(code)
+    assert "sync_global_devices" in first["barrier"]
+    assert max(first["samples"]) < 0.15, first["samples"]
