@@ -206,7 +206,7 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
 
     found = jax_comm.hlo_collectives(compiled.as_text(), run.devices)
     notes = {**notes, "strategy": run.parallel, "world_size": run.devices, "processes": jax.process_count(),
-             "compile_s": compile_s, "matmul_precision": precision, "comm": parallel.nominal(run, "jax"),
+             "compile_s": compile_s, "matmul_precision": precision, "comm": parallel.compiled(found, run),
              "hlo_collectives": {**jax_comm.summary(found),
                                  "bytes_per_rank": parallel.bytes_per_rank(found, run.devices)},
              "reference_device": check["reference_device"],
