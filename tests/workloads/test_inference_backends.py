@@ -176,3 +176,12 @@ def test_triton_attention_compiles_one_kernel_for_every_decode_position():
     kinds = {native_specialize_impl(BaseBackend, pos, False, not param.do_not_specialize,
                                     not param.do_not_specialize_on_alignment) for pos in (1, 16, 17, 512, 513)}
     assert len(kinds) == 1, kinds
+
+
+def test_jax_generates_on_the_runs_device_index():
+    # The row, the peak and the telemetry describe `device_index`; the work must run there too (issue 25, item 8:
+    # it ran on local device 0 whatever the index). One local device here: index 7 is refused, never substituted.
+    case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=2)
+    ctx = RunContext(run_config(device_index=7), Platform("cpu", (gpu_device("cpu", kind="cpu"),), "test"))
+    with pytest.raises(RuntimeError, match="device_index 7: JAX sees 1 local device"):
+        jax_backend.prepare(case, ctx)

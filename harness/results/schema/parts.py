@@ -143,6 +143,9 @@ class CommDetail(Record, kw_only=True):
     overlap_raw: maybe(float, "1 - exposed / total before clamping to [0, 1]") = None
     clamped: maybe(bool, "whether the overlap was clamped to [0, 1]") = None
     note: maybe(str, "why a figure is missing or clamped") = None
+    textbook_bytes_per_rank: maybe(NonNeg, "JAX: bytes per rank the strategy's textbook schedule implies, for "
+                                           "reference beside comm_bytes_per_rank (what XLA compiled)") = None
+    textbook_formula: maybe(str, "the formula behind textbook_bytes_per_rank") = None
 
 
 class Comparability(Record, kw_only=True):
