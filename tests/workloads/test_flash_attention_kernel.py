@@ -1,0 +1,74 @@
+"""kernels/flash_attention.py in Triton's interpreter, against torch in float64: element offsets past 2**31,
+padded head dims and the split-KV decode path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from xmfu.harness.machine import compat
+
+if compat.triton_interpreter_too_old():  # the kernels cannot even be defined (triton 3.2 and 3.3 on a CPU)
+    pytest.skip(compat.triton_interpreter_too_old(), allow_module_level=True)
+
+from xmfu.kernels import flash_attention as fa
+
+
+def _reference(q, k, v, causal_offset=None, scale=None):
+    """softmax(scale · q kᵀ) v in float64, GQA by repeating kv heads; keys j > i + causal_offset masked."""
+    q, k, v = q.double(), k.double(), v.double()
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal_offset is not None:
+        i = torch.arange(q.shape[2])[:, None]
+        s = s.masked_fill(torch.arange(k.shape[2])[None, :] > i + causal_offset, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+# Far views: one tensor of 2**32 + a little fp16 elements (8 GiB of address space, of which only the pages the
+# kernel touches are ever backed: a few MiB). Each operand is a view whose batch stride is just under 2**31, so
+# batch 1's tile straddles element offset 2**31 from the operand's start. Each operand starts at element 2**31 of
+# the buffer, so an offset wrapped to int32 (true - 2**32) still lands inside it: wrong data, not a crash.
+FAR_STRIDE = 2**31 - 64
+SEQ, DIM = 16, 16
+
+
+@pytest.fixture(scope="module")
+def far_memory():
+    try:
+        return torch.empty(2**32 + 16 * SEQ * DIM, dtype=torch.float16)
+    except RuntimeError as exc:  # a host that does not overcommit memory (vm.overcommit_memory=2)
+        pytest.skip(f"cannot reserve 8 GiB of address space: {exc}")
+
+
+def _far(memory, slot: int, values: torch.Tensor | None = None) -> torch.Tensor:
+    """A (2, 1, SEQ, DIM) view at the slot-th region past element 2**31, batch 1 at FAR_STRIDE from batch 0."""
+    view = memory.as_strided((2, 1, SEQ, DIM), (FAR_STRIDE, SEQ * DIM, DIM, 1), 2**31 + slot * SEQ * DIM)
+    view.copy_(torch.zeros(2, 1, SEQ, DIM) if values is None else values)
+    return view
+
+
+def test_offsets_past_two_to_the_31_are_computed_in_int64(far_memory):
+    """Before the offsets were widened, batch 1's rows past 2**31 were read and written 2**32 elements lower."""
+    g = torch.Generator().manual_seed(3)
+    q0, k0, v0, do0 = (torch.randn(2, 1, SEQ, DIM, generator=g).half() for _ in range(4))
+    q, k, v, o, do = (_far(far_memory, i, t) for i, t in enumerate((q0, k0, v0, None, do0)))
+    dq, dk, dv = (_far(far_memory, 5 + i) for i in range(3))
+    assert q.stride(0) < 2**31 <= q.stride(0) + SEQ * DIM - 1  # the last rows of batch 1 lie past 2**31
+    lse = torch.empty(2, 1, SEQ)
+    fa._forward(q, k, v, o, lse, True, 0, DIM**-0.5)
+    leaf = [t.double().requires_grad_() for t in (q0, k0, v0)]
+    expected = _reference(*leaf, causal_offset=0)
+    torch.testing.assert_close(o.double(), expected, rtol=2e-3, atol=2e-3)
+    delta = (o.float() * do.float()).sum(-1)
+    fa._backward(q, k, v, do, lse, delta, dq, dk, dv, True, 0, DIM**-0.5)
+    expected.backward(do0.double())
+    for got, want in zip((dq, dk, dv), leaf, strict=True):
+        torch.testing.assert_close(got.double(), want.grad, rtol=5e-3, atol=5e-3)
+
+
+def test_a_head_of_two_to_the_31_elements_is_refused():
+    q = torch.empty(1, 1, 2**24, 128, device="meta")
+    with pytest.raises(ValueError, match="2\\*\\*31"):
+        fa.flash_attention(q, q, q)
