@@ -72,3 +72,39 @@ def test_a_head_of_two_to_the_31_elements_is_refused():
     q = torch.empty(1, 1, 2**24, 128, device="meta")
     with pytest.raises(ValueError, match="2\\*\\*31"):
         fa.flash_attention(q, q, q)
+
+
+def test_the_backends_list_the_kernels_head_dims():
+    from xmfu.workloads.attention import triton as backend
+
+    assert backend.HEAD_DIMS == fa.HEAD_DIMS
+
+
+@pytest.mark.parametrize("head_dim", [80, 96, 256])
+def test_padded_head_dims_forward_and_backward(head_dim):
+    """80 and 96 run in a 128-wide tile: the output and gradients equal the reference's."""
+    g = torch.Generator().manual_seed(head_dim)
+    q = torch.randn(1, 2, 21, head_dim, generator=g, requires_grad=True)
+    k, v = (torch.randn(1, 1, 23, head_dim, generator=g, requires_grad=True) for _ in range(2))
+    out = fa.flash_attention(q, k, v, causal=True, causal_offset=3)
+    expected = _reference(q, k, v, causal_offset=3)
+    torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-4)
+    do = torch.randn(out.shape, generator=g)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    want = torch.autograd.grad(expected, (q, k, v), do.double())
+    for got, ref in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_padding_columns_are_neither_read_nor_written():
+    """Operands as views into rows 16 wider than the head: nan where the padding would read, and the output's
+    extra columns must keep their sentinel."""
+    g = torch.Generator().manual_seed(1)
+    rows = [torch.randn(1, 2, 19, 96, generator=g) for _ in range(4)]
+    for t in rows[:3]:
+        t[..., 80:] = float("nan")
+    rows[3][..., 80:] = 7.0
+    q, k, v, o = (t[..., :80] for t in rows)
+    fa._forward(q, k, v, o, torch.empty(1, 2, 19), False, 0, 80**-0.5)
+    torch.testing.assert_close(o.double(), _reference(q, k, v), rtol=1e-4, atol=1e-4)
+    assert bool((rows[3][..., 80:] == 7.0).all())

@@ -10,7 +10,7 @@ from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unav
 from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
 
-HEAD_DIMS = (16, 32, 64, 128)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton here
+HEAD_DIMS = (16, 32, 64, 80, 96, 128, 256)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
