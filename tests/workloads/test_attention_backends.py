@@ -162,3 +162,13 @@ def test_a_large_model_is_not_interpreted(cpu_ctx):
     big = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "125m.yaml").read_text()))
     ok, why = torch_triton.available(TrainCase(big, "bf16"), cpu_ctx)
     assert not ok and "would take hours" in why and "model=tiny" in why
+
+
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_triton_runs_a_one_token_forward_through_the_split_kv_decode_kernel(alignment, cpu_ctx):
+    """seq_q 1: top-left causal sees key 0 only, bottom-right every key (a decode step); both checked."""
+    check, prepared = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd"), cpu_ctx)
+    assert check.ok, check
+    assert "flash_decoding" in prepared.notes["library"]
+    _, tiled = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd_bwd"), cpu_ctx)
+    assert "flash_attention" in tiled.notes["library"]  # gradients: the tiled kernels
