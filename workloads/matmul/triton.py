@@ -16,6 +16,7 @@ from xmfu.harness.machine.frameworks import (
     torch_rows,
     triton_unavailable,
 )
+from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.workloads.matmul.spec import MatmulCase
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
@@ -29,12 +30,38 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if case.dtype == "fp8":
         return False, "fp8 is not implemented in xmfu's Triton GEMM yet"
-    if case.dtype == "tf32" and kind == "cpu":
-        return False, "tf32 needs GPU tensor cores; the Triton interpreter has none"
+    if case.dtype == "tf32":
+        why = tf32_unavailable(kind, ctx.device)
+        if why:
+            return False, why
     cc = tuple(int(x) for x in (ctx.device.compute_capability or "9.0").split("."))
     if kind == "cuda" and case.dtype == "bf16" and cc < (8, 0):
         return False, f"bf16 tl.dot needs compute capability 8.0+, this device is {ctx.device.compute_capability}"
     return True, ""
+
+
+# Where tl.dot takes input_precision="tf32" in Triton 3.9. NVIDIA's backend allows it on every target
+# (backends/nvidia/compiler.py, CUDAOptions.allowed_dot_input_precisions), but TF32 tensor cores start at sm80.
+# AMD's allows only ("ieee", "bf16x3", "bf16x6") and adds "tf32" when `self.target.arch == 'gfx942'`
+# (backends/amd/compiler.py, HIPOptions / parse_options, "Enable XF32 (TF32) for CDNA3 GPUs"): on gfx950
+# (MI350X/MI355X) or gfx90a the kernel fails to compile ("input_precision must be one of ...").
+TF32_AMD_ARCHES = ("gfx942",)
+
+
+def tf32_unavailable(kind: str, device: DeviceInfo) -> str | None:
+    """Why xmfu's Triton GEMM cannot take tf32 on `device`, or None."""
+    if kind == "cpu":
+        return "tf32 needs GPU tensor cores; the Triton interpreter has none"
+    if kind == "cuda":
+        cc = device.compute_capability
+        if cc is not None and tuple(int(x) for x in cc.split(".")) < (8, 0):
+            return f"tf32 needs NVIDIA compute capability 8.0+ (TF32 tensor cores), this device is {cc}"
+        return None
+    arch = (device.arch or "").split(":")[0]
+    if kind == "rocm" and arch in TF32_AMD_ARCHES:
+        return None
+    return (f"Triton's AMD backend takes tf32 dot inputs only on {', '.join(TF32_AMD_ARCHES)} (CDNA3); "
+            f"this device is {arch or 'of unknown arch'}")
 
 
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
