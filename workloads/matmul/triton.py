@@ -103,7 +103,8 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
         a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
         calls.append(lambda a=a, b=b: kernel.matmul(a, b, out, precision))
     notes = {"library": "xmfu.kernels.matmul (Triton)", "input_precision": precision or "default",
-             "interpreter": on_cpu, "input_copies": len(calls)}
+             "interpreter": on_cpu, "input_copies": len(calls),
+             "int64_offsets": kernel.needs_int64_offsets(a, b, out)}  # the variant for offsets past 2**31
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()
