@@ -116,11 +116,15 @@ def _matmul_kernel(
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         if UPCAST:
-            # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 x bf16 products are exact in
-            # fp32, so widening first gives the same fp32-accumulated result.
+            # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 x bf16 (and fp8 x fp8) products are
+            # exact in fp32, so widening first gives the same fp32-accumulated result.
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        # max_num_imprecise_acc=0: fp8 products are added into the fp32 accumulator after every MMA instruction.
+        # Triton's default on sm90 is 2**30 (backends/nvidia/compiler.py, max_num_imprecise_acc_default), i.e. the
+        # whole K in Hopper's reduced-precision fp8 accumulator, which torch._scaled_mm does only when asked
+        # (use_fast_accum, default False). Other dtypes and targets: 0 is Triton's own default (semantic.dot).
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=0)
         a_ptrs += step_a
         b_ptrs += step_b
 
@@ -146,13 +150,17 @@ def needs_int64_offsets(*tensors: torch.Tensor) -> bool:
                > INT32_MAX for t in tensors)
 
 
+UPCAST_IN_INTERPRETER = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str | None = None) -> torch.Tensor:
-    """out = a @ b. `input_precision` ("ieee", "tf32" or None for the default) applies to fp32 inputs."""
+    """out = a @ b. `input_precision` ("ieee", "tf32" or None for the default) applies to fp32 inputs. fp8 inputs
+    (torch.float8_e4m3fn, Triton's fp8e4nv; torch.float8_e4m3fnuz, fp8e4b8) accumulate in fp32 into `out`'s dtype."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2 or out.shape != (M, N):
         raise ValueError(f"shape mismatch: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)}")
-    upcast = interpreting() and a.dtype == torch.bfloat16
+    upcast = interpreting() and a.dtype in UPCAST_IN_INTERPRETER
     int64 = needs_int64_offsets(a, b, out)
 
     def grid(meta: dict) -> tuple[int]:

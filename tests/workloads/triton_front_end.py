@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def compile_errors(module: str, kernel: str, cases: list[dict[str, Any]]) -> list[str | None]:
     """For each case {"device": "gfx950" | "sm90" ..., "signature": {arg: "*fp32" | "i32"}, "constants": {...}}:
     None where `module.kernel` lowers for the device, else the compiler's message."""
+    return [one["error"] for one in lowered(module, kernel, cases)]
+
+
+def lowered(module: str, kernel: str, cases: list[dict[str, Any]]) -> list[dict[str, str | None]]:
+    """For each case as in compile_errors: {"error": the compiler's message or None, "ttir": the TTIR or None}."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-m", "tests.workloads.triton_front_end", module, kernel],
@@ -64,10 +69,9 @@ def _main(module: str, kernel: str) -> None:
     out = []
     for case in json.loads(sys.stdin.read()):
         try:
-            _lower(fn, case["device"], case["signature"], case["constants"])
-            out.append(None)
+            out.append({"error": None, "ttir": _lower(fn, case["device"], case["signature"], case["constants"])})
         except Exception as e:  # the compiler's message is the answer
-            out.append(f"{type(e).__name__}: {e}")
+            out.append({"error": f"{type(e).__name__}: {e}", "ttir": None})
     print(json.dumps(out))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
@@ -29,7 +30,9 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
     if why:
         return False, why
     if case.dtype == "fp8":
-        return False, "fp8 is not implemented in xmfu's Triton GEMM yet"
+        why = fp8_unavailable(case, kind, ctx.device)
+        if why:
+            return False, why
     if case.dtype == "tf32":
         why = tf32_unavailable(kind, ctx.device)
         if why:
@@ -46,6 +49,29 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
 # (backends/amd/compiler.py, HIPOptions / parse_options, "Enable XF32 (TF32) for CDNA3 GPUs"): on gfx950
 # (MI350X/MI355X) or gfx90a the kernel fails to compile ("input_precision must be one of ...").
 TF32_AMD_ARCHES = ("gfx942",)
+
+
+# fp8 tl.dot in Triton 3.9. NVIDIA's backend adds e4m3 ("fp8e4nv", torch.float8_e4m3fn) to the supported fp8 types
+# from capability 89 (backends/nvidia/compiler.py, CUDAOptions.supported_fp8_dtypes). AMD's lists them all but runs
+# OCP fp8 natively "since CDNA4" (gfx950) and the fnuz types ("fp8e4b8", torch.float8_e4m3fnuz) natively on CDNA3
+# (gfx942), emulating the rest (HIPOptions comment); on gfx950 it upcasts fnuz dot operands to fp16
+# (deprecated_fp8_dot_operand_dtypes, language/semantic.py dot). The device's format (machine/dtypes.fp8_format) is
+# the native one on both, and parts without fp8 matrix units (gfx90a) are skipped rather than emulated.
+FP8_AMD_ARCHES = ("gfx942", "gfx950")
+
+
+def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
+    """Why xmfu's Triton GEMM cannot take this fp8 case on `device`, or None (the interpreter takes it on a CPU)."""
+    cc = device.compute_capability
+    arch = (device.arch or "").split(":")[0]
+    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < (8, 9):
+        return f"fp8 tl.dot needs NVIDIA compute capability 8.9+ (Triton's fp8e4nv), this device is {cc}"
+    if kind == "rocm" and arch not in FP8_AMD_ARCHES:
+        return f"fp8 tl.dot runs natively on AMD {'/'.join(FP8_AMD_ARCHES)} only; this device is {arch or 'unknown'}"
+    wanted = fp8_format(kind, device.arch)
+    if case.fp8_format != wanted:
+        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    return None
 
 
 def tf32_unavailable(kind: str, device: DeviceInfo) -> str | None:
@@ -99,12 +125,15 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
     out = torch.empty((case.m, case.n), device=device, dtype=torch_dtype(OUTPUT_DTYPE.get(case.dtype, case.dtype)))
     calls = []
     for _ in range(ctx.input_copies(case.input_bytes())):
-        a, b = to_torch(a_np, case.dtype, device), to_torch(b_np, case.dtype, device)
+        a, b = (to_torch(x, case.dtype, device, case.fp8_format) for x in (a_np, b_np))
         a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
         calls.append(lambda a=a, b=b: kernel.matmul(a, b, out, precision))
     notes = {"library": "xmfu.kernels.matmul (Triton)", "input_precision": precision or "default",
              "interpreter": on_cpu, "input_copies": len(calls),
              "int64_offsets": kernel.needs_int64_offsets(a, b, out)}  # the variant for offsets past 2**31
+    if case.dtype == "fp8":
+        # as torch._scaled_mm without use_fast_accum: no whole-K reduced-precision accumulation (kernels/matmul.py)
+        notes.update(fp8_format=case.fp8_format, fp8_accumulation="fp32 after every MMA (max_num_imprecise_acc=0)")
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()
