@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xmfu.harness.machine import compat
-from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS
+from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS, storage
 from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -47,10 +47,11 @@ def torch_rows(t: Any, rows: np.ndarray | None) -> np.ndarray:
     return t.to(torch.float64).cpu().numpy()
 
 
-def to_jax(x: np.ndarray, dtype: str, device: Any) -> Any:
+def to_jax(x: np.ndarray, dtype: str, device: Any, fp8: str | None = None) -> Any:
+    """`x` as a JAX array of `dtype` on `device`; fp8 needs its format (e4m3fn or e4m3fnuz), never a guessed one."""
     import jax
 
-    return jax.device_put(np.asarray(x).astype(DTYPES[dtype].storage), device)
+    return jax.device_put(np.asarray(x).astype(storage(dtype, fp8)), device)
 
 
 def jax_rows(x: Any, rows: np.ndarray | None) -> np.ndarray:
