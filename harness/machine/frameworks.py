@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xmfu.harness.machine import compat
-from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS, storage
+from xmfu.harness.machine.dtypes import FP8_FORMATS, storage
 from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
