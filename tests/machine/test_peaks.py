@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import gpu_device
-from xmfu.harness.machine.peaks import cpu_peak, load_table, lookup, lookup_membw, match_device
+from xmfu.harness.machine.peaks import cpu_peak, load_table, lookup, lookup_membw, match_device, peak_clock_mhz
 from xmfu.harness.machine.platform import DeviceInfo
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -143,11 +143,11 @@ def test_every_peak_equals_units_times_flops_per_clock_times_its_clock():
     unit in the last digit of the peak, plus the effect of quoting the clock in whole MHz."""
     checked = []
     for entry in _entries_with_clock_facts():
-        clock_hz = entry["boost_clock_mhz"] * 1e6
         for dtype, per_clock in entry["flops_per_clock_per_unit"].items():
+            clock_mhz = peak_clock_mhz(entry, dtype)
             published = entry["tflops"][dtype]
-            derived = entry["multiprocessors"] * per_clock * clock_hz / 1e12
-            slack = 0.5 * 10 ** -_decimals(published) + derived * 0.5 / entry["boost_clock_mhz"]
+            derived = entry["multiprocessors"] * per_clock * clock_mhz * 1e6 / 1e12
+            slack = 0.5 * 10 ** -_decimals(published) + derived * 0.5 / clock_mhz
             assert abs(derived - published) <= slack, (entry["id"], dtype, derived, published)
             checked.append(entry["id"])
     # every GPU whose unit count and architecture are published is covered, not a convenient few
@@ -156,10 +156,26 @@ def test_every_peak_equals_units_times_flops_per_clock_times_its_clock():
         assert must in checked, must
 
 
-@pytest.mark.parametrize(("name", "sms", "clock"), [
-    ("NVIDIA H100 80GB HBM3", 132, 1830), ("NVIDIA H200", 132, 1830), ("NVIDIA H100 PCIe", 114, 1620)])
-def test_clock_adjusted_mfu_uses_the_clock_the_peak_was_computed_at(name, sms, clock):
-    assert lookup(gpu_device(name, sms), "bf16").clock_mhz == clock
+@pytest.mark.parametrize(("name", "sms", "dtype", "clock"), [
+    ("NVIDIA H100 80GB HBM3", 132, "bf16", 1830), ("NVIDIA H200", 132, "bf16", 1830),
+    ("NVIDIA H100 PCIe", 114, "bf16", 1620), ("NVIDIA H100 80GB HBM3", 132, "fp8", 1830),
+    ("NVIDIA H100 80GB HBM3", 132, "tf32", 1830),
+    # Hopper's fp32 vector peak is at the max boost clock: 132 SMs x 256 FLOP/clk x 1980 MHz = the datasheet's 67
+    ("NVIDIA H100 80GB HBM3", 132, "fp32", 1980), ("NVIDIA H200", 132, "fp32", 1980),
+    ("NVIDIA H100 PCIe", 114, "fp32", 1755),
+    ("NVIDIA A100-SXM4-80GB", 108, "fp32", 1410), ("NVIDIA A100-SXM4-80GB", 108, "bf16", 1410)])
+def test_clock_adjusted_mfu_uses_the_clock_the_peak_was_computed_at(name, sms, dtype, clock):
+    assert lookup(gpu_device(name, sms), dtype).clock_mhz == clock
+
+
+def test_fp32_clock_adjusted_mfu_on_hopper_is_not_scaled_by_the_tensor_clock():
+    """At the max boost clock the fp32 peak is reached: the clock-adjusted MFU equals the plain one."""
+    from xmfu.harness.machine.telemetry.aggregate import efficiency
+
+    peak = lookup(gpu_device("NVIDIA H100 80GB HBM3", 132), "fp32")
+    out = efficiency({"mean_sm_clock_mhz": 1980.0, "mean_power_w": 500.0}, tflops=33.5, median_s=1e-3, mfu=0.5,
+                     peak_clock_mhz=peak.clock_mhz)
+    assert out["mfu_clock_adjusted"] == pytest.approx(0.5)
 
 
 def test_b200_tf32_is_half_the_sparse_datasheet_figure():
