@@ -135,14 +135,17 @@ def test_a_backend_whose_timing_means_nothing_is_checked_but_never_called_for_ti
 
 
 def test_flush_and_cuda_graph_options_are_recorded_in_the_row(tmp_path):
-    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True, "cuda_graph": True})
+    """One at a time: together they are refused (tests/test_config.py), a graph replaying calls unflushed."""
+    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True})
     runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
     timer = runner.rows[0]["timer"]
     assert timer["name"].endswith("after a last-level-cache flush")
-    assert timer["flush_l2_bytes"] >= 64 * 2**20
-    assert timer["cuda_graph"] == "not applied: host on cpu"
+    assert timer["flush_l2_bytes"] >= 64 * 2**20 and "cuda_graph" not in timer
     assert timer["host_launch_s"] is None and timer["launch_bound"] is None  # a host timer has no separate launch
     assert runner.rows[0]["comparability"]["protocol"]["flush_l2"] is True
+    runner, _ = _runner(tmp_path / "graph", timing={**QUICK_TIMING, "cuda_graph": True})
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["timer"]["cuda_graph"] == "not applied: host on cpu"
 
 
 def test_a_jax_only_run_allocates_no_flush_buffer(tmp_path):
