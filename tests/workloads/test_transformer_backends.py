@@ -62,6 +62,13 @@ def test_loss_goes_down_on_every_backend(name, cpu_ctx):
     assert losses[-1] < losses[0] - 0.1, losses  # measured: down by 0.25 (after a first step) or 0.43 (from start)
 
 
+def test_a_torch_training_step_says_why_timing_cuda_graph_does_not_capture_it(cpu_ctx):
+    """Its AdamW has capturable=False: torch refuses to capture step(), so the engine times it with events and the
+    row says `cuda_graph: not applied: <this>` (tests/engine/test_runner.py) instead of failing the row."""
+    prepared = _prepared("torch", TrainCase(TINY, "fp32"), cpu_ctx)
+    assert "capturable=False" in prepared.no_cuda_graph and "events" in prepared.no_cuda_graph
+
+
 @pytest.mark.parametrize("name", ["torch", "jax"])
 def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
     plain = _prepared(name, TrainCase(TINY, "fp32"), cpu_ctx).result(None)
