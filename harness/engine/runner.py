@@ -324,9 +324,9 @@ class CaseRunner:
         if a.prepared is not None and a.prepared.case is not None:
             case = a.prepared.case  # as the backend ran it (e.g. its world size settled)
         flops = case.flops()
-        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      cfg.protocol())
         p = a.prepared
+        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
+                                      self._protocol(p))
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
@@ -397,12 +397,21 @@ class CaseRunner:
         membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
         return figures(time_s, samples, membw, None if timing_valid else note)
 
+    def _protocol(self, p: Prepared | None) -> dict[str, Any]:
+        """The run's protocol as this row was timed: `cuda_graph` is named only where graphs were replayed, so a
+        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph."""
+        out = self.ctx.config.protocol()
+        if out.get("cuda_graph") and (p is None or self._method_fields(p).get("cuda_graph") is not True):
+            del out["cuda_graph"]
+        return out
+
     def _method_fields(self, p: Prepared) -> dict[str, Any]:
         """Which of the optional timing methods applied to this backend, and why not where asked for."""
         t, torch_gpu = self.ctx.config.timing, p.framework == "torch" and self.ctx.platform.kind in ("cuda", "rocm")
         out: dict[str, Any] = {}
         if t.cuda_graph:
-            out["cuda_graph"] = torch_gpu if torch_gpu else f"not applied: {p.framework} on {self.ctx.platform.kind}"
+            out["cuda_graph"] = (f"not applied: {p.framework} on {self.ctx.platform.kind}" if not torch_gpu
+                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph else True)
         if t.flush_l2:
             out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
                 "not applied: JAX runs whole compiled programs, which a flush cannot split")

@@ -63,6 +63,7 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
     (["run", "run_id=" + "x" * 300], 2, "is not a usable folder name"),
     (["run", "timing.bootstrap_resamples=1000000000"], 2, "timing.bootstrap_resamples"),
     (["run", "timing.min_sample_s=5", "timing.max_time_s=1"], 2, "timing.min_sample_s: 5.0 exceeds"),
+    (["run", "timing.flush_l2=true", "timing.cuda_graph=true"], 2, "timing.cuda_graph: cannot be combined with"),
     (["run", "workload=transformer", "workload.foo=1"], 2, "Allowed in workload: activation_checkpointing"),
     (["run", "timing.min_samples=1.5"], 2, "timing.min_samples: 1.5 is not an integer. Allowed: an integer > 0"),
     (["run", "workload.transpose_a=maybe"], 2, "workload.transpose_a: 'maybe' is not a boolean. Allowed: true or"),

@@ -89,10 +89,12 @@ def mi300x(id: int = 0) -> FakeDevice:
 
 
 def tpu(kind: str, id: int = 0) -> FakeDevice:
-    cores, hbm = {"TPU v5 lite": (1, 17_200_000_000), "TPU v5": (2, 103_000_000_000),
-                  "TPU v6 lite": (1, 34_400_000_000)}[kind]
-    return FakeDevice(id, "tpu", kind, TPU_CLIENT, hbm, {"num_cores": cores, "core_on_chip": 0,
-                                                         "coords": [id, 0, 0]})
+    """TPU7x: two JAX devices per chip (tpu_info.py: two TensorCores, no Megacore, one TensorCore per device;
+    mesh_utils.py indexes 7x devices by coords and core_on_chip), each with half the chip's 206e9 B of HBM."""
+    cores, hbm, per_chip = {"TPU v5 lite": (1, 17_200_000_000, 1), "TPU v5": (2, 103_000_000_000, 1),
+                            "TPU v6 lite": (1, 34_400_000_000, 1), "TPU7x": (1, 206_000_000_000 // 2, 2)}[kind]
+    return FakeDevice(id, "tpu", kind, TPU_CLIENT, hbm, {"num_cores": cores, "core_on_chip": id % per_chip,
+                                                         "coords": [id // per_chip, 0, 0]})
 
 
 def cpu_device(id: int = 0) -> FakeDevice:

@@ -39,6 +39,8 @@ def test_torch_strategy_on_one_rank_checks_and_times_its_variants(strategy, cpu_
     assert collectives and {c["op"] for c in collectives} <= {"all_reduce", "all_gather", "reduce_scatter"}
     assert prepared.notes["comm"]["bytes_per_rank"] == 0  # one rank: nothing crosses a link
     assert len(prepared.notes["rank_map"]) == 1 and prepared.gather(prepared.fixed and [1.0]) == [[1.0]]
+    # timing.cuda_graph never captures it: AdamW(capturable=False) refuses, which across ranks ended the run
+    assert "capturable=False" in prepared.no_cuda_graph and "DDP/FSDP collectives" in prepared.no_cuda_graph
 
 
 def test_strategies_a_backend_lacks_are_skipped_with_the_reason(cpu_ctx):

@@ -35,7 +35,13 @@ from xmfu.workloads.transformer.torch_comm import (
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
 from xmfu.workloads.transformer.torch_parity import distributed_check, single_device_reference
 from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
-from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
+from xmfu.workloads.transformer.torch_train import ADAMW, NO_CUDA_GRAPH, loss_under_precision
+
+# A DDP/FSDP step under graph capture fails the capturable=False check of the single-device step, and on every
+# rank at once: _aborting would make that RunAborted and end the whole run. Its collectives (DDP's bucketed
+# all-reduce, FSDP2's all-gather and reduce-scatter on their own streams) would also have to be captured, which
+# xmfu does not attempt. The step and its variants are timed with events.
+NO_CUDA_GRAPH_PARALLEL = NO_CUDA_GRAPH + "; its DDP/FSDP collectives would also have to be captured"
 
 
 def unavailable(case: TrainSpec, platform_kind: str) -> str | None:
@@ -224,7 +230,8 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_
              "backend": dist.get_backend(), "mixed_precision": _precision(run),
              "comm": parallel.nominal(run, "torch"), "reference_device": check.get("reference_device")}
     prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                        notes=notes, fixed=FixedPlan(run.warmup, run.samples, 1), rank_combine="max", case=run)
+                        notes=notes, fixed=FixedPlan(run.warmup, run.samples, 1), rank_combine="max", case=run,
+                        no_cuda_graph=NO_CUDA_GRAPH_PARALLEL)
     if timing_valid:
         _ready(prepared, run, ctx, dist, wrapped, opt, batch, build)
     return prepared

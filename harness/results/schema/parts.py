@@ -156,7 +156,8 @@ class Comparability(Record, kw_only=True):
     dtype: doc(str, "the data type")
     flop_convention: doc(str, "the FLOP count's convention")
     protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
-                          "cold_cache, sustained, and flush_l2 / cuda_graph when on)")
+                          "cold_cache, sustained, flush_l2 when on, cuda_graph when this row's calls were "
+                          "replayed from a graph)")
 
 
 class Clocks(OpenRecord, kw_only=True):
