@@ -10,11 +10,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from xmfu.harness.machine import nccl_conf
 from xmfu.harness.machine.environment import nccl_config_files
+
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _in_a_bounded_process(conf: str, home: str) -> subprocess.CompletedProcess:
@@ -26,7 +29,7 @@ def _in_a_bounded_process(conf: str, home: str) -> subprocess.CompletedProcess:
         from xmfu.harness.machine.environment import nccl_config_files
         print(json.dumps(nccl_config_files({{"NCCL_CONF_FILE": {conf!r}}}), default=str))
     """)
-    env = {**os.environ, "HOME": home}
+    env = {**os.environ, "HOME": home, "PYTHONPATH": str(CHECKOUT)}  # this checkout's xmfu
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
                           env=env)
 

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from xmfu.harness.results.schema import CASES, SUMS
 from xmfu.harness.results.validator import validate_bundle
 from xmfu.harness.results.writer import BundleWriter
 
+CHECKOUT = Path(__file__).resolve().parents[2]
 MANIFEST = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [], "overrides": [],
             "comparability_key": "k"}
 
@@ -41,7 +43,8 @@ def test_validate_runs_under_a_virtual_memory_limit_smaller_than_the_file_limit(
         print("problems", problems)
         sys.exit(1 if problems else 0)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=CHECKOUT)  # this checkout's xmfu, not an installed one
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
 
 

@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from xmfu.harness.results.validator import validate_bundle
 from xmfu.harness.results.writer import BundleWriter
 
+CHECKOUT = Path(__file__).resolve().parents[2]
 MANIFEST = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [], "overrides": [],
             "comparability_key": "k"}
 # Per-file size limits (RLIMIT_FSIZE, as the full-disk end-to-end test uses): below the smallest file, inside
@@ -38,7 +40,8 @@ def test_a_disk_that_fills_during_creation_leaves_no_folder(tmp_path):
             resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
         print(json.dumps(out))
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=CHECKOUT)  # this checkout's xmfu, not an installed one
     assert done.returncode == 0, done.stderr[-2000:]
     outcomes = json.loads(done.stdout)
     assert outcomes[str(LIMITS[-1])] == "created" and outcomes[str(LIMITS[0])].startswith("refused")
