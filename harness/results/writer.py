@@ -189,8 +189,9 @@ class BundleWriter:
             self._sync()
 
     def update(self, **fields: Any) -> None:
-        self.manifest.update(fields)
-        self._sync()
+        with self.guard():  # the manifest and SHA256SUMS are two files: a signal must not land between them
+            self.manifest.update(fields)
+            self._sync()
 
     def attach(self, name: str, data: str | bytes) -> Path:
         """Add a file to the bundle, covered by SHA256SUMS; `name` is a plain file name inside the folder."""
@@ -209,9 +210,10 @@ class BundleWriter:
         return path
 
     def finalize(self, status: str) -> None:
-        self.manifest["status"] = status
-        self.manifest["finished"] = utc_now()
-        self._sync()
+        with self.guard():
+            self.manifest["status"] = status
+            self.manifest["finished"] = utc_now()
+            self._sync()
 
     def _sync(self) -> None:
         checked(self.manifest, Manifest, "the manifest")
