@@ -146,7 +146,8 @@ def _read(folder: Path, name: str) -> bytes:
 def _read_bounded(fd: int, name: str) -> bytes:
     """The file's bytes, read in CHUNK_BYTES pieces up to the limit (it may have grown since fstat). One read of
     the whole limit would ask for a 4 GiB buffer per file, which `ulimit -v` or strict overcommit refuses
-    (CPython's BufferedReader.read(n) allocates n bytes before reading)."""
+    (CPython 3.11's BufferedReader.read(n) asks for an n-byte buffer before reading: MemoryError under
+    `ulimit -v 4000000`, as tests/results/test_bounded_reads.py shows)."""
     chunks, total = [], 0
     while chunk := os.read(fd, min(CHUNK_BYTES, MAX_FILE_BYTES + 1 - total)):
         chunks.append(chunk)
