@@ -320,28 +320,32 @@ def _strip_run_from_completion_line() -> None:
 
 
 class _CtrlC:
-    """SIGINT during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an error
-    of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
+    """SIGINT or SIGTERM during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an
+    error of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
     interrupted (130), never as bad input. The run installs its own handler once it starts; an interrupt that
-    came before and was swallowed on its way (a gc callback) makes the run start interrupted."""
+    came before and was swallowed on its way (a gc callback) makes the run start interrupted. SIGTERM is handled as
+    SIGINT is (README: an interrupt exits 130, whichever signal; the default action would end the process as 143)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.seen = False
-        self.previous: Any = None
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> _CtrlC:
-        self.seen = False
-        interrupts.remember_start_up_interrupt(None)
+        self.seen = bool(_LEAVING["signals"])  # one that came as the process started (run_as_module's handler)
+        interrupts.remember_start_up_interrupt(_LEAVING["signals"][-1] if self.seen else None)
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: object) -> None:
         interrupts.remember_start_up_interrupt(None)  # the command is over: nothing is left to interrupt
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+        self.previous = {}
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: Any) -> None:
         self.seen = True
         interrupts.remember_start_up_interrupt(signum)  # in case the KeyboardInterrupt is swallowed on its way
         raise KeyboardInterrupt
@@ -388,14 +392,29 @@ def _dispatch(args: list[str]) -> int:
     return command(args[1:])
 
 
+_LEAVING: dict[str, list[int]] = {"signals": []}
+
+
+def _record_signal(signum: int, frame: Any) -> None:
+    """The process's handler outside `main`'s (before it installs its own, and after it has put this one back): a
+    signal is recorded, never acted on, so nothing cuts short the way out, and none kills the process as 143."""
+    _LEAVING["signals"].append(signum)
+
+
 def run_as_module() -> None:
-    """`python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    """The `xmfu` console script and `python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _CtrlC.SIGNALS:
+            signal.signal(s, _record_signal)
     status = main()
-    if status == 130 and _CTRL_C.seen:
-        # When a Ctrl-C's KeyboardInterrupt once escaped code that a C extension ran during an import, CPython
-        # remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m, ends the process by re-raising SIGINT (status
-        # -2) even though main caught it (Modules/main.c, Py_RunMain). Nothing is open at start-up, so leave with
-        # 130 at once. (The console script exits through Py_Exit, unaffected.)
+    if status == 130:
+        # Interrupted: the bundle is finished and its files closed (the run held every further signal until then).
+        # Leave at once, without the interpreter's shutdown: with torch and JAX both loaded, that shutdown after a
+        # SIGTERM ended in SIGSEGV (exit 139) in 3 of 12 trials (issue 26), and the status must be 130. os._exit
+        # skips atexit handlers and the flushing of Python's buffers, hence the flushes; files already closed are
+        # in the kernel's hands and kept. It also covers a Ctrl-C whose KeyboardInterrupt once escaped code that a
+        # C extension ran during an import: CPython then remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m,
+        # ends the process by re-raising SIGINT (status -2) even though main caught it (Modules/main.c, Py_RunMain).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)

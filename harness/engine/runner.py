@@ -210,11 +210,18 @@ class CaseRunner:
             self._emit(row, samples)
 
     def _attach(self, row: dict[str, Any], files: dict[str, bytes | str]) -> list[str]:
-        """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to."""
+        """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to. A name
+        the bundle refuses (the writer's ValueError: a case id that holds `/`) costs that file, never the row: the
+        row says which file was not kept and why (issue 26: a refused trace name once aborted the run)."""
         names = []
         for name, data in files.items():
             full = f"{row['case_id']}.{row['backend']}.{name}"
-            self.writer.attach(full, data)
+            try:
+                self.writer.attach(full, data)
+            except ValueError as exc:
+                row["notes"] = dict(row.get("notes") or {})  # a copy: the backend's notes may be shared
+                row["notes"].setdefault("attachments_refused", {})[full] = str(exc)
+                continue
             names.append(full)
         return names
 

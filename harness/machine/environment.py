@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.machine import compat, stack
+from xmfu.harness.machine import compat, nccl_conf, stack
 from xmfu.harness.machine.driver import driver_version
 from xmfu.harness.machine.peaks import PEAKS_FILE, load_table, lookup
 from xmfu.harness.machine.platform import FRAMEWORKS, Platform
@@ -82,19 +82,9 @@ def git_sha(root: Path) -> str | None:
     return (out.stdout.strip() + ("-dirty" if dirty else "")) or None
 
 
-def nccl_config_files(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Contents of the NCCL/RCCL config files that exist: they change algorithms as much as NCCL_* does."""
-    env = os.environ if environ is None else environ
-    paths = ["/etc/nccl.conf", str(Path.home() / ".nccl.conf")]
-    if env.get("NCCL_CONF_FILE"):
-        paths.append(env["NCCL_CONF_FILE"])
-    out = {}
-    for path in paths:
-        try:
-            out[path] = Path(path).read_text()[:10000]
-        except OSError:
-            continue
-    return out
+def nccl_config_files(environ: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """The NCCL/RCCL config files NCCL would read: their allow-listed settings, size and digest (nccl_conf)."""
+    return nccl_conf.config_files(os.environ if environ is None else environ, ENV_PATTERN)
 
 
 def topology() -> str | None:

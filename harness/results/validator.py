@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,8 @@ from xmfu.harness.results.schema.records import Manifest, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
 MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
+CHUNK_BYTES = 2**20  # files are read in pieces of this size: memory follows the file, not the limit (issue 26)
+MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
 REL_TOL = 1e-6  # derived figures are recomputed in double precision; JSON keeps 17 significant digits
 
 
@@ -64,6 +67,11 @@ _PLAIN = msgspec.json.Decoder()
 def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
     """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
     Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    # A parser recurses per level (msgspec and json raise RecursionError past Python's limit); the count of opening
+    # brackets bounds the depth, so most lines need no scan.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
+        raise _Reject(f"{where}: nested deeper than {MAX_DEPTH} levels of arrays and objects (no bundle record is)")
     try:
         value = _PLAIN.decode(raw)
     except msgspec.DecodeError as exc:
@@ -73,6 +81,23 @@ def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
     except msgspec.ValidationError as exc:
         return value, [f"{where}: {_located(str(exc))}"[:300]]
     return value, []
+
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped whole), or a bracket
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply arrays and objects nest in `raw`, without parsing it (so without recursing). Brackets inside
+    strings do not count; on malformed text the figure is an upper bound of what a parser would reach."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(raw):
+        t = token.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t in (b"]", b"}"):
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _why_not_json(raw: bytes | str, exc: Exception) -> str:
@@ -113,10 +138,23 @@ def _read(folder: Path, name: str) -> bytes:
             raise _Reject(f"{name}: not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise _Reject(f"{name}: {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_FILE_BYTES + 1)
+        return _read_bounded(fd, name)
     finally:
         os.close(fd)
+
+
+def _read_bounded(fd: int, name: str) -> bytes:
+    """The file's bytes, read in CHUNK_BYTES pieces up to the limit (it may have grown since fstat). One read of
+    the whole limit would ask for a 4 GiB buffer per file, which `ulimit -v` or strict overcommit refuses
+    (CPython 3.11's BufferedReader.read(n) asks for an n-byte buffer before reading: MemoryError under
+    `ulimit -v 4000000`, as tests/results/test_bounded_reads.py shows)."""
+    chunks, total = [], 0
+    while chunk := os.read(fd, min(CHUNK_BYTES, MAX_FILE_BYTES + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            raise _Reject(f"{name}: over the {MAX_FILE_BYTES} byte limit")
+    return b"".join(chunks)
 
 
 def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
