@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness import __version__, formulas
+from xmfu.harness import __version__
+from xmfu.harness.cli import formulas
 from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
 from xmfu.harness.cli.history import cmd_history

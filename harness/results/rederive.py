@@ -16,7 +16,7 @@ What is re-derived, and from what:
   name the row states;
 - status against the correctness record; one row per (phase, case, backend); UTC ISO 8601 times.
 FLOPs, bytes and params come from the workload's formulas, which this layer may not import: the front door hands
-them in as `Formulas` (harness/formulas.py).
+them in as `Formulas` (harness/cli/formulas.py).
 """
 
 from __future__ import annotations

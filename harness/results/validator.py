@@ -58,7 +58,7 @@ class Loaded:
 
 
 # The workloads' formulas (FLOPs, bytes, params), which this layer may not import: the front door installs them
-# (harness/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
+# (harness/cli/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
 _FORMULAS: list[rederive.Formulas | None] = [None]
 
 
