@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness import __version__
+from xmfu.harness.cli import formulas
 from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
 from xmfu.harness.cli.history import cmd_history
+from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.engine import interrupts
 
 USAGE = """usage: xmfu <command> [arguments]
@@ -43,7 +45,10 @@ commands:
                             -o F.svg or F.html), exit 1 when the latest value moved beyond the noise;
                             report -o F.html: every series, regressions, software changes, coverage over time
   export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
-  validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
+  validate BUNDLE...        check a result bundle: files, checksums, records, and every figure re-derived from
+                            its samples, formulas and the peak table (exit 1 naming each problem);
+                            --verify-signature ALLOWED_SIGNERS: also its signature by `xmfu sign`
+  sign BUNDLE --key KEY     sign a valid bundle's SHA256SUMS with an OpenSSH key (ssh-keygen -Y sign)
   archive SOURCES -o F      bundles (or folders of them) packed into one .tar.gz; every command that reads
                             bundles also reads such an archive
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
@@ -55,18 +60,35 @@ commands:
 
 def cmd_validate(args: Sequence[str]) -> int:
     from xmfu.harness.cli.archive import problems_of
+    from xmfu.harness.cli.sign import verify
 
     parser = Parser(prog="xmfu validate")
     parser.add_argument("bundles", nargs="+", help="bundle folders, or archives made by xmfu archive")
+    parser.add_argument("--verify-signature", metavar="ALLOWED_SIGNERS",
+                        help="also require SHA256SUMS.sig made by `xmfu sign` with a key in this OpenSSH "
+                             "allowed-signers file")
     ns = parser.parse_args(args)
+    signers = Path(ns.verify_signature) if ns.verify_signature else Path()
+    if ns.verify_signature and not signers.is_file():
+        return usage_error(f"validate: --verify-signature {ns.verify_signature}: no such allowed-signers file")
+    said: dict[Path, str] = {}
+
+    def signature(folder: Path) -> list[str]:
+        principal, what = verify(folder, signers)
+        said[folder] = what
+        return [] if principal else [what]
+
     worst = 0
     for path in ns.bundles:
-        for where, problems in problems_of(path):
-            for p in problems:
+        for where, loaded in problems_of(path, signature if ns.verify_signature else None):
+            for p in loaded.problems:
                 print(f"{where}: {p}")
-            if not problems:
-                print(f"{where}: valid")
-            worst = max(worst, 1 if problems else 0)
+            for note in loaded.unchecked:
+                print(f"{where}: not re-derived: {note}")
+            if not loaded.problems:
+                signed = f", {said[loaded.bundle.folder]}" if loaded.bundle and loaded.bundle.folder in said else ""
+                print(f"{where}: valid{signed}")
+            worst = max(worst, 1 if loaded.problems else 0)
     return worst
 
 
@@ -305,7 +327,8 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "doctor": cmd_doctor,
+            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "sign": cmd_sign,
+            "doctor": cmd_doctor,
             "peaks": cmd_peaks, "env": cmd_env}
 
 
@@ -389,6 +412,7 @@ def _dispatch(args: list[str]) -> int:
     command = COMMANDS.get(args[0])
     if command is None:
         return usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
+    formulas.install()  # every bundle a command reads is checked against the workloads' FLOP and byte formulas
     return command(args[1:])
 
 

@@ -73,7 +73,8 @@ FAKE = WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1), FakeCase(2)], 
 def _runner(tmp_path, **cfg):
     config = run_config(workload={"name": "fake"}, backends=["good"], **cfg)
     ctx = RunContext(config, Platform("cpu", (cpu_device(),), "test"))
-    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "2026-11-23T00:00:00Z", "xmfu_version": "0",
+                                           "git_sha": None,
                                            "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
     return CaseRunner(ctx, writer, "r", lambda row: None), writer
 
