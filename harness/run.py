@@ -216,7 +216,8 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
     frameworks = frameworks_used(cfg, registry)
-    plat = _chosen_device(detect(cfg.device, frameworks), cfg.device_index)
+    # A multi-process JAX run joins its processes while detecting a GPU/TPU: within the workload's timeout_s.
+    plat = _chosen_device(detect(cfg.device, frameworks, cfg.workload.get("timeout_s")), cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton

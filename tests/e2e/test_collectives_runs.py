@@ -17,6 +17,7 @@ from xmfu.harness.results.reader import read_bundle
 from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
 SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
          "workload.warmup=1", "workload.timeout_s=60"]
 TORCH_SKIPS = {("all_reduce", False), ("broadcast", False), ("all_to_all", True)}
@@ -124,3 +125,54 @@ def test_slurm_launcher_config_composes(tmp_path):
                           timeout=120, env=_env())
     assert proc.returncode == 0, proc.stderr
     assert "SlurmLauncher" in proc.stdout and "tasks_per_node: 8" in proc.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _first_row(cases: Path, procs: list[subprocess.Popen], deadline: float) -> None:
+    while not (cases.exists() and cases.read_text().strip()):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "no row was written"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow(seconds=60)
+def test_sigterm_stops_a_jax_distributed_run(tmp_path):
+    """JAX's preemption notifier took SIGTERM ("SIGTERM caught") and the run went on to the end, exit 0. A bounded,
+    seeded trial loop: SIGTERM to both processes at a drawn moment after the first row; rank 0 must end with 130
+    and a partial bundle within the bound, and rank 1 must end too."""
+    import random
+    import signal
+
+    draw = random.Random(26)
+    for trial in range(2):
+        port, run_id = _free_port(), f"sigterm-{trial}"
+        procs = []
+        for rank in (0, 1):
+            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
+            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
+                   "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K,2K,4K,8K]",
+                   "workload.samples=300", "workload.iters=20", "workload.timeout_s=20", f"results_dir={tmp_path}",
+                   f"run_id={run_id}"]
+            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        try:
+            _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 240)
+            time.sleep(draw.uniform(0.0, 1.0))
+            stopped = time.monotonic()
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            _, err0 = procs[0].communicate(timeout=60)
+            procs[1].communicate(timeout=60)
+        finally:
+            for p in procs:
+                p.kill() if p.poll() is None else None
+        assert time.monotonic() - stopped < 60
+        assert procs[0].returncode == 130, (trial, err0[-3000:])
+        assert "interrupted" in err0 and "SIGTERM caught" not in err0
+        folder = tmp_path / run_id
+        assert read_bundle(folder).manifest["status"] == "partial" and validate_bundle(folder) == []

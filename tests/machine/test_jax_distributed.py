@@ -139,3 +139,46 @@ def test_jax_without_is_initialized_is_asked_through_its_state(monkeypatch):
     assert jax_distributed_initialized(legacy) is True
     current = types.SimpleNamespace(distributed=types.SimpleNamespace(is_initialized=lambda: True))
     assert jax_distributed_initialized(current) is True
+
+
+@pytest.mark.parametrize(("version", "bounds"), [
+    ("0.10.2", {"initialization_timeout": 8, "heartbeat_timeout_seconds": 8, "shutdown_timeout_seconds": 8}),
+    ("0.4.38", {"initialization_timeout": 8}),
+])
+def test_joining_is_bounded_by_the_workloads_timeout(version, bounds, monkeypatch):
+    """JAX's own bounds were 300 s to join (then SIGABRT), 100 s of missed heartbeats and a 300 s exit barrier; now
+    each is the workload's timeout_s, where the installed JAX's initialize has it (0.4.38: joining only)."""
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    jax = fj.fake_jax([fj.cpu_device(0)], version=version)
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    torchrun(monkeypatch, 0, 2, 0)
+    initialize_jax_distributed("cpu", 7.5)  # whole seconds, rounded up: JAX's arguments are ints
+    assert jax.distributed.bounds == [bounds]
+    preemption = [v for name, v in jax.config_updates if name == "jax_enable_preemption_service"]
+    assert preemption == ([False] if version == "0.10.2" else [])  # the option exists from jax 0.8.2
+
+
+@pytest.mark.parametrize("version", ["0.10.2", "0.4.38"])
+def test_sigterm_stays_xmfus_after_joining(version, monkeypatch):
+    """JAX's preemption notifier takes SIGTERM during initialize (std::signal in SigtermNotifier, openxla/xla
+    preemption_notifier.cc) and only logs "SIGTERM caught": a JAX run went on to the end, exit 0. Here the fake's
+    initialize replaces the handler as that does; xmfu's handler is in place afterwards."""
+    import signal
+
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    jax = fj.fake_jax([fj.cpu_device(0)], version=version)
+    jax.distributed.on_initialize = lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    torchrun(monkeypatch, 1, 2, 1)
+
+    def xmfus(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, xmfus)
+    try:
+        initialize_jax_distributed("cpu", 5)
+        assert signal.getsignal(signal.SIGTERM) is xmfus
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -26,7 +26,7 @@ HLO_NAMES = {  # what the compiled module may call each collective
 
 
 def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind)
+    why = jax_unavailable(ctx.platform.kind, case.timeout_s)  # joining the processes waits at most this long
     if why:
         return False, why
     if case.op == "broadcast":

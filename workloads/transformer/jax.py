@@ -14,7 +14,7 @@ from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind) or jax_parallel.unavailable(case)
+    why = jax_unavailable(ctx.platform.kind, case.timeout_s) or jax_parallel.unavailable(case)
     if why:
         return False, why
     import importlib.util
