@@ -22,7 +22,7 @@ from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.machine import compat, contention, environment, stack
-from xmfu.harness.machine.frameworks import use_triton_interpreter
+from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
@@ -217,7 +217,13 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
              overrides: Sequence[str]) -> Outcome:
     frameworks = frameworks_used(cfg, registry)
     # A multi-process JAX run joins its processes while detecting a GPU/TPU: within the workload's timeout_s.
-    plat = _chosen_device(detect(cfg.device, frameworks, cfg.workload.get("timeout_s")), cfg.device_index)
+    try:
+        found = detect(cfg.device, frameworks, cfg.workload.get("timeout_s"))
+    except JaxJoinFailed as exc:  # before any bundle: nothing to keep; JAX may abort the process any moment
+        print(f"xmfu: {exc}. The run did not start (no bundle was written).", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+    plat = _chosen_device(found, cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
@@ -248,7 +254,12 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         _finish(writer, runner, phases, "partial", proc, start)
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
         print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
-        return Outcome(folder, 130 if isinstance(exc, KeyboardInterrupt) else 1)
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        if jax_join_in_flight():  # JAX would abort the process when its own join bound passes: leave first
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return Outcome(folder, code)
     except BundleWriteError as exc:
         return _write_failed(writer, folder, exc)
     except BaseException:

@@ -176,3 +176,28 @@ def test_sigterm_stops_a_jax_distributed_run(tmp_path):
         assert "interrupted" in err0 and "SIGTERM caught" not in err0
         folder = tmp_path / run_id
         assert read_bundle(folder).manifest["status"] == "partial" and validate_bundle(folder) == []
+
+
+@pytest.mark.slow(seconds=15)
+def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(tmp_path):
+    """Rank 1 of 2 is never started. JAX's client ended rank 0 itself at its own join bound (SIGABRT, exit 134, a
+    C++ stack dump, "Terminating process because the JAX distributed service detected fatal errors"): no closing
+    message, no exit status of xmfu's. Now xmfu waits timeout_s for the join: a failed row naming it, a partial
+    bundle, exit 1, no traceback."""
+    port = _free_port()
+    env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
+                           "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K]",
+                           "workload.timeout_s=3", f"results_dir={tmp_path}", "run_id=never"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert time.monotonic() - start < 3 + 25  # start-up, the wait, the bundle: far below JAX's own 63 s
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Terminating process" not in proc.stderr
+    assert "did not all join within 3 s" in proc.stderr and "bundle status partial" in proc.stderr
+    folder = tmp_path / "never"
+    bundle = read_bundle(folder)
+    assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
+    assert [r["status"] for r in bundle.cases] == ["failed"]
+    assert "did not all join within 3 s" in bundle.cases[0]["reason"]
