@@ -201,3 +201,48 @@ def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
     assert [r["status"] for r in bundle.cases] == ["failed"]
     assert "did not all join within 3 s" in bundle.cases[0]["reason"]
+
+
+@pytest.mark.slow(seconds=50)  # 2 trials x 2 processes; about 50 s on 2 loaded cores
+def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_path):
+    """Two gloo ranks; once the first (small) case's row is written, rank 1 is frozen (SIGSTOP) at a drawn moment
+    while it prepares the second, large case (its host-side inputs and expected output take longest there), so
+    rank 0 waits in a collective of the preparation (the rank map, or the check's agreement). That case failed
+    as if on its own, with a traceback, and the next was prepared on the broken group: the run ended complete,
+    exit 0. Now: partial, exit 1, no traceback, within the bound. A bounded, seeded trial loop."""
+    import random
+    import signal
+
+    draw = random.Random(6)
+    for trial in range(2):
+        port, run_id = _free_port(), f"frozen-{trial}"
+        procs = []
+        for rank in (0, 1):
+            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), PYTHONPATH=str(REPO))  # this checkout's xmfu
+            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[torch_dist]", *SMALL,
+                   "workload.ops=[all_gather]", "workload.in_place=[false]", "workload.sizes=[1K,16M,1K]",
+                   "workload.samples=1", "workload.iters=1", "workload.timeout_s=3", f"results_dir={tmp_path}",
+                   f"run_id={run_id}"]
+            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        try:
+            _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 120)
+            time.sleep(draw.uniform(0.0, 0.1))
+            procs[1].send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            _, err0 = procs[0].communicate(timeout=60)
+            took = time.monotonic() - stopped
+        finally:
+            procs[1].send_signal(signal.SIGCONT)
+            for p in procs:
+                p.kill() if p.poll() is None else None
+                p.communicate()
+        assert took < 3 + 20, (trial, took)
+        assert procs[0].returncode == 1, (trial, err0[-3000:])
+        assert "Traceback" not in err0 and "bundle status partial" in err0, (trial, err0[-3000:])
+        folder = tmp_path / run_id
+        bundle = read_bundle(folder)
+        assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
+        assert [r["status"] for r in bundle.cases] == ["ok", "failed"], (trial, [r["reason"] for r in bundle.cases])
+        assert "run aborted: collective failed" in bundle.cases[1]["reason"]
