@@ -28,7 +28,7 @@ from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.machine import compat, contention, environment, stack
-from xmfu.harness.machine.frameworks import use_triton_interpreter
+from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
@@ -222,7 +222,14 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
     frameworks = frameworks_used(cfg, registry)
-    plat = _chosen_device(detect(cfg.device, frameworks), cfg.device_index)
+    # A multi-process JAX run joins its processes while detecting a GPU/TPU: within the workload's timeout_s.
+    try:
+        found = detect(cfg.device, frameworks, cfg.workload.get("timeout_s"))
+    except JaxJoinFailed as exc:  # before any bundle: nothing to keep; JAX may abort the process any moment
+        print(f"xmfu: {exc}. The run did not start (no bundle was written).", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+    plat = _chosen_device(found, cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
@@ -259,13 +266,20 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         except BundleWriteError as exc:
             return _write_failed(writer, folder, exc)
         late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
+    code = None
     if isinstance(stopped, KeyboardInterrupt) or late:
         state = "complete" if stopped is None else "partial"
         print(f"xmfu: interrupted; finished cases are kept, bundle status {state}", file=sys.stderr)
-        return Outcome(folder, 130)
-    if isinstance(stopped, RunAborted):
+        code = 130
+    elif isinstance(stopped, RunAborted):
         print(f"xmfu: aborted ({stopped}); finished cases are kept, bundle status partial", file=sys.stderr)
-        return Outcome(folder, 1)
+        code = 1
+    if code is not None:
+        if jax_join_in_flight():  # JAX would abort the process when its own join bound passes: leave first
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return Outcome(folder, code)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)
 

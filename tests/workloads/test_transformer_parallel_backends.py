@@ -117,3 +117,20 @@ def test_single_device_step_makes_its_gpu_the_current_device(monkeypatch):
     ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
     with pytest.raises(Stop, match="cuda:3"):
         torch_train.prepare_train(TrainCase(TINY, "fp32"), ctx, notes={})
+
+
+def test_a_group_that_breaks_while_the_step_is_prepared_ends_the_run(cpu_ctx, monkeypatch):
+    """DDP's construction (it broadcasts the parameters) and the rank map are collectives of the preparation: a
+    frozen peer there (gloo: a plain RuntimeError, tests/workloads/test_collectives_backends.py) failed the case
+    and the run went on to prepare the next on the broken group. Now it ends the run (RunAborted)."""
+    import torch.distributed as dist
+
+    from tests.workloads.test_collectives_backends import GLOO_FROZEN_PEER
+    from xmfu.harness.engine.case import RunAborted
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(GLOO_FROZEN_PEER)
+
+    monkeypatch.setattr(dist, "all_gather_object", broken)
+    with pytest.raises(RunAborted, match="Timed out waiting"):
+        torch_backend.prepare(TrainCase(TINY, "fp32", parallel="ddp", world_size=None, warmup=1, samples=2), cpu_ctx)

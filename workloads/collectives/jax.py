@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
+from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.dtypes import DTYPES
-from xmfu.harness.machine.frameworks import jax_unavailable
+from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_unavailable
 from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 HLO_NAMES = {  # what the compiled module may call each collective
@@ -26,7 +26,10 @@ HLO_NAMES = {  # what the compiled module may call each collective
 
 
 def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind)
+    try:  # joining the processes waits at most timeout_s; without every process nothing distributed can run
+        why = jax_unavailable(ctx.platform.kind, case.timeout_s)
+    except JaxJoinFailed as exc:
+        raise RunAborted(str(exc)) from None
     if why:
         return False, why
     if case.op == "broadcast":
