@@ -82,8 +82,8 @@ MATMUL_SMOKE = ("workload.sizes=[128]", "timing=quick")
 MODEL_SMOKE = ("model=tiny", "scale=smoke", "workload.batch=[1,4]", "timing=quick")  # the smoke preset's batches
 
 
-def _mamf(dtype: str, what: str) -> Part:
-    return Part(f"mamf-{dtype}", what, ("experiment=mamf", f"dtype={dtype}", "backends=[torch]",
+def _mamf(dtype: str, what: str, backends: str = "torch") -> Part:
+    return Part(f"mamf-{dtype}", what, ("experiment=mamf", f"dtype={dtype}", f"backends=[{backends}]",
                                         "workload.sizes=[8192]", *MAMF_SWEEP),
                 ("timing.max_time_s=2",), ("mamf.m=[128,256]", "mamf.n=[256]", "mamf.k=[256]", *MATMUL_SMOKE))
 
@@ -108,7 +108,8 @@ def _inference(model: str, batch: str, backends: str, what: str, suffix: str = "
 PARTS = (
     _mamf("bf16", "maximum achievable bf16 matmul: 27 shapes (m, n, k each 4096, 8192, 16384) through torch, then "
                   "torch at 8192^3 against it"),
-    _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only)"),
+    _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only), then "
+                 "torch, Triton and JAX fp8 at 8192^3 against it", "torch,triton,jax"),
     Part("matmul", "torch vs Triton vs JAX bf16 matmul at 4096^3 and 8192^3 (against mamf-bf16's achievable peak "
          "when its bundle is there)",
          ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax]", "workload.sizes=[4096,8192]"),

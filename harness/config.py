@@ -93,6 +93,13 @@ def check_timing(timing: TimingConfig) -> TimingConfig:
                           f"{timing.max_time_s}: not one sample would fit the budget", "min_sample_s <= max_time_s")
     if timing.max_samples < timing.min_samples:
         raise ConfigError("timing.max_samples", "is below timing.min_samples", f">= {timing.min_samples}")
+    if timing.flush_l2 and timing.cuda_graph:
+        # The flushing timer times each call alone with a flush before it (engine/timers.py FlushingTimer); a
+        # graph replays a sample's calls back to back with no flush between them. Each asks for the other's
+        # opposite, so one of them would be silently dropped while rows claimed both.
+        raise ConfigError("timing.cuda_graph", "cannot be combined with timing.flush_l2: the flush runs before "
+                          "every single call, a graph replays a sample's calls with no flush between them",
+                          "timing.flush_l2=true or timing.cuda_graph=true, not both")
     return timing
 
 

@@ -17,12 +17,18 @@ from typing import Any
 from xmfu.harness import __version__
 from xmfu.harness.engine.case import RunAborted
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.engine.interrupts import interrupts_as_keyboard_interrupt, shielded
+from xmfu.harness.engine.interrupts import (
+    hold_signals,
+    interrupts_as_keyboard_interrupt,
+    raise_if_interrupted,
+    shielded,
+    signal_received,
+)
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.machine import compat, contention, environment, stack
-from xmfu.harness.machine.frameworks import use_triton_interpreter
+from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
@@ -216,7 +222,14 @@ def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence
 def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
              overrides: Sequence[str]) -> Outcome:
     frameworks = frameworks_used(cfg, registry)
-    plat = _chosen_device(detect(cfg.device, frameworks), cfg.device_index)
+    # A multi-process JAX run joins its processes while detecting a GPU/TPU: within the workload's timeout_s.
+    try:
+        found = detect(cfg.device, frameworks, cfg.workload.get("timeout_s"))
+    except JaxJoinFailed as exc:  # before any bundle: nothing to keep; JAX may abort the process any moment
+        print(f"xmfu: {exc}. The run did not start (no bundle was written).", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+    plat = _chosen_device(found, cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
@@ -237,25 +250,49 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
     runner = CaseRunner(ctx, writer, run_id, progress, sampler)
     start = contention.snapshot()
-    try:
-        with interrupts_as_keyboard_interrupt():
-            for phase in phases:
-                runner.run_phase(phase)
+    # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
+    # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
+    with interrupts_as_keyboard_interrupt():
+        try:
+            stopped = _measure(runner, phases)
+        except BaseException:
+            writer.finalize("partial")
+            raise
         progress.close()
-    except (KeyboardInterrupt, RunAborted) as exc:
-        progress.close()
-        _finish(writer, runner, phases, "partial", proc, start)
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"aborted ({exc})"
-        print(f"xmfu: {why}; finished cases are kept, bundle status partial", file=sys.stderr)
-        return Outcome(folder, 130 if isinstance(exc, KeyboardInterrupt) else 1)
-    except BundleWriteError as exc:
-        return _write_failed(writer, folder, exc)
-    except BaseException:
-        writer.finalize("partial")
-        raise
-    try:
-        _finish(writer, runner, phases, "complete", proc, start)
-    except BundleWriteError as exc:
-        return _write_failed(writer, folder, exc)
+        if isinstance(stopped, BundleWriteError):
+            return _write_failed(writer, folder, stopped)
+        try:
+            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start)
+        except BundleWriteError as exc:
+            return _write_failed(writer, folder, exc)
+        late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
+    code = None
+    if isinstance(stopped, KeyboardInterrupt) or late:
+        state = "complete" if stopped is None else "partial"
+        print(f"xmfu: interrupted; finished cases are kept, bundle status {state}", file=sys.stderr)
+        code = 130
+    elif isinstance(stopped, RunAborted):
+        print(f"xmfu: aborted ({stopped}); finished cases are kept, bundle status partial", file=sys.stderr)
+        code = 1
+    if code is not None:
+        if jax_join_in_flight():  # JAX would abort the process when its own join bound passes: leave first
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return Outcome(folder, code)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)
+
+
+def _measure(runner: CaseRunner, phases: list[Phase]) -> BaseException | None:
+    """Run the phases; what stopped them (an interrupt, an aborted run, a bundle that cannot be written), or None.
+    However they end, signals are held from then on (hold_signals): finishing must not be cut short."""
+    try:
+        raise_if_interrupted()  # a Ctrl-C at start-up whose KeyboardInterrupt was swallowed: no case runs
+        for phase in phases:
+            runner.run_phase(phase)
+    except (KeyboardInterrupt, RunAborted, BundleWriteError) as exc:
+        return exc
+    finally:
+        hold_signals()
+    return None

@@ -18,7 +18,11 @@ import triton
 import triton.language as tl
 
 LOG2E = 1.4426950408889634  # softmax via exp2: e^x = 2^(x * log2 e)
-HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two
+# tl.arange needs a power of two: 80 and 96 run in a 128-wide tile, the columns past the head dim masked (loaded
+# as zeros, so every dot product is exact, and never stored). FlashAttention-2 pads the same way, to kernels
+# compiled for a multiple of 32 (`head_size <= 192 ? round_multiple(head_size, 32) : 256`, then predicates the
+# columns past the real head dim: csrc/flash_attn/flash_api.cpp, mha_fwd, Dao-AILab/flash-attention 00979f57).
+HEAD_DIMS = (16, 32, 64, 80, 96, 128, 256)
 
 
 def interpreting() -> bool:
@@ -45,6 +49,24 @@ BWD_CONFIGS = _configs(nvidia=[(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), 
 KEY = ["BATCH", "HEADS", "GROUP", "SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL", "PRECISION"]
 
 
+@triton.jit
+def _head(b, h, stride_b, stride_h):
+    """Element offset of head h of batch b, in int64. program_id and an int argument below 2**31 are int32 in
+    Triton, and int32 products wrap once a tensor holds 2**31 elements (16 x 32 heads x 32k tokens x 128 dims):
+    a wrong address, read or written silently. Triton's tutorial 06-fused-attention.py widens the same way
+    (`off_z.to(tl.int64) * stride_qz + off_h.to(tl.int64) * stride_qh`, triton-lang/triton 003da478). Offsets
+    within one head (rows x stride + column) stay int32: `flash_attention` refuses a head of 2**31 elements."""
+    return b.to(tl.int64) * stride_b + h.to(tl.int64) * stride_h
+
+
+@triton.jit
+def _and_dims(mask, d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+    """mask & (d < HEAD_DIM) where the head is padded to BLOCK_D columns; as is (no compare) where it is not."""
+    if BLOCK_D != HEAD_DIM:
+        mask = mask & (d < HEAD_DIM)
+    return mask
+
+
 # CAUSAL_OFFSET not specialised (Triton would compile one kernel for 1, one for multiples of 16 and one for other
 # values): an inference decode step passes its cache position, and every position must run the same kernel.
 @triton.autotune(configs=FWD_CONFIGS, key=KEY)
@@ -52,31 +74,34 @@ KEY = ["BATCH", "HEADS", "GROUP", "SEQ_Q", "SEQ_KV", "HEAD_DIM", "IS_CAUSAL", "P
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
               BATCH, HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,  # BATCH: only for the autotune key
-              HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+              PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b, h = bh // HEADS, bh % HEADS
     hk = h // GROUP  # GQA: the kv head this query head reads
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q_off = b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-    q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)  # (BLOCK_M, D); Out shares its strides
+    offs_d = tl.arange(0, BLOCK_D)
+    q_off = _head(b, h, stride_qb, stride_qh) + offs_m[:, None] * stride_qm + offs_d[None, :]
+    q_keep = _and_dims(offs_m[:, None] < SEQ_Q, offs_d[None, :], HEAD_DIM, BLOCK_D)
+    q = tl.load(Q + q_off, mask=q_keep, other=0.0)  # (BLOCK_M, BLOCK_D); Out shares its strides
     if UPCAST:
         q = q.to(tl.float32)
-    k_base = K + b * stride_kb + hk * stride_kh
-    v_base = V + b * stride_vb + hk * stride_vh
+    k_base = K + _head(b, hk, stride_kb, stride_kh)
+    v_base = V + _head(b, hk, stride_vb, stride_vh)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max, log2 units
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum of exp2
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     hi = SEQ_KV
     if IS_CAUSAL:  # no key beyond this block's last visible one
         hi = tl.minimum(SEQ_KV, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET)
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
-        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None], mask=cols[None, :] < SEQ_KV, other=0.0)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=cols[:, None] < SEQ_KV, other=0.0)
+        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None],
+                    mask=_and_dims(cols[None, :] < SEQ_KV, offs_d[:, None], HEAD_DIM, BLOCK_D), other=0.0)
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
+                    mask=_and_dims(cols[:, None] < SEQ_KV, offs_d[None, :], HEAD_DIM, BLOCK_D), other=0.0)
         if UPCAST:
             k, v = k.to(tl.float32), v.to(tl.float32)
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
@@ -92,8 +117,8 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
         m_i = m_new
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
-    tl.store(LSE + bh * SEQ_Q + offs_m, m_i + tl.log2(l_safe), mask=offs_m < SEQ_Q)
-    tl.store(Out + q_off, (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=offs_m[:, None] < SEQ_Q)
+    tl.store(LSE + bh.to(tl.int64) * SEQ_Q + offs_m, m_i + tl.log2(l_safe), mask=offs_m < SEQ_Q)
+    tl.store(Out + q_off, (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=q_keep)
 
 
 @triton.autotune(configs=BWD_CONFIGS, key=KEY)
@@ -101,31 +126,34 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                    BATCH, HEADS, KV_HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
-                   HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_n = tl.program_id(0)
     bhk = tl.program_id(1)
     b, hk = bhk // KV_HEADS, bhk % KV_HEADS
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_m0 = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    kv_off = b * stride_kb + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :]  # V, dK, dV too
-    k = tl.load(K + kv_off, mask=offs_n[:, None] < SEQ_KV, other=0.0)  # (BLOCK_N, D)
-    v = tl.load(V + kv_off, mask=offs_n[:, None] < SEQ_KV, other=0.0)
+    offs_d = tl.arange(0, BLOCK_D)
+    kv_off = _head(b, hk, stride_kb, stride_kh) + offs_n[:, None] * stride_kn + offs_d[None, :]  # V, dK, dV too
+    kv_keep = _and_dims(offs_n[:, None] < SEQ_KV, offs_d[None, :], HEAD_DIM, BLOCK_D)
+    k = tl.load(K + kv_off, mask=kv_keep, other=0.0)  # (BLOCK_N, BLOCK_D)
+    v = tl.load(V + kv_off, mask=kv_keep, other=0.0)
     if UPCAST:
         k, v = k.to(tl.float32), v.to(tl.float32)
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     lo = 0
     if IS_CAUSAL:  # queries before this one cannot see any key of the block
         lo = tl.maximum(0, start_n * BLOCK_N - CAUSAL_OFFSET) // BLOCK_M * BLOCK_M
     for g in range(0, GROUP):
-        bh = b * HEADS + hk * GROUP + g
+        bh = (b * HEADS + hk * GROUP + g).to(tl.int64)
+        q_head = _head(b, hk * GROUP + g, stride_qb, stride_qh)
         for start_m in range(lo, SEQ_Q, BLOCK_M):
             offs_m = start_m + offs_m0
-            q_off = b * stride_qb + (hk * GROUP + g) * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
-            q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)  # (BLOCK_M, D); dO shares strides
-            do = tl.load(DO + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
+            q_off = q_head + offs_m[:, None] * stride_qm + offs_d[None, :]
+            q_keep = _and_dims(offs_m[:, None] < SEQ_Q, offs_d[None, :], HEAD_DIM, BLOCK_D)
+            q = tl.load(Q + q_off, mask=q_keep, other=0.0)  # (BLOCK_M, BLOCK_D); dO shares its strides
+            do = tl.load(DO + q_off, mask=q_keep, other=0.0)
             if UPCAST:
                 q, do = q.to(tl.float32), do.to(tl.float32)
             lse = tl.load(LSE + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
@@ -139,8 +167,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
             dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
             ds_t = p_t * (dp_t - delta[None, :])
             dk += tl.dot(ds_t.to(q.dtype), q, input_precision=PRECISION)
-    tl.store(DK + kv_off, (dk * sm_scale).to(DK.dtype.element_ty), mask=offs_n[:, None] < SEQ_KV)
-    tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < SEQ_KV)
+    tl.store(DK + kv_off, (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_keep)
+    tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kv_keep)
 
 
 @triton.autotune(configs=BWD_CONFIGS, key=KEY)
@@ -148,7 +176,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
                  BATCH, HEADS, GROUP, SEQ_Q, SEQ_KV, CAUSAL_OFFSET,
-                 HEAD_DIM: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
                  PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
@@ -156,24 +184,27 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
     hk = h // GROUP
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q_off = b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]  # dO, dQ too
-    q = tl.load(Q + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
-    do = tl.load(DO + q_off, mask=offs_m[:, None] < SEQ_Q, other=0.0)
+    offs_d = tl.arange(0, BLOCK_D)
+    q_off = _head(b, h, stride_qb, stride_qh) + offs_m[:, None] * stride_qm + offs_d[None, :]  # dO, dQ too
+    q_keep = _and_dims(offs_m[:, None] < SEQ_Q, offs_d[None, :], HEAD_DIM, BLOCK_D)
+    q = tl.load(Q + q_off, mask=q_keep, other=0.0)  # (BLOCK_M, BLOCK_D)
+    do = tl.load(DO + q_off, mask=q_keep, other=0.0)
     if UPCAST:
         q, do = q.to(tl.float32), do.to(tl.float32)
-    lse = tl.load(LSE + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
-    delta = tl.load(DELTA + bh * SEQ_Q + offs_m, mask=offs_m < SEQ_Q, other=0.0)
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    kv_base = b * stride_kb + hk * stride_kh
+    row = bh.to(tl.int64) * SEQ_Q + offs_m
+    lse = tl.load(LSE + row, mask=offs_m < SEQ_Q, other=0.0)
+    delta = tl.load(DELTA + row, mask=offs_m < SEQ_Q, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    kv_base = _head(b, hk, stride_kb, stride_kh)
     hi = SEQ_KV
     if IS_CAUSAL:
         hi = tl.minimum(SEQ_KV, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET)
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
         kv_off = kv_base + cols[:, None] * stride_kn + offs_d[None, :]
-        k = tl.load(K + kv_off, mask=cols[:, None] < SEQ_KV, other=0.0)  # (BLOCK_N, D)
-        v = tl.load(V + kv_off, mask=cols[:, None] < SEQ_KV, other=0.0)
+        kv_keep = _and_dims(cols[:, None] < SEQ_KV, offs_d[None, :], HEAD_DIM, BLOCK_D)
+        k = tl.load(K + kv_off, mask=kv_keep, other=0.0)  # (BLOCK_N, BLOCK_D)
+        v = tl.load(V + kv_off, mask=kv_keep, other=0.0)
         if UPCAST:
             k, v = k.to(tl.float32), v.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
@@ -184,31 +215,53 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)
-    tl.store(DQ + q_off, (dq * sm_scale).to(DQ.dtype.element_ty), mask=offs_m[:, None] < SEQ_Q)
+    tl.store(DQ + q_off, (dq * sm_scale).to(DQ.dtype.element_ty), mask=q_keep)
 
 
 def _meta(q: torch.Tensor, k: torch.Tensor, causal: bool) -> dict:
     # The interpreter mis-computes tl.dot on bf16 operands; widening to fp32 first is exact for products.
     precision = "ieee" if q.dtype == torch.float32 else None
-    return {"HEAD_DIM": q.shape[-1], "IS_CAUSAL": causal, "UPCAST": interpreting() and q.dtype == torch.bfloat16,
-            "PRECISION": precision}
+    return {"HEAD_DIM": q.shape[-1], "BLOCK_D": triton.next_power_of_2(q.shape[-1]), "IS_CAUSAL": causal,
+            "UPCAST": interpreting() and q.dtype == torch.bfloat16, "PRECISION": precision}
+
+
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
+             causal_offset: int, scale: float) -> None:
+    """Launches the forward on the tensors' own strides (unit stride along D; `o` has q's strides, `lse` is
+    (B, H, Sq) contiguous), so a test can hand it views whose offsets cross 2**31 without copying them."""
+    batch, heads, seq_q, _ = q.shape
+    kv_heads, seq_kv = k.shape[1], k.shape[2]
+
+    def grid(meta: dict) -> tuple[int, int]:
+        return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
+
+    _attn_fwd[grid](q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
+                    k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), batch, heads,
+                    heads // kv_heads, seq_q, seq_kv, causal_offset, **_meta(q, k, causal))
+
+
+def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, lse: torch.Tensor,
+              delta: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, causal: bool,
+              causal_offset: int, scale: float) -> None:
+    """Launches both backward kernels: dO and dQ have q's strides; V, dK and dV have k's."""
+    batch, heads, seq_q, _ = q.shape
+    kv_heads, seq_kv = k.shape[1], k.shape[2]
+    meta = _meta(q, k, causal)
+    common = (scale * LOG2E, scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2))
+    _attn_bwd_dkdv[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), batch * kv_heads)](
+        q, k, v, do, lse, delta, dk, dv, *common, batch, heads, kv_heads, heads // kv_heads, seq_q, seq_kv,
+        causal_offset, **meta)
+    _attn_bwd_dq[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), batch * heads)](
+        q, k, v, do, lse, delta, dq, *common, batch, heads, heads // kv_heads, seq_q, seq_kv, causal_offset, **meta)
 
 
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        batch, heads, seq_q, _ = q.shape
-        kv_heads, seq_kv = k.shape[1], k.shape[2]
         o = torch.empty_like(q)
-        lse = torch.empty((batch, heads, seq_q), device=q.device, dtype=torch.float32)
-
-        def grid(meta: dict) -> tuple[int, int]:
-            return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
-
-        _attn_fwd[grid](q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0),
-                        k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2), batch, heads,
-                        heads // kv_heads, seq_q, seq_kv, causal_offset, **_meta(q, k, causal))
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        _forward(q, k, v, o, lse, causal, causal_offset, scale)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
         return o
@@ -217,19 +270,9 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
         do = do.contiguous()
-        batch, heads, seq_q, _ = q.shape
-        kv_heads, seq_kv = k.shape[1], k.shape[2]
         delta = (o.float() * do.float()).sum(-1)  # (B, H, Sq): rowsum(dO ∘ O)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        meta = _meta(q, k, ctx.causal)
-        common = (ctx.scale * LOG2E, ctx.scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
-                  k.stride(2))
-        _attn_bwd_dkdv[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), batch * kv_heads)](
-            q, k, v, do, lse, delta, dk, dv, *common, batch, heads, kv_heads, heads // kv_heads, seq_q, seq_kv,
-            ctx.causal_offset, **meta)
-        _attn_bwd_dq[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), batch * heads)](
-            q, k, v, do, lse, delta, dq, *common, batch, heads, heads // kv_heads, seq_q, seq_kv, ctx.causal_offset,
-            **meta)
+        _backward(q, k, v, do, lse, delta, dq, dk, dv, ctx.causal, ctx.causal_offset, ctx.scale)
         return dq, dk, dv, None, None, None
 
 
@@ -241,5 +284,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         raise ValueError(f"head dim {q.shape[-1]} is not supported; allowed: {HEAD_DIMS}")
     if q.shape[1] % k.shape[1]:
         raise ValueError(f"{q.shape[1]} query heads is not a multiple of {k.shape[1]} kv heads")
+    if max(q.shape[2], k.shape[2]) * q.shape[-1] >= 2**31:  # see _head: offsets within one head are int32
+        raise ValueError(f"one head of {max(q.shape[2], k.shape[2])} tokens x {q.shape[-1]} dims reaches 2**31 "
+                         "elements, beyond the kernel's int32 offsets within a head")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     return _FlashAttention.apply(q, k, v, causal, causal_offset, scale)

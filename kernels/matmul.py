@@ -80,7 +80,7 @@ def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -94,6 +94,19 @@ def _matmul_kernel(
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M  # (BLOCK_M,) wrapped: no row mask on loads
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # (BLOCK_N,)
     offs_k = tl.arange(0, BLOCK_K)
+    step_a = BLOCK_K * stride_ak
+    step_b = BLOCK_K * stride_bk
+    if INT64:
+        # Offsets are int32 (tl.arange, and int arguments below 2**31); an operand whose element offset reaches
+        # 2**31 wraps (illegal address or silent corruption). Widen them, as Triton's tutorial 06 does
+        # (`off_z.to(tl.int64) * stride_qz`). Only then: every other shape compiles exactly as before (a 64-bit
+        # offset costs address arithmetic, and AMD's buffer loads are for operands within 2 GB anyway, Triton 3.9
+        # backends/amd/compiler.py is_within_2gb).
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+        offs_k = offs_k.to(tl.int64)
+        step_a = BLOCK_K * tl.cast(stride_ak, tl.int64)
+        step_b = BLOCK_K * tl.cast(stride_bk, tl.int64)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
 
@@ -103,34 +116,59 @@ def _matmul_kernel(
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         if UPCAST:
-            # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 x bf16 products are exact in
-            # fp32, so widening first gives the same fp32-accumulated result.
+            # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 x bf16 (and fp8 x fp8) products are
+            # exact in fp32, so widening first gives the same fp32-accumulated result.
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        # max_num_imprecise_acc=0: fp8 products are added into the fp32 accumulator after every MMA instruction.
+        # Triton's default on sm90 is 2**30 (backends/nvidia/compiler.py, max_num_imprecise_acc_default), i.e. the
+        # whole K in Hopper's reduced-precision fp8 accumulator, which torch._scaled_mm does only when asked
+        # (use_fast_accum, default False). Other dtypes and targets: 0 is Triton's own default (semantic.dot).
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=0)
+        a_ptrs += step_a
+        b_ptrs += step_b
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_cm = offs_cm.to(tl.int64)
+        offs_cn = offs_cn.to(tl.int64)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
+# The largest tile edge any config above uses: a program may form addresses up to one tile past an operand's edge
+# (C's edge tiles are masked, not wrapped; the K tail is masked) and steps one BLOCK_K along K at a time.
+TILE_MAX = 256
+INT32_MAX = 2**31 - 1
+
+
+def needs_int64_offsets(*tensors: torch.Tensor) -> bool:
+    """Whether an element offset the kernel forms in any of these 2-D operands, up to one tile past its edges, can
+    pass INT32_MAX: then the kernel computes offsets in int64 (INT64=True, a separate compiled variant)."""
+    return any(sum((size + TILE_MAX) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+               > INT32_MAX for t in tensors)
+
+
+UPCAST_IN_INTERPRETER = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str | None = None) -> torch.Tensor:
-    """out = a @ b. `input_precision` ("ieee", "tf32" or None for the default) applies to fp32 inputs."""
+    """out = a @ b. `input_precision` ("ieee", "tf32" or None for the default) applies to fp32 inputs. fp8 inputs
+    (torch.float8_e4m3fn, Triton's fp8e4nv; torch.float8_e4m3fnuz, fp8e4b8) accumulate in fp32 into `out`'s dtype."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2 or out.shape != (M, N):
         raise ValueError(f"shape mismatch: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)}")
-    upcast = interpreting() and a.dtype == torch.bfloat16
+    upcast = interpreting() and a.dtype in UPCAST_IN_INTERPRETER
+    int64 = needs_int64_offsets(a, b, out)
 
     def grid(meta: dict) -> tuple[int]:
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     _matmul_kernel[grid](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        INPUT_PRECISION=input_precision, UPCAST=upcast,
+        INPUT_PRECISION=input_precision, UPCAST=upcast, INT64=int64,
     )
     return out
 

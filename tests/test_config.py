@@ -23,6 +23,7 @@ from xmfu.workloads.catalog import build_registry
     ({"timing": {"max_time_s": -1}}, "timing.max_time_s"),
     ({"timing": {"min_samples": 1.5}}, "timing.min_samples"),
     ({"timing": {"colder_cache": True}}, "timing.colder_cache"),
+    ({"timing": {"flush_l2": True, "cuda_graph": True}}, "timing.cuda_graph"),  # the flush would not run
     ({"workload": {"name": "fft"}}, "workload"),
     ({"mamf": {"enabled": True, "m": []}}, "mamf"),  # enabled, but one dimension has no size
     ({"surprise": 1}, "surprise"),

@@ -4,11 +4,15 @@ for `xmfu validate` (harness/results/archive.py reads and writes them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xmfu.harness import __version__
 from xmfu.harness.cli.common import Parser, usage_error
+
+if TYPE_CHECKING:
+    from xmfu.harness.results.validator import Loaded
 
 
 def cmd_archive(args: Sequence[str]) -> int:
@@ -31,16 +35,22 @@ def cmd_archive(args: Sequence[str]) -> int:
     return 0
 
 
-def problems_of(path: str) -> list[tuple[str, list[str]]]:
-    """(where, problems) for a bundle folder, or for every bundle of an archive (`ARCHIVE:folder/in/it`); an
-    archive that is not sound is one entry naming why."""
+def problems_of(path: str, check: Callable[[Path], list[str]] | None = None) -> list[tuple[str, Loaded]]:
+    """(where, what loading found) for a bundle folder, or for every bundle of an archive (`ARCHIVE:folder/in/it`);
+    an archive that is not sound is one entry naming why. `check(folder)`: more problems of each bundle, found
+    while its files are at hand (an archive's are extracted only until this returns)."""
     from xmfu.harness.results import archive
-    from xmfu.harness.results.validator import validate_bundle
+    from xmfu.harness.results.validator import Loaded, load_bundle
+
+    def checked(loaded: Loaded) -> Loaded:
+        if check is not None and loaded.bundle is not None:
+            loaded.problems += check(loaded.bundle.folder)
+        return loaded
 
     if not archive.is_archive(path):
-        return [(path, validate_bundle(path))]
+        return [(path, checked(load_bundle(path)))]
     try:
-        with archive.opened(path) as loaded:
-            return [(f"{path}:{name}", one.problems) for name, one in loaded]
+        with archive.opened(path) as opened:
+            return [(f"{path}:{name}", checked(one)) for name, one in opened]
     except archive.ArchiveError as exc:
-        return [(path, [str(exc)])]
+        return [(path, Loaded(None, [str(exc)]))]

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness import __version__
+from xmfu.harness.cli import formulas
 from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
 from xmfu.harness.cli.history import cmd_history
+from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.engine import interrupts
 
 USAGE = """usage: xmfu <command> [arguments]
@@ -43,7 +45,10 @@ commands:
                             -o F.svg or F.html), exit 1 when the latest value moved beyond the noise;
                             report -o F.html: every series, regressions, software changes, coverage over time
   export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
-  validate BUNDLE...        check a result bundle's schema and checksums (exit 1 naming each problem)
+  validate BUNDLE...        check a result bundle: files, checksums, records, and every figure re-derived from
+                            its samples, formulas and the peak table (exit 1 naming each problem);
+                            --verify-signature ALLOWED_SIGNERS: also its signature by `xmfu sign`
+  sign BUNDLE --key KEY     sign a valid bundle's SHA256SUMS with an OpenSSH key (ssh-keygen -Y sign)
   archive SOURCES -o F      bundles (or folders of them) packed into one .tar.gz; every command that reads
                             bundles also reads such an archive
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
@@ -55,18 +60,35 @@ commands:
 
 def cmd_validate(args: Sequence[str]) -> int:
     from xmfu.harness.cli.archive import problems_of
+    from xmfu.harness.cli.sign import verify
 
     parser = Parser(prog="xmfu validate")
     parser.add_argument("bundles", nargs="+", help="bundle folders, or archives made by xmfu archive")
+    parser.add_argument("--verify-signature", metavar="ALLOWED_SIGNERS",
+                        help="also require SHA256SUMS.sig made by `xmfu sign` with a key in this OpenSSH "
+                             "allowed-signers file")
     ns = parser.parse_args(args)
+    signers = Path(ns.verify_signature) if ns.verify_signature else Path()
+    if ns.verify_signature and not signers.is_file():
+        return usage_error(f"validate: --verify-signature {ns.verify_signature}: no such allowed-signers file")
+    said: dict[Path, str] = {}
+
+    def signature(folder: Path) -> list[str]:
+        principal, what = verify(folder, signers)
+        said[folder] = what
+        return [] if principal else [what]
+
     worst = 0
     for path in ns.bundles:
-        for where, problems in problems_of(path):
-            for p in problems:
+        for where, loaded in problems_of(path, signature if ns.verify_signature else None):
+            for p in loaded.problems:
                 print(f"{where}: {p}")
-            if not problems:
-                print(f"{where}: valid")
-            worst = max(worst, 1 if problems else 0)
+            for note in loaded.unchecked:
+                print(f"{where}: not re-derived: {note}")
+            if not loaded.problems:
+                signed = f", {said[loaded.bundle.folder]}" if loaded.bundle and loaded.bundle.folder in said else ""
+                print(f"{where}: valid{signed}")
+            worst = max(worst, 1 if loaded.problems else 0)
     return worst
 
 
@@ -305,7 +327,8 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "doctor": cmd_doctor,
+            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "sign": cmd_sign,
+            "doctor": cmd_doctor,
             "peaks": cmd_peaks, "env": cmd_env}
 
 
@@ -320,28 +343,32 @@ def _strip_run_from_completion_line() -> None:
 
 
 class _CtrlC:
-    """SIGINT during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an error
-    of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
+    """SIGINT or SIGTERM during start-up, remembered. A library may catch the KeyboardInterrupt and re-raise it as an
+    error of its own, with no text (Hydra's composition, an interrupted import); the command still ends as
     interrupted (130), never as bad input. The run installs its own handler once it starts; an interrupt that
-    came before and was swallowed on its way (a gc callback) makes the run start interrupted."""
+    came before and was swallowed on its way (a gc callback) makes the run start interrupted. SIGTERM is handled as
+    SIGINT is (README: an interrupt exits 130, whichever signal; the default action would end the process as 143)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.seen = False
-        self.previous: Any = None
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> _CtrlC:
-        self.seen = False
-        interrupts.remember_start_up_interrupt(None)
+        self.seen = bool(_LEAVING["signals"])  # one that came as the process started (run_as_module's handler)
+        interrupts.remember_start_up_interrupt(_LEAVING["signals"][-1] if self.seen else None)
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: object) -> None:
         interrupts.remember_start_up_interrupt(None)  # the command is over: nothing is left to interrupt
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+        self.previous = {}
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: Any) -> None:
         self.seen = True
         interrupts.remember_start_up_interrupt(signum)  # in case the KeyboardInterrupt is swallowed on its way
         raise KeyboardInterrupt
@@ -385,17 +412,33 @@ def _dispatch(args: list[str]) -> int:
     command = COMMANDS.get(args[0])
     if command is None:
         return usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
+    formulas.install()  # every bundle a command reads is checked against the workloads' FLOP and byte formulas
     return command(args[1:])
 
 
+_LEAVING: dict[str, list[int]] = {"signals": []}
+
+
+def _record_signal(signum: int, frame: Any) -> None:
+    """The process's handler outside `main`'s (before it installs its own, and after it has put this one back): a
+    signal is recorded, never acted on, so nothing cuts short the way out, and none kills the process as 143."""
+    _LEAVING["signals"].append(signum)
+
+
 def run_as_module() -> None:
-    """`python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    """The `xmfu` console script and `python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _CtrlC.SIGNALS:
+            signal.signal(s, _record_signal)
     status = main()
-    if status == 130 and _CTRL_C.seen:
-        # When a Ctrl-C's KeyboardInterrupt once escaped code that a C extension ran during an import, CPython
-        # remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m, ends the process by re-raising SIGINT (status
-        # -2) even though main caught it (Modules/main.c, Py_RunMain). Nothing is open at start-up, so leave with
-        # 130 at once. (The console script exits through Py_Exit, unaffected.)
+    if status == 130:
+        # Interrupted: the bundle is finished and its files closed (the run held every further signal until then).
+        # Leave at once, without the interpreter's shutdown: with torch and JAX both loaded, that shutdown after a
+        # SIGTERM ended in SIGSEGV (exit 139) in 3 of 12 trials (issue 26), and the status must be 130. os._exit
+        # skips atexit handlers and the flushing of Python's buffers, hence the flushes; files already closed are
+        # in the kernel's hands and kept. It also covers a Ctrl-C whose KeyboardInterrupt once escaped code that a
+        # C extension ran during an import: CPython then remembers it (_Py_UnhandledKeyboardInterrupt) and, for -m,
+        # ends the process by re-raising SIGINT (status -2) even though main caught it (Modules/main.c, Py_RunMain).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)

@@ -87,8 +87,8 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
         p = a.prepared
         assert p is not None
         if p.timing_valid:
-            timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph, flush=flush,
-                              device=ctx.torch_device)
+            timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph and not p.no_cuda_graph,
+                              flush=flush, device=ctx.torch_device)
             a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed,
                               calls_per_sample=p.calls_per_sample, before_sample=p.before_sample)
             a.variants = {name: Series(f"{a.backend}:{name}", fn, timer, repeat=repeat, fixed=p.fixed)

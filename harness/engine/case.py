@@ -99,6 +99,10 @@ class Prepared:
     # Files for the bundle (name -> content), e.g. a profiler trace; attached by the runner after timing. Only
     # the writing rank (rank 0) keeps them.
     attachments: dict[str, bytes | str] = field(default_factory=dict)
+    # Why `fn` (and its variants) cannot be captured in a CUDA/HIP graph, e.g. a training step whose optimizer was
+    # built with capturable=False. Set: timing.cuda_graph times it with events and its row says
+    # `cuda_graph: not applied: <this>`, instead of a capture error failing the row or, across ranks, the run.
+    no_cuda_graph: str = ""
 
 
 class RunAborted(Exception):

@@ -1,17 +1,29 @@
-"""Ctrl-C and SIGTERM as KeyboardInterrupt, but never in the middle of writing a row.
+"""Ctrl-C and SIGTERM as KeyboardInterrupt, but never in the middle of writing a row, and never twice.
 
 A signal that arrives while a bundle is being appended to is held until the write is complete, so an
 interrupted run's files always agree with each other and with their checksums.
+
+Once the run has stopped (interrupted or not), it finishes its bundle (the last counts, the manifest's status,
+SHA256SUMS) holding every further signal: recorded, never raised (`hold_signals`, `signal_received`). A second
+Ctrl-C, or one that a shell or `timeout` delivers to the whole process group, once landed between the manifest and
+its checksum and left `manifest.json: checksum mismatch` (issue 26). Until the run holds signals, a second one still
+raises (the first may have been swallowed), but never inside a shielded write.
+
+A KeyboardInterrupt raised in a gc callback (JAX registers one, `_xla_gc_callback`) cannot propagate: Python
+reports it as "Exception ignored in" with a traceback and goes on. The run re-raises it at the end of the case
+(`raise_if_interrupted`), so during a run that report is left out (`_unraisable`).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None}
+_state: dict[str, Any] = {"shielded": 0, "pending": None, "requested": None, "holding": False,
+                         "unraisablehook": sys.unraisablehook}
 
 
 def remember_start_up_interrupt(signum: int | None) -> None:
@@ -21,46 +33,77 @@ def remember_start_up_interrupt(signum: int | None) -> None:
     _state["requested"] = signum
 
 
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt(f"signal {signum}")
+
+
 def _handler(signum: int, frame: Any) -> None:
     _state["requested"] = signum
+    if _state["holding"]:  # the run is finishing its bundle: nothing may cut that short
+        return
     if _state["shielded"]:
         _state["pending"] = signum
         return
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise _interrupt(signum)
+
+
+def _unraisable(unraisable: Any) -> None:
+    """sys.unraisablehook during a run: our own KeyboardInterrupt, swallowed where it landed (a gc callback), is
+    re-raised by raise_if_interrupted, not reported; anything else goes to the hook that was there."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _state["requested"] is not None:
+        return
+    _state["unraisablehook"](unraisable)
 
 
 def raise_if_interrupted() -> None:
-    """Re-raise a signal whose KeyboardInterrupt was swallowed (e.g. it landed in a gc callback)."""
-    if _state["requested"] is not None:
-        raise KeyboardInterrupt(f"signal {_state['requested']}")
+    """Re-raise a signal whose KeyboardInterrupt was swallowed (e.g. it landed in a gc callback), or one remembered
+    from start-up; nothing once the run holds signals (it is finishing)."""
+    if _state["requested"] is not None and not _state["holding"]:
+        raise _interrupt(_state["requested"])
+
+
+def hold_signals() -> None:
+    """From now until the run's handlers are removed, a signal is recorded and never raised: what follows (finishing
+    the bundle) runs to its end."""
+    _state["holding"] = True
+
+
+def signal_received() -> int | None:
+    """The last signal the run received (None: none), including those held while it finished."""
+    return _state["requested"]
 
 
 @contextmanager
 def interrupts_as_keyboard_interrupt() -> Iterator[None]:
     """SIGINT and SIGTERM (Slurm, timeouts) raise KeyboardInterrupt inside this block.
 
-    SIGINT is installed explicitly: a parent non-interactive shell may have left it ignored.
+    SIGINT is installed explicitly: a parent non-interactive shell may have left it ignored. A signal remembered at
+    start-up (remember_start_up_interrupt) is raised by the block's first `raise_if_interrupted()`.
     """
     sigs = (signal.SIGINT, signal.SIGTERM)
+    _state.update(holding=False, pending=None, unraisablehook=sys.unraisablehook)
     previous = {s: signal.signal(s, _handler) for s in sigs}
+    sys.unraisablehook = _unraisable
     try:
-        if _state["requested"] is not None:  # remembered at start-up (remember_start_up_interrupt)
-            raise KeyboardInterrupt(f"signal {_state['requested']} (before the run started)")
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        _state["requested"] = None  # the run is over: a later raise_if_interrupted() outside a run must not fire
+        sys.unraisablehook = _state["unraisablehook"]
+        # the run is over: a later raise_if_interrupted() outside a run must not fire
+        _state.update(requested=None, holding=False, pending=None)
 
 
 @contextmanager
 def shielded() -> Iterator[None]:
-    """Hold signals until the block has finished; then act on the last one that came."""
+    """Hold signals until the block has finished; then act on the last one that came (unless the run is already
+    finishing). Nested shields act once, at the outermost one's end."""
     _state["shielded"] += 1
     try:
         yield
     finally:
         _state["shielded"] -= 1
-        pending, _state["pending"] = _state["pending"], None
-        if pending is not None and not _state["shielded"]:
-            raise KeyboardInterrupt(f"signal {pending}")
+        if not _state["shielded"]:
+            pending, _state["pending"] = _state["pending"], None
+            if pending is not None and not _state["holding"]:
+                raise _interrupt(pending)

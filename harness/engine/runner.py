@@ -210,11 +210,18 @@ class CaseRunner:
             self._emit(row, samples)
 
     def _attach(self, row: dict[str, Any], files: dict[str, bytes | str]) -> list[str]:
-        """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to."""
+        """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to. A name
+        the bundle refuses (the writer's ValueError: a case id that holds `/`) costs that file, never the row: the
+        row says which file was not kept and why (issue 26: a refused trace name once aborted the run)."""
         names = []
         for name, data in files.items():
             full = f"{row['case_id']}.{row['backend']}.{name}"
-            self.writer.attach(full, data)
+            try:
+                self.writer.attach(full, data)
+            except ValueError as exc:
+                row["notes"] = dict(row.get("notes") or {})  # a copy: the backend's notes may be shared
+                row["notes"].setdefault("attachments_refused", {})[full] = str(exc)
+                continue
             names.append(full)
         return names
 
@@ -253,7 +260,8 @@ class CaseRunner:
             except Exception:  # a process list that cannot be read is unknown, not empty
                 gpu = None
         on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
-        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu)
+        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu,
+                                 contention.pid_namespace() if on_gpu else None)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
         try:
@@ -323,9 +331,9 @@ class CaseRunner:
         if a.prepared is not None and a.prepared.case is not None:
             case = a.prepared.case  # as the backend ran it (e.g. its world size settled)
         flops = case.flops()
-        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      cfg.protocol())
         p = a.prepared
+        fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
+                                      self._protocol(p))
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
@@ -396,12 +404,21 @@ class CaseRunner:
         membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
         return figures(time_s, samples, membw, None if timing_valid else note)
 
+    def _protocol(self, p: Prepared | None) -> dict[str, Any]:
+        """The run's protocol as this row was timed: `cuda_graph` is named only where graphs were replayed, so a
+        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph."""
+        out = self.ctx.config.protocol()
+        if out.get("cuda_graph") and (p is None or self._method_fields(p).get("cuda_graph") is not True):
+            del out["cuda_graph"]
+        return out
+
     def _method_fields(self, p: Prepared) -> dict[str, Any]:
         """Which of the optional timing methods applied to this backend, and why not where asked for."""
         t, torch_gpu = self.ctx.config.timing, p.framework == "torch" and self.ctx.platform.kind in ("cuda", "rocm")
         out: dict[str, Any] = {}
         if t.cuda_graph:
-            out["cuda_graph"] = torch_gpu if torch_gpu else f"not applied: {p.framework} on {self.ctx.platform.kind}"
+            out["cuda_graph"] = (f"not applied: {p.framework} on {self.ctx.platform.kind}" if not torch_gpu
+                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph else True)
         if t.flush_l2:
             out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
                 "not applied: JAX runs whole compiled programs, which a flush cannot split")

@@ -5,6 +5,16 @@ On a host: the load average and the CPU time every other process used between tw
 than 10% of one core during a CPU case marks it `contended`. On a GPU: any other compute process on the timed
 device (NVML / amdsmi process lists through the telemetry sampler) marks it. xmfu's own processes are itself and
 its children, and under torchrun every rank of the same launch (the launcher's descendants).
+
+In a container with its own PID namespace (docker run without --pid=host, the README's own lines) the GPU process
+list cannot be matched to our processes: "the nvidia-driver itself does not support pid-namespaces, so anytime you
+query it for the set of processes that are using GPUs, you will always get the host pids, not the container pids"
+(NVIDIA's maintainer in NVIDIA/nvidia-docker#1483, as in #179; NVML's own nvmlDeviceGetComputeRunningProcesses page
+says nothing of namespaces). xmfu's own process would then look like another one and every GPU row would be
+`contended`. So the namespace is read (/proc/self/ns/pid against the initial PID namespace's fixed inode,
+PROC_PID_INIT_INO in the kernel's include/linux/proc_ns.h) and, outside the initial one, the listed processes are
+recorded as not attributable, never as contention. amdsmi's list comes from the kernel's KFD too; that it also
+carries host PIDs is assumed, not checked here.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 PROC = Path("/proc")
+PROC_PID_INIT_INO = 0xEFFFFFFC  # the initial PID namespace's inode number (include/linux/proc_ns.h)
 CPU_SHARE_LIMIT = 0.10  # of one core
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -39,6 +50,17 @@ def _stat(pid_dir: Path) -> tuple[str, int, int] | None:
     name = text[text.index("(") + 1:text.rindex(")")]
     fields = text[text.rindex(")") + 2:].split()
     return name, int(fields[1]), int(fields[11]) + int(fields[12])  # ppid is field 4, utime/stime 14/15 (1-based)
+
+
+def pid_namespace(proc: Path = PROC) -> dict[str, Any]:
+    """{"inode", "initial": True | False | None, "reason"}: whether this process is in the initial PID namespace,
+    the one GPU drivers report PIDs in. The link reads "pid:[<inode>]" (namespaces(7))."""
+    try:
+        link = os.readlink(proc / "self" / "ns" / "pid")
+        inode = int(link[link.index("[") + 1:link.rindex("]")])
+    except (OSError, ValueError) as exc:  # no /proc (not Linux), a sandbox hiding it
+        return {"inode": None, "initial": None, "reason": f"{type(exc).__name__}: {exc}"}
+    return {"inode": inode, "initial": inode == PROC_PID_INIT_INO, "reason": None}
 
 
 def snapshot(proc: Path = PROC) -> Snapshot:
@@ -85,14 +107,23 @@ def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int = 3) -> list
     return sorted(used, key=lambda u: -u["core_share"])[:top]
 
 
+UNATTRIBUTED = ("this process runs in its own PID namespace (a container without --pid=host) and the driver "
+                "lists host PIDs, so which listed process is xmfu's cannot be told: recorded, not counted as "
+                "contention")
+
+
 def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[dict[str, Any]] | None,
-           on_gpu: bool) -> dict[str, Any]:
+           on_gpu: bool, pid_ns: dict[str, Any] | None = None) -> dict[str, Any]:
     """The contention record of one case: the busiest other processes, the load average, other GPU compute
-    processes, and whether it counts as contended (with why)."""
+    processes, and whether it counts as contended (with why). `pid_ns`: pid_namespace()'s answer."""
     others = busiest(start, end, own)
-    gpu_others = [p for p in gpu_processes or [] if not p.get("is_self") and p.get("pid") not in own]
+    foreign = pid_ns is not None and pid_ns.get("initial") is False
+    if foreign:  # host PIDs: none can be matched to ours, and the is_self test compared PIDs of two namespaces
+        gpu_others = [{**p, "is_self": None} for p in gpu_processes or []]
+    else:
+        gpu_others = [p for p in gpu_processes or [] if not p.get("is_self") and p.get("pid") not in own]
     reasons = []
-    if on_gpu and gpu_others:
+    if on_gpu and gpu_others and not foreign:
         reasons.append(f"{len(gpu_others)} other process(es) on the timed GPU: "
                        + ", ".join(f"{p.get('name') or '?'} (pid {p['pid']})" for p in gpu_others))
     if not on_gpu and others and others[0]["core_share"] > CPU_SHARE_LIMIT:
@@ -100,4 +131,6 @@ def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[di
         reasons.append(f"{top['name']} (pid {top['pid']}) used {100 * top['core_share']:.0f}% of a core")
     return {"contended": bool(reasons), "reason": "; ".join(reasons) or None, "busiest_others": others,
             "load_avg": end.load_avg, "gpu_processes": gpu_others if gpu_processes is not None else None,
-            "window_s": end.t - start.t}
+            "gpu_processes_attributed": None if gpu_processes is None else not foreign,
+            "gpu_processes_note": UNATTRIBUTED if foreign and gpu_processes is not None else None,
+            "pid_namespace": pid_ns, "window_s": end.t - start.t}

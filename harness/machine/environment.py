@@ -14,17 +14,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.machine import compat, stack
+from xmfu.harness.machine import compat, nccl_conf, stack
 from xmfu.harness.machine.driver import driver_version
 from xmfu.harness.machine.peaks import PEAKS_FILE, load_table, lookup
 from xmfu.harness.machine.platform import FRAMEWORKS, Platform
 from xmfu.harness.machine.ranks import process_info
 
-PACKAGES = ("xmfu", "torch", "jax", "jaxlib", "triton", "pytorch-triton-rocm", "numpy", "ml_dtypes",
-            "hydra-core", "omegaconf", "nvidia-ml-py", "amdsmi", "jax-cuda12-plugin", "jax-cuda13-plugin",
-            "libtpu")
+# Distribution names as PyPI spells them. torch's own Triton ships as `pytorch-triton` (CUDA nightlies) or
+# `pytorch-triton-rocm` (ROCm wheels) beside or instead of `triton`; JAX's GPU support is two wheels each, the
+# plugin and the PJRT library (jax-cuda12-plugin + jax-cuda12-pjrt, jax-rocm7-plugin + jax-rocm7-pjrt, ...): a
+# plugin/PJRT version skew changes the XLA that compiles, so both are recorded.
+PACKAGES = ("xmfu", "torch", "jax", "jaxlib", "triton", "pytorch-triton", "pytorch-triton-rocm", "numpy",
+            "ml_dtypes", "hydra-core", "omegaconf", "nvidia-ml-py", "amdsmi",
+            "jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt",
+            "jax-rocm60-plugin", "jax-rocm60-pjrt", "jax-rocm7-plugin", "jax-rocm7-pjrt", "libtpu")
 ENV_PATTERN = re.compile(
-    r"^(NCCL_|RCCL_|HSA_|HIP_|ROCM_|UCX_|FI_|TORCH_|PYTORCH_|CUDA_|CUBLAS|XLA_|JAX_|TPU_|TRITON_|OMP_|MKL_|KMP_|"
+    r"^(NCCL_|RCCL_|HSA_|HIP_|ROCM_|HIPBLASLT_|ROCBLAS_|MIOPEN_|UCX_|FI_|TORCH_|PYTORCH_|CUDA_|CUBLAS|XLA_|JAX_|TPU_|"
+    r"TRITON_|OMP_|MKL_|KMP_|"
     r"OPENBLAS_|LOCAL_RANK$|RANK$|WORLD_SIZE$|MASTER_ADDR$|MASTER_PORT$|SLURM_JOB_ID$|SLURM_NODELIST$)"
 )
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -76,19 +82,9 @@ def git_sha(root: Path) -> str | None:
     return (out.stdout.strip() + ("-dirty" if dirty else "")) or None
 
 
-def nccl_config_files(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Contents of the NCCL/RCCL config files that exist: they change algorithms as much as NCCL_* does."""
-    env = os.environ if environ is None else environ
-    paths = ["/etc/nccl.conf", str(Path.home() / ".nccl.conf")]
-    if env.get("NCCL_CONF_FILE"):
-        paths.append(env["NCCL_CONF_FILE"])
-    out = {}
-    for path in paths:
-        try:
-            out[path] = Path(path).read_text()[:10000]
-        except OSError:
-            continue
-    return out
+def nccl_config_files(environ: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """The NCCL/RCCL config files NCCL would read: their allow-listed settings, size and digest (nccl_conf)."""
+    return nccl_conf.config_files(os.environ if environ is None else environ, ENV_PATTERN)
 
 
 def topology() -> str | None:

@@ -5,15 +5,18 @@ Imports are lazy: a framework that is not installed only matters to the backends
 
 from __future__ import annotations
 
+import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
 
 from xmfu.harness.machine import compat
-from xmfu.harness.machine.dtypes import DTYPES, FP8_FORMATS
+from xmfu.harness.machine.dtypes import FP8_FORMATS, storage
+from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz"}  # by fp8 format (machine/dtypes.py)
@@ -46,10 +49,11 @@ def torch_rows(t: Any, rows: np.ndarray | None) -> np.ndarray:
     return t.to(torch.float64).cpu().numpy()
 
 
-def to_jax(x: np.ndarray, dtype: str, device: Any) -> Any:
+def to_jax(x: np.ndarray, dtype: str, device: Any, fp8: str | None = None) -> Any:
+    """`x` as a JAX array of `dtype` on `device`; fp8 needs its format (e4m3fn or e4m3fnuz), never a guessed one."""
     import jax
 
-    return jax.device_put(np.asarray(x).astype(DTYPES[dtype].storage), device)
+    return jax.device_put(np.asarray(x).astype(storage(dtype, fp8)), device)
 
 
 def jax_rows(x: Any, rows: np.ndarray | None) -> np.ndarray:
@@ -69,8 +73,9 @@ def make_torch_device_current(device: str) -> None:
         torch.cuda.set_device(device)
 
 
-def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
-    """Why a torch backend cannot run `dtype` here, or None."""
+def torch_unavailable(dtype: str, platform_kind: str, arch: str | None = None) -> str | None:
+    """Why a torch backend cannot run `dtype` here, or None. `arch`: the AMD part's gcnArchName, which decides
+    whether it has TF32 matrix units (tf32.py)."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
@@ -86,6 +91,8 @@ def torch_unavailable(dtype: str, platform_kind: str) -> str | None:
             return why
     if dtype == "tf32" and platform_kind not in ("cuda", "rocm"):
         return f"tf32 needs GPU tensor cores; a {platform_kind} device has none"
+    if dtype == "tf32" and platform_kind == "rocm":
+        return rocm_tf32_unavailable(arch)
     return None
 
 
@@ -101,8 +108,9 @@ def _torch_gpu_mismatch(platform_kind: str) -> str | None:
     return None
 
 
-def jax_unavailable(platform_kind: str) -> str | None:
-    """Why a JAX backend cannot run here, or None. Sets up GPU memory sharing before jax is imported."""
+def jax_unavailable(platform_kind: str, timeout_s: float | None = None) -> str | None:
+    """Why a JAX backend cannot run here, or None. Sets up GPU memory sharing before jax is imported, and joins
+    a multi-process run's processes (bounded by `timeout_s`, the workload's, where it has one)."""
     import importlib.util
 
     share_device_memory()
@@ -116,7 +124,7 @@ def jax_unavailable(platform_kind: str) -> str | None:
     why = compat.too_old("jax")
     if why:
         return why
-    initialize_jax_distributed(platform_kind)
+    initialize_jax_distributed(platform_kind, timeout_s)
     ok, why = jax_backend_matches(platform_kind)
     return None if ok else why
 
@@ -137,13 +145,15 @@ def jax_coordinator(environ: Mapping[str, str] | None = None) -> str | None:
     return f"{env.get('MASTER_ADDR', '127.0.0.1')}:{int(env.get('MASTER_PORT', '29500')) + 1}"
 
 
-def initialize_jax_distributed(platform_kind: str) -> None:
+def initialize_jax_distributed(platform_kind: str, timeout_s: float | None = None) -> None:
     """Join the processes of a multi-process run (torchrun's, Slurm's, or JAX_COORDINATOR_ADDRESS /
     JAX_NUM_PROCESSES / JAX_PROCESS_ID) with jax.distributed, before JAX first touches a device.
 
     On GPUs each process is pinned to its own GPU: without `local_device_ids` every process would see every
     GPU of its node (jax 0.10.2 pins by itself only where its cluster detection knows the launcher, Slurm or
     Open MPI, not torchrun: jax/_src/clusters/cluster.py auto_detect_unset_distributed_params).
+    `timeout_s` (the workload's `timeout_s`; None: JAX's own defaults) bounds joining, the heartbeats and the
+    shutdown barrier, where this JAX has the setting (jax_join_options). SIGTERM stays xmfu's (keep_signals).
     No-op for one process or when jax.distributed is already up (a later job of a sweep in this process).
     """
     from xmfu.harness.machine.ranks import process_info
@@ -159,9 +169,123 @@ def initialize_jax_distributed(platform_kind: str) -> None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     # jax.distributed.initialize(coordinator_address, num_processes, process_id, local_device_ids, ...) in 0.10.2;
     # local_device_ids restricts this process's GPUs (it sets jax_cuda/rocm_visible_devices).
-    jax.distributed.initialize(coordinator_address=jax_coordinator(), num_processes=proc.world_size,
-                               process_id=proc.rank,
-                               local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank))
+    def join() -> None:
+        jax.distributed.initialize(coordinator_address=jax_coordinator(), num_processes=proc.world_size,
+                                   process_id=proc.rank,
+                                   local_device_ids=jax_local_device_ids(platform_kind, proc.local_rank),
+                                   **jax_join_options(jax.distributed.initialize, timeout_s))
+
+    with keep_signals(jax):
+        if timeout_s is None:
+            join()
+        else:
+            join_within(join, timeout_s, proc.world_size)
+
+
+class JaxJoinFailed(RuntimeError):
+    """The processes of a multi-process JAX run did not all join (within the workload's timeout_s, or JAX's
+    initialize raised): nothing distributed can run, so the workloads end the run with it (RunAborted)."""
+
+
+# How much longer than timeout_s JAX's own join bound is when xmfu waits for the join itself (join_within): the
+# time left to write the failed row, finish the bundle and leave before JAX's abort. A fixed margin, not measured.
+JOIN_GRACE_S = 60
+_join: dict[str, Any] = {"thread": None}
+
+
+def join_within(join: Any, timeout_s: float, world_size: int) -> None:
+    """Run `join` (jax.distributed.initialize) in a daemon thread and wait at most `timeout_s` for it.
+
+    When a process never joins, JAX's client ends the whole process itself once its initialization_timeout has
+    passed: the connect's error goes to the client's missed-heartbeat callback, whose default is
+    `LOG(FATAL) << "Terminating process because the JAX distributed service detected fatal errors..."`
+    (openxla/xla, xla/pjrt/distributed/client.h; the stack seen with jax 0.10.2 runs
+    CoordinationServiceAgent::Connect -> SetError -> that callback, exit by SIGABRT): no exception comes back to
+    Python, so xmfu could not record the failure, close the bundle or choose its exit status. Waiting here
+    instead keeps the bound xmfu's: JAX's own bound is `timeout_s + JOIN_GRACE_S` (jax_join_options), and on
+    timeout the caller gets JaxJoinFailed while the join is still in flight; the run must then end promptly and
+    without Python's normal shutdown (jax_join_in_flight), before that abort. The wait on the thread wakes for
+    signals, so SIGTERM/SIGINT still end the run meanwhile.
+    """
+    import threading
+
+    box: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            join()
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="xmfu-jax-join", daemon=True)
+    _join["thread"] = thread
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise JaxJoinFailed(f"jax.distributed: the {world_size} processes did not all join within {timeout_s:g} s "
+                            "(workload.timeout_s); a process never started, died or cannot reach the coordinator "
+                            f"at {jax_coordinator()}")
+    _join["thread"] = None
+    if "error" in box:
+        first = (str(box["error"]).splitlines() or [type(box["error"]).__name__])[0][:300]
+        raise JaxJoinFailed(f"jax.distributed: joining the {world_size} processes failed: {first}") from None
+
+
+def jax_join_in_flight() -> bool:
+    """Whether a jax.distributed join given up by join_within (timed out, or interrupted) is still running: JAX
+    will end the process by SIGABRT when its own bound passes, and Python's normal shutdown would run JAX's exit
+    hook against a half-joined client. A run ending with this True leaves at once (os._exit) after its bundle is
+    finished and its message printed."""
+    thread = _join["thread"]
+    return thread is not None and thread.is_alive()
+
+
+# jax.distributed.initialize's bounds, by the release that added each to its signature (jax/_src/distributed.py
+# at the tags jax-v0.4.38 ... jax-v0.11.0): initialization_timeout (every supported release, default 300 s),
+# heartbeat_timeout_seconds (0.7.0, default 100 s: a process silent that long is declared dead),
+# shutdown_timeout_seconds (0.8.1, default 300 s: how long the exit barrier waits for the other processes).
+JAX_JOIN_BOUNDS = ("initialization_timeout", "heartbeat_timeout_seconds", "shutdown_timeout_seconds")
+
+
+def jax_join_options(initialize: Any, timeout_s: float | None) -> dict[str, int]:
+    """The bounds of JAX_JOIN_BOUNDS this JAX's `initialize` accepts, each `timeout_s` (whole seconds: JAX's
+    arguments are ints) but the join's, which is JOIN_GRACE_S later; an older JAX keeps its own default for a
+    bound it lacks."""
+    if timeout_s is None:
+        return {}
+    import inspect
+
+    accepted = inspect.signature(initialize).parameters
+    seconds = max(1, math.ceil(timeout_s))
+    bounds = {name: seconds for name in JAX_JOIN_BOUNDS if name in accepted}
+    # xmfu waits timeout_s for the join itself (join_within): JAX's join bound, whose end is an abort, comes later.
+    bounds["initialization_timeout"] = seconds + JOIN_GRACE_S
+    return bounds
+
+
+@contextmanager
+def keep_signals(jax: Any) -> Iterator[None]:
+    """Keep SIGTERM and SIGINT xmfu's across jax.distributed.initialize.
+
+    initialize() starts JAX's preemption service, whose notifier replaces the process's SIGTERM handler with one
+    that only logs "SIGTERM caught" (openxla/xla, xla/tsl/distributed_runtime/preemption/preemption_notifier.cc:
+    `std::signal(SIGTERM, ...)` in SigtermNotifier): `scancel` or torchrun's stop would not stop the run. From
+    jax 0.8.2 the service can be switched off (config `jax_enable_preemption_service`, default True,
+    jax/_src/distributed.py); before that, and in any case, Python's handlers in place before the call are
+    installed again after it (signal.signal puts Python's own C handler back in place of the notifier's).
+    """
+    import signal
+
+    # Before 0.8.2: AttributeError "Unrecognized config option" (jax/_src/config.py Config.update).
+    with suppress(AttributeError):
+        jax.config.update("jax_enable_preemption_service", False)
+    kept = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in kept.items():
+            if handler is not None:  # None: a handler not installed from Python, which Python cannot restore
+                signal.signal(s, handler)
 
 
 def jax_distributed_initialized(jax: Any) -> bool:

@@ -51,6 +51,9 @@ class DeviceInfo:
     # ordinals: telemetry looks the device up by these, never by `index`.
     uuid: str | None = None  # torch's string, 8-4-4-4-12 hex, without NVML's "GPU-" prefix
     pci_bus_id: str | None = None  # "dddd:bb:dd.0", the form sysfs, NVML and amdsmi all accept
+    # JAX's `local_hardware_id`: the CUDA/HIP runtime's ordinal of the device (jaxlib: "e.g., the CUDA device
+    # number"), which `index` (its place among jax.local_devices()) need not be in a multi-process run
+    hardware_id: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,9 +148,14 @@ def describe_jax_device(device: Any, index: int) -> DeviceInfo:
     if kind not in ("cuda", "rocm"):
         raise ValueError(f"{device!r} is neither a GPU nor a TPU")
     # PJRT GPU attributes (xla/pjrt/gpu: SetupDeviceDescription): core_count = SMs or CUs; compute_capability
-    # = "major.minor" on CUDA, the gfx version ("gfx942", the gcnArchName before its ':' flags) on ROCm.
+    # = "major.minor" on CUDA, the gfx version ("gfx942", the gcnArchName before its ':' flags) on ROCm. The
+    # attributes are coords, device_vendor, slice_index, partition_index, compute_capability,
+    # shared_memory_per_block_optin, core_count (and numa_node, fabric_uuid: the NVLink fabric's, not the GPU's, in
+    # later XLA): no GPU UUID and no PCI bus id, so telemetry maps `local_hardware_id` through the visible-devices
+    # variables instead (telemetry/identity.py).
     capability = getattr(device, "compute_capability", None)
     cores = _int_attribute(device, "core_count")
+    common["hardware_id"] = _int_attribute(device, "local_hardware_id")
     if kind == "rocm":
         arch = str(capability) if capability else None
         return DeviceInfo(kind="rocm", vendor="amd", multiprocessors=cores, arch=arch,
@@ -243,7 +251,7 @@ def _jax_plugin_modules() -> list[str]:
     return [m.name for m in pkgutil.iter_modules(list(spec.submodule_search_locations))]
 
 
-def _jax_devices() -> tuple[str, list[DeviceInfo]] | None:
+def _jax_devices(join_timeout_s: float | None = None) -> tuple[str, list[DeviceInfo]] | None:
     """This process's JAX accelerators, asked for only where a JAX GPU or TPU plugin is installed."""
     plugins = jax_accelerator_plugins()
     if not plugins or not _installed("jax"):
@@ -253,7 +261,7 @@ def _jax_devices() -> tuple[str, list[DeviceInfo]] | None:
     share_device_memory()  # before JAX creates its GPU client, which would otherwise take 75% of the memory
     # A multi-process run must join jax.distributed before JAX first touches a device (jax/_src/distributed.py
     # refuses afterwards); the plugin says which kind of device it expects.
-    initialize_jax_distributed(plugins[0])
+    initialize_jax_distributed(plugins[0], join_timeout_s)
     import jax
 
     try:
@@ -282,17 +290,19 @@ class NoAcceleratorError(RuntimeError):
     paragraph saying what was looked at, for the command line to print as is."""
 
 
-def detect(requested: str = "auto", frameworks: Collection[str] = FRAMEWORKS) -> Platform:
+def detect(requested: str = "auto", frameworks: Collection[str] = FRAMEWORKS,
+           join_timeout_s: float | None = None) -> Platform:
     """Identify the platform. `requested` is the config's `device`: auto | cpu | gpu (gpu: any accelerator).
 
     `frameworks`: the ones the run computes with, asked first. The others are asked only where they could see an
     accelerator the run's own frameworks missed (torch where /dev shows a GPU; JAX where it has an accelerator
     plugin, as always), so a misconfigured framework is reported by its backends instead of the run quietly
     timing the host, and a JAX-only run on a CPU or on a GPU its JAX drives never imports torch.
+    `join_timeout_s`: how long a multi-process run's JAX waits for its processes (frameworks.jax_join_options).
     """
     if requested == "cpu":
         return Platform("cpu", (cpu_device(),), "device=cpu was asked for")
-    ask = {"torch": _torch_devices, "jax": _jax_devices}
+    ask = {"torch": _torch_devices, "jax": lambda: _jax_devices(join_timeout_s)}
     others = [f for f in FRAMEWORKS if f not in frameworks and (f != "torch" or host_shows_gpu())]
     for source in [*(f for f in FRAMEWORKS if f in frameworks), *others]:
         found = ask[source]()

@@ -24,6 +24,15 @@ STACK_ENV = ("PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_T
              "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT", "TORCH_ROCM_FA_PREFER_CK",
              "CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE",
              "TORCH_CUDNN_V8_API_DISABLED", "TORCH_CUDNN_SDPA_ENABLED", "TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT")
+# Every variable of AMD's math libraries, whatever its name: hipBLASLt (HIPBLASLT_ALLOW_TF32 gated tf32 in torch's
+# Context.cpp, machine/tf32.py; HIPBLASLT_WORKSPACE_SIZE...), rocBLAS (ROCBLAS_LAYER, tuning files...), MIOpen
+# (MIOPEN_FIND_MODE, MIOPEN_USER_DB_PATH...): each can change the kernel a GEMM or convolution gets.
+STACK_ENV_PREFIXES = ("HIPBLASLT_", "ROCBLAS_", "MIOPEN_")
+
+
+def stack_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in sorted(env) if k in STACK_ENV or k.startswith(STACK_ENV_PREFIXES)}
 
 
 def _read(fn: Callable[[], Any]) -> Any:
@@ -54,13 +63,14 @@ def torch_settings(platform_kind: str, torch: Any = None) -> dict[str, Any] | No
     out: dict[str, Any] = {
         "blas_library": _read(lambda: b.cuda.preferred_blas_library()),
         "matmul_allow_tf32": _read(lambda: b.cuda.matmul.allow_tf32),
+        "matmul_fp32_precision": _read(lambda: b.cuda.matmul.fp32_precision),
         "matmul_bf16_reduced_precision_reduction": _read(lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction),
         "sdpa_enabled": {name: _read(getattr(b.cuda, f"{name}_sdp_enabled", lambda: None))
                          for name in ("flash", "mem_efficient", "math", "cudnn")},
         "cudnn": {"enabled": _read(lambda: b.cudnn.enabled), "benchmark": _read(lambda: b.cudnn.benchmark),
                   "allow_tf32": _read(lambda: b.cudnn.allow_tf32), "version": _read(lambda: b.cudnn.version())},
         "tunableop": tunableop_state(torch),
-        "env": {k: os.environ[k] for k in STACK_ENV if k in os.environ},
+        "env": stack_env(),
     }
     if platform_kind == "rocm":
         out["rocm_flash_attention_library"] = _read(lambda: b.cuda.preferred_rocm_fa_library())

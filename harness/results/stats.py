@@ -122,6 +122,18 @@ def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = BOOTST
     return np.median(medians, axis=1)
 
 
+def median_draws(samples: Sequence[float], resamples: int, groups: Sequence[int] | None = None,
+                 seed: int = 0) -> np.ndarray:
+    """The bootstrap distribution `summarize` takes its CI from: the median's (one repeat), or the median of repeat
+    medians' (two-stage, two or more repeats)."""
+    x = np.asarray(samples, dtype=np.float64)
+    ids = sorted(set(groups)) if groups is not None else []
+    if len(ids) > 1:
+        g = np.asarray(groups)
+        return two_stage_medians([x[g == i] for i in ids], resamples, seed)
+    return resampled_medians(x, resamples, np.random.default_rng(seed))
+
+
 def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
               groups: Sequence[int] | None = None) -> Summary:
     """Descriptive statistics of all samples; with `groups` (the repeat of each sample) naming two or more
@@ -209,6 +221,18 @@ def _paired_draws(base: np.ndarray, cand: np.ndarray, draws: int, rng: np.random
 
 def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02, resamples: int = BOOTSTRAP_RESAMPLES,
                    seed: int = 0) -> Speedup | None:
+    """The speedup of `paired_speedup_draws`, summarised: its value, percentile CI and verdict."""
+    found = paired_speedup_draws(base, cand, resamples, seed)
+    if found is None:
+        return None
+    value, draws, rounds, repeats = found
+    low, high = (math.exp(v) for v in _percentiles(draws))
+    source = "interleaved rounds of one run" if repeats == 1 else f"{repeats} repeats of interleaved rounds"
+    return Speedup(baseline, value, low, high, rounds, verdict(low, high, margin), source)
+
+
+def paired_speedup_draws(base: tuple, cand: tuple, resamples: int = BOOTSTRAP_RESAMPLES,
+                         seed: int = 0) -> tuple[float, np.ndarray, int, int] | None:
     """Speedup of a candidate over a baseline timed in the same interleaved rounds.
 
     `base` and `cand` are (samples, rounds) or (samples, rounds, repeats). The bootstrap resamples whole rounds
@@ -216,6 +240,8 @@ def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02
     or biasing the interval. With several repeats it is two-stage: repeats are drawn with replacement, then
     rounds within each (a repeat drawn twice reuses its inner draw: the interval is, if anything, wider), and
     the speedup is the geometric mean of the repeats' speedups.
+    Returns (speedup, the bootstrap's log-speedup draws, paired rounds, repeats); None without a shared round.
+    `xmfu validate` redraws from the same function to check a bundle's stated interval.
     """
     b_blocks, c_blocks = _blocks(*base), _blocks(*cand)
     shared = sorted(set(b_blocks) & set(c_blocks))
@@ -234,10 +260,7 @@ def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02
     else:
         picks = rng.integers(0, len(repeats), size=(resamples, len(repeats)))
         draws = np.mean(np.stack(logs)[picks, np.arange(resamples)[:, None]], axis=1)
-    low, high = (math.exp(v) for v in _percentiles(draws))
-    source = "interleaved rounds of one run" if len(repeats) == 1 else f"{len(repeats)} repeats of interleaved rounds"
-    return Speedup(baseline, math.exp(float(np.mean(values))), low, high, len(shared), verdict(low, high, margin),
-                   source)
+    return math.exp(float(np.mean(values))), draws, len(shared), len(repeats)
 
 
 def runs_speedup(baseline: str, base_runs: Sequence[Sequence[float]], cand_runs: Sequence[Sequence[float]],

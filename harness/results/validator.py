@@ -9,16 +9,18 @@ validates as it reads, so nothing a bundle holds is trusted before it is checked
 - the records, against their typed declarations (schema/row.py, schema/records.py; the published JSON Schema
   schema/xmfu.bundle-2.schema.json is generated from them): every key declared, none other, types, ranges,
   statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
-- the derived figures, which a consistent forgery would also have to get right: tflops = flops / median time,
-  mfu = tflops / peak_tflops, the manifest's counts by status, one samples record per row, finite samples.
+- every figure that can be re-derived from what the bundle holds (rederive.py: time statistics from the raw
+  samples, rates from the time, speedups from the paired rounds, the peak from the peak table, FLOPs and bytes
+  from the workload's formulas as the front door hands them in), which a consistent forgery would also have to
+  get right; the manifest's counts by status, one samples record per row, finite samples.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +29,18 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from xmfu.harness.results import rederive
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import (
     ACCEPTED_SCHEMAS,
     CASES,
+    CONFIG,
+    ENVIRONMENT,
     MANIFEST,
     REQUIRED_FILES,
     ROW_STATUSES,
     SAMPLES,
+    SCHEMA,
     SUMS,
     TELEMETRY,
 )
@@ -42,13 +48,26 @@ from xmfu.harness.results.schema.records import Manifest, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
 MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
-REL_TOL = 1e-6  # derived figures are recomputed in double precision; JSON keeps 17 significant digits
+CHUNK_BYTES = 2**20  # files are read in pieces of this size: memory follows the file, not the limit (issue 26)
+MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
+REL_TOL = rederive.REL_TOL
 
 
 @dataclass
 class Loaded:
     bundle: Bundle | None
     problems: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # figures that could not be re-derived, and why
+
+
+# The workloads' formulas (FLOPs, bytes, params), which this layer may not import: the front door installs them
+# (harness/cli/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
+_FORMULAS: list[rederive.Formulas | None] = [None]
+
+
+def use_formulas(formulas: rederive.Formulas | None) -> None:
+    """Install the formulas `load_bundle` re-derives FLOPs, bytes and params with (the front door calls this)."""
+    _FORMULAS[0] = formulas
 
 
 class _Reject(ValueError):
@@ -64,6 +83,11 @@ _PLAIN = msgspec.json.Decoder()
 def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
     """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
     Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    # A parser recurses per level (msgspec and json raise RecursionError past Python's limit); the count of opening
+    # brackets bounds the depth, so most lines need no scan.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
+        raise _Reject(f"{where}: nested deeper than {MAX_DEPTH} levels of arrays and objects (no bundle record is)")
     try:
         value = _PLAIN.decode(raw)
     except msgspec.DecodeError as exc:
@@ -73,6 +97,23 @@ def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
     except msgspec.ValidationError as exc:
         return value, [f"{where}: {_located(str(exc))}"[:300]]
     return value, []
+
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped whole), or a bracket
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply arrays and objects nest in `raw`, without parsing it (so without recursing). Brackets inside
+    strings do not count; on malformed text the figure is an upper bound of what a parser would reach."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(raw):
+        t = token.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t in (b"]", b"}"):
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _why_not_json(raw: bytes | str, exc: Exception) -> str:
@@ -113,13 +154,28 @@ def _read(folder: Path, name: str) -> bytes:
             raise _Reject(f"{name}: not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise _Reject(f"{name}: {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_FILE_BYTES + 1)
+        return _read_bounded(fd, name)
     finally:
         os.close(fd)
 
 
-def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
+def _read_bounded(fd: int, name: str) -> bytes:
+    """The file's bytes, read in CHUNK_BYTES pieces up to the limit (it may have grown since fstat). One read of
+    the whole limit would ask for a 4 GiB buffer per file, which `ulimit -v` or strict overcommit refuses
+    (CPython 3.11's BufferedReader.read(n) asks for an n-byte buffer before reading: MemoryError under
+    `ulimit -v 4000000`, as tests/results/test_bounded_reads.py shows)."""
+    chunks, total = [], 0
+    while chunk := os.read(fd, min(CHUNK_BYTES, MAX_FILE_BYTES + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            raise _Reject(f"{name}: over the {MAX_FILE_BYTES} byte limit")
+    return b"".join(chunks)
+
+
+def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = ()) -> list[str]:
+    """Every line of SHA256SUMS checked; every file the format defines as present (`defined`: the required
+    files, telemetry.jsonl in /2, the manifest's attachments) present and listed."""
     problems, listed = [], {}
     for line in data[SUMS].decode(errors="replace").splitlines():
         digest, _, name = line.partition("  ")
@@ -128,7 +184,8 @@ def _sums(folder: Path, data: dict[str, bytes]) -> list[str]:
             problems.append(f"{SUMS} names {name!r}, which is not a plain file name in the bundle")
             continue
         listed[name] = digest
-    problems += [f"{SUMS} does not list {name}" for name in REQUIRED_FILES if name not in listed]
+    problems += [f"{SUMS} does not list {name}" for name in dict.fromkeys((*REQUIRED_FILES, *defined))
+                 if name not in listed]
     for name, digest in listed.items():
         if name not in data:
             try:
@@ -156,26 +213,6 @@ def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
     return records, problems
 
 
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-300)
-
-
-def _derived(row: dict[str, Any], where: str) -> list[str]:
-    """Figures a row states that follow from its other figures."""
-    out, t = [], row.get("time_s")
-    if not isinstance(t, dict) or not isinstance(t.get("median"), (int, float)) or t["median"] <= 0:
-        return out
-    tflops, flops, peak = row.get("tflops"), row.get("flops"), row.get("peak_tflops")
-    if isinstance(tflops, (int, float)) and isinstance(flops, (int, float)) and flops > 0 \
-            and not _close(tflops, flops / t["median"] / 1e12):
-        out.append(f"{where}: tflops {tflops} is not flops / median time ({flops / t['median'] / 1e12})")
-    mfu = row.get("mfu")
-    if isinstance(mfu, (int, float)) and isinstance(tflops, (int, float)) and isinstance(peak, (int, float)) \
-            and not _close(mfu, tflops / peak):
-        out.append(f"{where}: mfu {mfu} is not tflops / peak_tflops ({tflops / peak})")
-    return out
-
-
 def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
     problems = []
     counts = dict.fromkeys(ROW_STATUSES, 0)
@@ -184,7 +221,6 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
             counts[row["status"]] += 1
         if row.get("run_id") != manifest.get("run_id"):
             problems.append(f"{CASES} line {number}: run_id {row.get('run_id')!r} is not the manifest's")
-        problems += _derived(row, f"{CASES} line {number}")
     if isinstance(manifest.get("counts"), dict) and manifest["counts"] != counts:
         problems.append(f"{MANIFEST}: counts {manifest['counts']} do not match {CASES} {counts}")
     if len(samples) != len(rows):
@@ -204,9 +240,46 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
     return problems
 
 
-def load_bundle(folder: str | Path) -> Loaded:
-    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all."""
+def _devices(raw: bytes) -> list[dict[str, Any]]:
+    try:
+        env = json.loads(raw)
+    except ValueError:
+        return []
+    devices = env.get("devices") if isinstance(env, dict) else None
+    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+
+
+def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
+               formulas: rederive.Formulas | None) -> tuple[list[str], list[str]]:
+    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive.py)."""
+    config = data[CONFIG].decode(errors="replace")
+    settings, devices = rederive.settings_of(config), _devices(data[ENVIRONMENT])
+    problems = rederive.time_field_problems(manifest, ("created", "finished"), MANIFEST)
+    problems += rederive.duplicate_problems(rows, CASES)
+    for number, row in enumerate(rows, 1):
+        where = f"{CASES} line {number}"
+        if number <= len(samples):
+            problems += rederive.time_problems(row, samples[number - 1], settings, where)
+        problems += rederive.derived_problems(row, where)
+        problems += rederive.status_problems(row, where)
+        problems += rederive.peak_problems(row, devices, settings, where)
+        problems += rederive.time_field_problems(row, ("started", "finished"), where)
+    problems += rederive.speedup_problems(rows, samples, settings, CASES)
+    if formulas is None:
+        return problems, ["params, FLOPs and bytes: no workload formulas were handed to the validator"]
+    unchecked = []
+    for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows), strict=True), 1):
+        problems += rederive.restated_problems(row, restated, f"{CASES} line {number}")
+        if restated.unchecked:
+            unchecked.append(f"{CASES} line {number}: {restated.unchecked}")
+    return problems, unchecked
+
+
+def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None) -> Loaded:
+    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`:
+    the workloads' (None: those the front door installed with `use_formulas`)."""
     folder = Path(folder)
+    formulas = formulas or _FORMULAS[0]
     if not folder.is_dir():
         return Loaded(None, [f"{folder}: not a folder"])
     data: dict[str, bytes] = {}
@@ -223,11 +296,11 @@ def load_bundle(folder: str | Path) -> Loaded:
             data[TELEMETRY] = _read(folder, TELEMETRY)
         except _Reject as exc:
             problems.append(str(exc))
-    problems += _sums(folder, data)
     try:
         manifest, found = _record("manifest", data[MANIFEST], MANIFEST)
     except _Reject as exc:
-        return Loaded(None, [*problems, str(exc)])
+        return Loaded(None, [*problems, *_sums(folder, data), str(exc)])
+    problems += _sums(folder, data, _defined(manifest))
     version = manifest.get("schema") if isinstance(manifest, dict) else None
     if version not in ACCEPTED_SCHEMAS:
         return Loaded(None, [*problems, f"{MANIFEST}: schema {version!r} is not a bundle format this xmfu reads "
@@ -238,10 +311,23 @@ def load_bundle(folder: str | Path) -> Loaded:
     problems += row_problems + sample_problems
     if TELEMETRY in data:
         problems += _jsonl(TELEMETRY, data[TELEMETRY], "reading")[1]
+    unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
+        more, unchecked = _rederived(manifest, rows, samples, data, formulas)
+        problems += more
     bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
-    return Loaded(bundle, problems)
+    return Loaded(bundle, problems, unchecked)
+
+
+def _defined(manifest: Any) -> tuple[str, ...]:
+    """Files the format defines as present beyond the required ones: telemetry.jsonl (the /2 writer always writes
+    and lists it, readings or none) and the attachments the manifest names."""
+    if not isinstance(manifest, dict):
+        return ()
+    attachments = manifest.get("attachments") if isinstance(manifest.get("attachments"), list) else []
+    telemetry = (TELEMETRY,) if manifest.get("schema") == SCHEMA else ()
+    return (*telemetry, *(a for a in attachments if isinstance(a, str)))
 
 
 def validate_bundle(folder: str | Path) -> list[str]:

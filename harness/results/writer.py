@@ -11,11 +11,14 @@ between a row and the checksums that cover it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
 import numbers
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
@@ -94,24 +97,53 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _created(folder: Path, fill: Callable[[Path], None]) -> Path:
+    """Create `folder` whole or not at all: `fill` writes its first consistent state into a hidden folder beside it,
+    which is then renamed to `folder` (a rename within one file system is atomic: POSIX rename(2)). A disk that
+    fills, or any error, while it is written leaves nothing behind (issue 26: a tmpfs of 8-16 KB once left a
+    half-written, invalid bundle). An existing `folder` is FileExistsError and is left as it is."""
+    if folder.exists() or folder.is_symlink():
+        raise FileExistsError(errno.EEXIST, "File exists", str(folder))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".creating", dir=folder.parent))
+    try:
+        fill(staging)
+        # rename(2) replaces an empty folder at the target but fails on a non-empty one (ENOTEMPTY or EEXIST) or a
+        # file (ENOTDIR): a run that took the name meanwhile keeps what it wrote, and this one is refused.
+        try:
+            os.rename(staging, folder)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise FileExistsError(errno.EEXIST, "File exists", str(folder)) from None
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
+
+
 class BundleWriter:
     """Writes one bundle. Call `append` per finished (case, backend) and `finalize` once."""
 
     def __init__(self, folder: Path, manifest: dict[str, Any], config_yaml: str, environment: dict,
                  guard: Guard = nullcontext) -> None:
-        self.folder, self.guard = folder, guard
+        self.guard = guard
         self.attachments: list[str] = []  # extra files (a TunableOp results table, a profiler trace)
-        folder.mkdir(parents=True, exist_ok=False)
         self.manifest = {"schema": SCHEMA, **manifest, "status": "partial",
                          "counts": dict.fromkeys(ROW_STATUSES, 0)}
-        (folder / CONFIG).write_text(config_yaml)
-        (folder / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
         # Append-only files keep a running SHA-256 and their length: the checksums cost O(new bytes) per row
         # instead of rehashing whole files, and a failed append can be cut back to the last whole row.
         self._hashes = {name: hashlib.sha256() for name in (CASES, SAMPLES, TELEMETRY)}
         self._sizes = dict.fromkeys(self._hashes, 0)
+        self.folder = _created(folder, lambda staging: self._first_state(staging, config_yaml, environment))
+
+    def _first_state(self, staging: Path, config_yaml: str, environment: dict) -> None:
+        """Every file of an empty partial bundle, written into `staging` (the folder under its temporary name)."""
+        self.folder = staging
+        (staging / CONFIG).write_text(config_yaml)
+        (staging / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
         for name in self._hashes:
-            (folder / name).touch()
+            (staging / name).touch()
         self._sync()
 
     def _append(self, parts: list[tuple[str, bytes]]) -> None:
@@ -157,8 +189,9 @@ class BundleWriter:
             self._sync()
 
     def update(self, **fields: Any) -> None:
-        self.manifest.update(fields)
-        self._sync()
+        with self.guard():  # the manifest and SHA256SUMS are two files: a signal must not land between them
+            self.manifest.update(fields)
+            self._sync()
 
     def attach(self, name: str, data: str | bytes) -> Path:
         """Add a file to the bundle, covered by SHA256SUMS; `name` is a plain file name inside the folder."""
@@ -177,9 +210,10 @@ class BundleWriter:
         return path
 
     def finalize(self, status: str) -> None:
-        self.manifest["status"] = status
-        self.manifest["finished"] = utc_now()
-        self._sync()
+        with self.guard():
+            self.manifest["status"] = status
+            self.manifest["finished"] = utc_now()
+            self._sync()
 
     def _sync(self) -> None:
         checked(self.manifest, Manifest, "the manifest")

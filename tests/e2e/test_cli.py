@@ -173,7 +173,7 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path, cli):
     assert rows["torch_sdpa"]["speedup"] is None and rows["triton"]["speedup"] is None  # baseline; invalid timing
     assert rows["triton"]["timing_valid"] is False and rows["triton"]["correctness"]["ok"]
     assert rows["torch_sdpa"]["notes"]["sdpa_backend_used"] == "flash"
-    assert rows["jax"]["flop_convention"] == "fa2" and rows["jax"]["params"]["alignment"] == "top_left"
+    assert rows["jax"]["flop_convention"] == "exact" and rows["jax"]["params"]["alignment"] == "top_left"
 
 
 @pytest.mark.slow

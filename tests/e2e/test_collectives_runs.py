@@ -17,6 +17,7 @@ from xmfu.harness.results.reader import read_bundle
 from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
 SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
          "workload.warmup=1", "workload.timeout_s=60"]
 TORCH_SKIPS = {("all_reduce", False), ("broadcast", False), ("all_to_all", True)}
@@ -124,3 +125,124 @@ def test_slurm_launcher_config_composes(tmp_path):
                           timeout=120, env=_env())
     assert proc.returncode == 0, proc.stderr
     assert "SlurmLauncher" in proc.stdout and "tasks_per_node: 8" in proc.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _first_row(cases: Path, procs: list[subprocess.Popen], deadline: float) -> None:
+    while not (cases.exists() and cases.read_text().strip()):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "no row was written"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow(seconds=60)
+def test_sigterm_stops_a_jax_distributed_run(tmp_path):
+    """JAX's preemption notifier took SIGTERM ("SIGTERM caught") and the run went on to the end, exit 0. A bounded,
+    seeded trial loop: SIGTERM to both processes at a drawn moment after the first row; rank 0 must end with 130
+    and a partial bundle within the bound, and rank 1 must end too."""
+    import random
+    import signal
+
+    draw = random.Random(26)
+    for trial in range(2):
+        port, run_id = _free_port(), f"sigterm-{trial}"
+        procs = []
+        for rank in (0, 1):
+            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
+            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
+                   "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K,2K,4K,8K]",
+                   "workload.samples=300", "workload.iters=20", "workload.timeout_s=20", f"results_dir={tmp_path}",
+                   f"run_id={run_id}"]
+            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        try:
+            _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 240)
+            time.sleep(draw.uniform(0.0, 1.0))
+            stopped = time.monotonic()
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            _, err0 = procs[0].communicate(timeout=60)
+            procs[1].communicate(timeout=60)
+        finally:
+            for p in procs:
+                p.kill() if p.poll() is None else None
+        assert time.monotonic() - stopped < 60
+        assert procs[0].returncode == 130, (trial, err0[-3000:])
+        assert "interrupted" in err0 and "SIGTERM caught" not in err0
+        folder = tmp_path / run_id
+        assert read_bundle(folder).manifest["status"] == "partial" and validate_bundle(folder) == []
+
+
+@pytest.mark.slow(seconds=15)
+def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(tmp_path):
+    """Rank 1 of 2 is never started. JAX's client ended rank 0 itself at its own join bound (SIGABRT, exit 134, a
+    C++ stack dump, "Terminating process because the JAX distributed service detected fatal errors"): no closing
+    message, no exit status of xmfu's. Now xmfu waits timeout_s for the join: a failed row naming it, a partial
+    bundle, exit 1, no traceback."""
+    port = _free_port()
+    env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
+                           "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K]",
+                           "workload.timeout_s=3", f"results_dir={tmp_path}", "run_id=never"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert time.monotonic() - start < 3 + 25  # start-up, the wait, the bundle: far below JAX's own 63 s
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Terminating process" not in proc.stderr
+    assert "did not all join within 3 s" in proc.stderr and "bundle status partial" in proc.stderr
+    folder = tmp_path / "never"
+    bundle = read_bundle(folder)
+    assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
+    assert [r["status"] for r in bundle.cases] == ["failed"]
+    assert "did not all join within 3 s" in bundle.cases[0]["reason"]
+
+
+@pytest.mark.slow(seconds=50)  # 2 trials x 2 processes; about 50 s on 2 loaded cores
+def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_path):
+    """Two gloo ranks; once the first (small) case's row is written, rank 1 is frozen (SIGSTOP) at a drawn moment
+    while it prepares the second, large case (its host-side inputs and expected output take longest there), so
+    rank 0 waits in a collective of the preparation (the rank map, or the check's agreement). That case failed
+    as if on its own, with a traceback, and the next was prepared on the broken group: the run ended complete,
+    exit 0. Now: partial, exit 1, no traceback, within the bound. A bounded, seeded trial loop."""
+    import random
+    import signal
+
+    draw = random.Random(6)
+    for trial in range(2):
+        port, run_id = _free_port(), f"frozen-{trial}"
+        procs = []
+        for rank in (0, 1):
+            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), PYTHONPATH=str(REPO))  # this checkout's xmfu
+            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[torch_dist]", *SMALL,
+                   "workload.ops=[all_gather]", "workload.in_place=[false]", "workload.sizes=[1K,16M,1K]",
+                   "workload.samples=1", "workload.iters=1", "workload.timeout_s=3", f"results_dir={tmp_path}",
+                   f"run_id={run_id}"]
+            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        try:
+            _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 120)
+            time.sleep(draw.uniform(0.0, 0.1))
+            procs[1].send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            _, err0 = procs[0].communicate(timeout=60)
+            took = time.monotonic() - stopped
+        finally:
+            procs[1].send_signal(signal.SIGCONT)
+            for p in procs:
+                p.kill() if p.poll() is None else None
+                p.communicate()
+        assert took < 3 + 20, (trial, took)
+        assert procs[0].returncode == 1, (trial, err0[-3000:])
+        assert "Traceback" not in err0 and "bundle status partial" in err0, (trial, err0[-3000:])
+        folder = tmp_path / run_id
+        bundle = read_bundle(folder)
+        assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
+        assert [r["status"] for r in bundle.cases] == ["ok", "failed"], (trial, [r["reason"] for r in bundle.cases])
+        assert "run aborted: collective failed" in bundle.cases[1]["reason"]

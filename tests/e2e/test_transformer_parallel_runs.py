@@ -86,6 +86,14 @@ def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
     for row in rows[1:]:
         assert row["params"]["world_size"] == 4 and len(row["notes"]["rank_map"]) == 4
         assert row["notes"]["hlo_collectives"]["counts"] and row["notes"]["no_comm_hlo_collectives"]["counts"] == {}
+        # the figure is what XLA compiled (fsdp here: all-gathers and one all-reduce, no reduce-scatter); the
+        # textbook schedule's figure only beside it (issue 25, item 20)
+        assert row["comm_bytes_per_rank"] == row["notes"]["hlo_collectives"]["bytes_per_rank"]
+        assert "compiled step" in row["comm_bytes_formula"]
+        assert row["comm"]["textbook_bytes_per_rank"] == row["notes"]["comm"]["textbook"]["bytes_per_rank"] > 0
+        if row["params"]["parallel"] == "fsdp":
+            assert "reduce_scatter" not in row["notes"]["hlo_collectives"]["counts"]
+            assert "ZeRO-3" in row["comm"]["textbook_formula"]
         assert row["notes"]["step_memory"]["argument_bytes"] > 0  # XLA's per-device figure for the step itself
 
 

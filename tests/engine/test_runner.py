@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import QUICK_TIMING, run_config
-from xmfu.harness.engine.case import Check, Prepared, Unavailable
+from xmfu.harness.engine.case import Check, FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.registry import Implementation, WorkloadDef
 from xmfu.harness.engine.runner import CaseRunner, Phase
@@ -73,7 +73,8 @@ FAKE = WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1), FakeCase(2)], 
 def _runner(tmp_path, **cfg):
     config = run_config(workload={"name": "fake"}, backends=["good"], **cfg)
     ctx = RunContext(config, Platform("cpu", (cpu_device(),), "test"))
-    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "2026-11-23T00:00:00Z", "xmfu_version": "0",
+                                           "git_sha": None,
                                            "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
     return CaseRunner(ctx, writer, "r", lambda row: None), writer
 
@@ -135,14 +136,17 @@ def test_a_backend_whose_timing_means_nothing_is_checked_but_never_called_for_ti
 
 
 def test_flush_and_cuda_graph_options_are_recorded_in_the_row(tmp_path):
-    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True, "cuda_graph": True})
+    """One at a time: together they are refused (tests/test_config.py), a graph replaying calls unflushed."""
+    runner, _ = _runner(tmp_path, timing={**QUICK_TIMING, "flush_l2": True})
     runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
     timer = runner.rows[0]["timer"]
     assert timer["name"].endswith("after a last-level-cache flush")
-    assert timer["flush_l2_bytes"] >= 64 * 2**20
-    assert timer["cuda_graph"] == "not applied: host on cpu"
+    assert timer["flush_l2_bytes"] >= 64 * 2**20 and "cuda_graph" not in timer
     assert timer["host_launch_s"] is None and timer["launch_bound"] is None  # a host timer has no separate launch
     assert runner.rows[0]["comparability"]["protocol"]["flush_l2"] is True
+    runner, _ = _runner(tmp_path / "graph", timing={**QUICK_TIMING, "cuda_graph": True})
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["timer"]["cuda_graph"] == "not applied: host on cpu"
 
 
 def test_a_jax_only_run_allocates_no_flush_buffer(tmp_path):
@@ -216,3 +220,47 @@ def test_a_row_the_bundle_format_refuses_is_written_as_failed_and_the_sweep_goes
     assert first["status"] == "failed" and "speed_score" in first["reason"] and "xmfu error" in first["reason"]
     assert second["status"] == "ok"
     assert validate_bundle(tmp_path / "b") == []
+
+
+def _refusing_step(rt):
+    """A training step as torch runs it under a graph capture: AdamW(capturable=False).step() raises torch 2.13's
+    error (torch/optim/optimizer.py _accelerator_graph_capture_health_check), and a distributed step's wrapper
+    (workloads/transformer/torch_parallel.py _aborting) turns any error into RunAborted, ending the run."""
+    def step():
+        if rt.capturing is not None:
+            raise RunAborted("distributed step failed: Attempting CUDA graph capture of step() for an instance of "
+                             "AdamW but param_groups' capturable is False.")
+        rt.kernel()
+    return step
+
+
+@pytest.mark.parametrize("why", ["", "a training step is not captured"])
+def test_a_step_that_cannot_be_captured_is_timed_with_events_and_its_row_says_so(tmp_path, monkeypatch, why):
+    """timing.cuda_graph on a GPU: a backend that says why its callable cannot be captured is timed with events,
+    its row says `not applied` and its comparability key is a plain run's; one that says nothing is captured, and
+    a refused capture there ends the run (what a DDP/FSDP training row did before it said why)."""
+    from tests.conftest import gpu_device
+    from tests.fakes.torch_cuda_runtime import FakeCudaRuntime
+    from xmfu.harness.engine import timers
+
+    rt = FakeCudaRuntime(kernel_s=1e-3)
+    monkeypatch.setattr(timers, "_torch", lambda: rt)
+    monkeypatch.setattr(timers, "make_torch_device_current", lambda device: None)
+    step = Implementation("good", always, lambda c, x: Prepared(
+        _refusing_step(rt), lambda rows: np.full(4, 1.0), "torch", fixed=FixedPlan(1, 4, 2), no_cuda_graph=why))
+    config = run_config(workload={"name": "fake"}, backends=["good"], timing={**QUICK_TIMING, "cuda_graph": True},
+                        telemetry={"enabled": False})
+    ctx = RunContext(config, Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132),), "test"))
+    writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+                                           "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
+    runner = CaseRunner(ctx, writer, "r", lambda row: None)
+    phase = Phase("main", WorkloadDef("fake", FAKE.expand, {"good": step}), [FakeCase(1)], ["good"])
+    if not why:
+        with pytest.raises(RunAborted):
+            runner.run_phase(phase)
+        return
+    runner.run_phase(phase)
+    row = runner.rows[0]
+    assert row["status"] == "ok" and row["time_s"]["median"] == pytest.approx(1e-3)
+    assert row["timer"]["name"] == "torch.cuda.Event" and row["timer"]["cuda_graph"] == f"not applied: {why}"
+    assert "cuda_graph" not in row["comparability"]["protocol"]

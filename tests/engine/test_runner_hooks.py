@@ -79,3 +79,27 @@ def test_under_a_fixed_plan_variants_take_turns_and_are_gathered_like_the_step(t
     quiet = samples["variants"]["quiet"]
     assert quiet["samples"] == [max(a, b) for a, b in zip(*quiet["rank_samples"], strict=True)]  # "max" combine
     assert row["ranks"] == 2 and row["rank_combine"] == "max"
+
+
+@dataclass(frozen=True)
+class SlashCase(WideCase):
+    """A case whose id would put its attachment outside the bundle (a model name with `/`, issue 26 item 4)."""
+
+    @property
+    def case_id(self):
+        return f"fake-../{self.size}" if self.size == 1 else f"fake-{self.size}"
+
+
+def test_an_attachment_with_an_unusable_name_is_refused_on_its_row_and_the_run_goes_on(tmp_path):
+    prepare = _prepare(None)
+    workload = WorkloadDef("fake", lambda *a: [], {"good": Implementation("good", always, prepare)})
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("main", workload, [SlashCase(1), SlashCase(2)], ["good"]))
+    writer.finalize("complete")
+    bundle = read_bundle(tmp_path / "b")
+    first, second = bundle.cases
+    assert first["status"] == "ok" and not first.get("attachments")  # the measured row is kept, without the file
+    assert "must be a new plain file name" in first["notes"]["attachments_refused"]["fake-../1.good.trace.json"]
+    assert second["attachments"] == ["fake-2.good.trace.json"]
+    assert not (tmp_path / "1.good.trace.json").exists()
+    assert validate_bundle(tmp_path / "b") == []

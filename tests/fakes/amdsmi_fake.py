@@ -11,7 +11,12 @@ sdists). Where the shapes differ, `FakeAmdSmi(version=...)` returns the one that
 - amdsmi_get_clock_info: 6.1 {'cur_clk', 'max_clk', 'min_clk', 'sleep_clk'}; 6.2/6.3 {'clk', 'min_clk',
   'max_clk', 'clk_locked', 'clk_deep_sleep'} (raw ints); 7.0 same keys through `_validate_if_max_uint`, so an
   all-ones value is "N/A" and clk_locked a bool.
-- amdsmi_get_gpu_metrics_info: throttle_status is a bool, or "N/A" (0xFFFFFFFF), in every release.
+- amdsmi_get_gpu_metrics_info: throttle_status is a bool, or "N/A" (0xFFFFFFFF), in every release;
+  indep_throttle_status likewise a bool or "N/A" (0xFFFFFFFFFFFFFFFF): the bitmask never reaches Python.
+- amdsmi_get_violation_status (from 6.3; "Only available for MI300+ ASICs", AMDSMI_STATUS_NOT_SUPPORTED elsewhere):
+  {'reference_timestamp', 'violation_timestamp', 'acc_counter', 'acc_*', 'per_*', 'active_prochot_thrm',
+  'active_ppt_pwr', 'active_socket_thrm', 'active_vr_thrm', 'active_hbm_thrm'}, each active_* a bool or "N/A"
+  (0xFF) (ROCm/amdsmi py-interface/amdsmi_interface.py at 0ceca28, the ROCm 6.3 interface).
 - amdsmi_get_gpu_process_list: 6.1 returns process handles (ctypes.c_uint32) to pass to
   amdsmi_get_gpu_process_info; 6.2+ return dicts {'name' ("N/A" when empty), 'pid', 'mem', 'engine_usage',
   'memory_usage': {'gtt_mem', 'cpu_mem', 'vram_mem'}} (bytes), 7.0 adds 'cu_occupancy';
@@ -35,7 +40,7 @@ from typing import Any
 VERSIONS = ("6.1.0", "6.2.0", "6.3.0", "7.0.2")
 AMDSMI_STATUS_INVAL, AMDSMI_STATUS_NOT_SUPPORTED, AMDSMI_STATUS_API_FAILED = 1, 2, 7
 AMDSMI_STATUS_NO_PERM, AMDSMI_STATUS_NOT_FOUND = 10, 31
-NA16, NA32 = 0xFFFF, 0xFFFFFFFF
+NA16, NA32, NA64 = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 
 
 class AmdSmiException(Exception):
@@ -99,6 +104,8 @@ class FakeAmdGpu:
     gfx_locked: int = 0
     hotspot_c: int = 70
     throttle: int = 1  # 0xFFFFFFFF: "N/A"
+    indep_throttle: int = 0  # 0xFFFFFFFFFFFFFFFF: "N/A"
+    violations: dict[str, int] = field(default_factory=dict)  # active_* -> 1/0/0xFF; unnamed ones read 0
     cap_uw: int = 750_000_000
     perf_level: str = "AMDSMI_DEV_PERF_LEVEL_AUTO"
     driver_version: str = "6.8.5"
@@ -135,6 +142,8 @@ class FakeAmdSmi:
         self.calls: list[str] = []
         if version != "6.1.0":
             self.amdsmi_get_gpu_process_info = None  # removed after 6.1
+        if not self._at_least("6.3.0"):
+            self.amdsmi_get_violation_status = None  # added in 6.3
 
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
@@ -223,7 +232,18 @@ class FakeAmdSmi:
         gpu = self._gpu(handle, "amdsmi_get_gpu_metrics_info")
         return {"temperature_hotspot": gpu.hotspot_c, "current_socket_power": gpu.current_w,
                 "average_socket_power": "N/A" if gpu.average_w == NA16 else gpu.average_w,
-                "current_gfxclk": gpu.gfx_mhz, "throttle_status": "N/A" if gpu.throttle == NA32 else bool(gpu.throttle)}
+                "current_gfxclk": gpu.gfx_mhz, "throttle_status": "N/A" if gpu.throttle == NA32 else bool(gpu.throttle),
+                "indep_throttle_status": "N/A" if gpu.indep_throttle == NA64 else bool(gpu.indep_throttle)}
+
+    def amdsmi_get_violation_status(self, handle: ProcessorHandle) -> dict[str, Any]:
+        gpu = self._gpu(handle, "amdsmi_get_violation_status")
+        out: dict[str, Any] = {"reference_timestamp": 1_700_000_000_000_000, "violation_timestamp": 100,
+                               "acc_counter": 1000}
+        for name in ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm"):
+            flag = gpu.violations.get(f"active_{name}", 0)
+            out[f"acc_{name}"], out[f"per_{name}"] = 0, 0
+            out[f"active_{name}"] = "N/A" if flag == 0xFF else bool(flag)
+        return out
 
     def amdsmi_get_gpu_driver_info(self, handle: ProcessorHandle) -> dict[str, str]:
         gpu = self._gpu(handle, "amdsmi_get_gpu_driver_info")

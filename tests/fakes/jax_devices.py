@@ -13,6 +13,10 @@ Copies jax 0.10.2 / jaxlib 0.10.2 (tag jax-v0.10.2 of jax-ml/jax) and the XLA PJ
   device_vendor ("NVIDIA Corporation" / "Advanced Micro Devices, Inc": cuda_executor.cc / rocm_executor.cc),
   all set by StreamExecutorGpuTopologyDescription::SetupDeviceDescription. TPUs: num_cores (read by
   jax/_src/mesh.py and jax/_src/pallas/mosaic/core.py).
+- No GPU UUID and no PCI bus id: SetupDeviceDescription's attributes are coords, device_vendor, slice_index,
+  partition_index, compute_capability, shared_memory_per_block_optin and core_count (xla/pjrt/gpu/
+  se_gpu_topology_description.cc; later XLA adds numa_node and the NVLink fabric's fabric_uuid). What identifies
+  the GPU is `local_hardware_id`, "Opaque hardware ID, e.g., the CUDA device number" (jaxlib Device), here = id.
 - device_kind: the driver's device name on GPUs (the same string torch prints; "AMD Instinct MI300X" is quoted
   in jax-ml/jax PR 37634); on TPUs the kinds of jax/_src/pallas/mosaic/tpu_info.py chip_version_from_device_kind:
   "TPU v5 lite" (v5e), "TPU v5" (v5p), "TPU v6 lite" (v6e); TensorCores per JAX device from its ChipVersion table.
@@ -85,10 +89,12 @@ def mi300x(id: int = 0) -> FakeDevice:
 
 
 def tpu(kind: str, id: int = 0) -> FakeDevice:
-    cores, hbm = {"TPU v5 lite": (1, 17_200_000_000), "TPU v5": (2, 103_000_000_000),
-                  "TPU v6 lite": (1, 34_400_000_000)}[kind]
-    return FakeDevice(id, "tpu", kind, TPU_CLIENT, hbm, {"num_cores": cores, "core_on_chip": 0,
-                                                         "coords": [id, 0, 0]})
+    """TPU7x: two JAX devices per chip (tpu_info.py: two TensorCores, no Megacore, one TensorCore per device;
+    mesh_utils.py indexes 7x devices by coords and core_on_chip), each with half the chip's 206e9 B of HBM."""
+    cores, hbm, per_chip = {"TPU v5 lite": (1, 17_200_000_000, 1), "TPU v5": (2, 103_000_000_000, 1),
+                            "TPU v6 lite": (1, 34_400_000_000, 1), "TPU7x": (1, 206_000_000_000 // 2, 2)}[kind]
+    return FakeDevice(id, "tpu", kind, TPU_CLIENT, hbm, {"num_cores": cores, "core_on_chip": id % per_chip,
+                                                         "coords": [id // per_chip, 0, 0]})
 
 
 def cpu_device(id: int = 0) -> FakeDevice:
@@ -97,9 +103,13 @@ def cpu_device(id: int = 0) -> FakeDevice:
 
 @dataclass
 class FakeDistributed:
-    """jax.distributed: records initialize()'s keyword arguments (its 0.10.2 signature, distributed.py:222)."""
+    """jax.distributed: records initialize()'s keyword arguments (its 0.10.2 signature, distributed.py:222): the
+    process layout in `calls`, the bounds (timeouts) in `bounds`. `on_initialize` stands in for what the real one
+    does to the process besides (e.g. the preemption notifier taking SIGTERM)."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
+    bounds: list[dict[str, Any]] = field(default_factory=list)
+    on_initialize: Any = None
 
     def initialize(self, coordinator_address: str | None = None, num_processes: int | None = None,
                    process_id: int | None = None, local_device_ids: int | list[int] | None = None,
@@ -107,26 +117,64 @@ class FakeDistributed:
                    heartbeat_timeout_seconds: int = 100, shutdown_timeout_seconds: int = 300,
                    coordinator_bind_address: str | None = None, slice_index: int | None = None,
                    partition_index: int | None = None) -> None:
+        self._record(coordinator_address, num_processes, process_id, local_device_ids,
+                     {"initialization_timeout": initialization_timeout,
+                      "heartbeat_timeout_seconds": heartbeat_timeout_seconds,
+                      "shutdown_timeout_seconds": shutdown_timeout_seconds})
+
+    def _record(self, coordinator_address: Any, num_processes: Any, process_id: Any, local_device_ids: Any,
+                bounds: dict[str, Any]) -> None:
         if self.calls:
             raise RuntimeError("distributed.initialize should only be called once.")
         self.calls.append({"coordinator_address": coordinator_address, "num_processes": num_processes,
                            "process_id": process_id, "local_device_ids": local_device_ids})
+        self.bounds.append(bounds)
+        if self.on_initialize:
+            self.on_initialize()
 
     def is_initialized(self) -> bool:
         return bool(self.calls)
 
 
-def fake_jax(local: list[FakeDevice], global_devices: list[FakeDevice] | None = None) -> types.ModuleType:
+@dataclass
+class FakeDistributed0438(FakeDistributed):
+    """jax.distributed.initialize as jax 0.4.38 has it (tag jax-v0.4.38, jax/_src/distributed.py): no heartbeat or
+    shutdown bound in its signature (they came in 0.7.0 and 0.8.1). The real one has no is_initialized either;
+    this fake keeps it (its absence is covered in tests/machine/test_jax_distributed.py)."""
+
+    def initialize(self, coordinator_address: str | None = None, num_processes: int | None = None,  # type: ignore[override]
+                   process_id: int | None = None, local_device_ids: int | list[int] | None = None,
+                   cluster_detection_method: str | None = None, initialization_timeout: int = 300,
+                   coordinator_bind_address: str | None = None) -> None:
+        self._record(coordinator_address, num_processes, process_id, local_device_ids,
+                     {"initialization_timeout": initialization_timeout})
+
+
+# Config options a fake JAX knows; jax/_src/config.py Config.update raises AttributeError("Unrecognized config
+# option: ...") for any other (the same in jax-v0.4.38 and jax-v0.10.2). jax_enable_preemption_service: 0.8.2.
+KNOWN_OPTIONS = {"0.10.2": {"jax_cpu_collectives_implementation", "jax_enable_preemption_service"},
+                 "0.4.38": {"jax_cpu_collectives_implementation"}}
+
+
+def fake_jax(local: list[FakeDevice], global_devices: list[FakeDevice] | None = None,
+             version: str = "0.10.2") -> types.ModuleType:
     """A `jax` module whose default backend holds `local` (this process's devices); `global_devices` are every
-    process's (jax.devices() after jax.distributed), defaulting to `local`."""
+    process's (jax.devices() after jax.distributed), defaulting to `local`. `version`: 0.10.2 or 0.4.38 (the
+    supported floor), for jax.distributed.initialize's signature and the config options it knows."""
     module = types.ModuleType("jax")
     module.__spec__ = importlib.machinery.ModuleSpec("jax", None)  # importlib.util.find_spec("jax") reads it
     everything = list(global_devices if global_devices is not None else local)
     module.local_devices = lambda process_index=None, backend=None, host_id=None: list(local)
     module.devices = lambda backend=None: list(everything)
     module.default_backend = lambda: local[0].platform if local else "cpu"
-    module.distributed = FakeDistributed()
+    module.distributed = FakeDistributed0438() if version == "0.4.38" else FakeDistributed()
     module.config_updates = []
-    module.config = types.SimpleNamespace(update=lambda name, value: module.config_updates.append((name, value)))
+
+    def update(name: str, value: Any) -> None:
+        if name not in KNOWN_OPTIONS[version]:
+            raise AttributeError(f"Unrecognized config option: {name}")
+        module.config_updates.append((name, value))
+
+    module.config = types.SimpleNamespace(update=update)
     module.block_until_ready = lambda x: x
     return module

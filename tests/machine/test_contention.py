@@ -45,3 +45,34 @@ def test_own_processes_include_the_other_ranks_under_torchrun(tmp_path):
                                                   11: ("rank1", 5, 0), 12: ("worker", 11, 0), 99: ("other", 1, 0)}))
     assert contention.own_processes(snap, pid=10, under_launcher=True) == {5, 10, 11, 12}
     assert contention.own_processes(snap, pid=10, under_launcher=False) == {10}
+
+
+def _ns(root: Path, inode: int) -> Path:
+    """A /proc whose self/ns/pid link reads as namespaces(7) shows it."""
+    (root / "self" / "ns").mkdir(parents=True, exist_ok=True)
+    (root / "self" / "ns" / "pid").symlink_to(f"pid:[{inode}]")
+    return root
+
+
+def test_the_pid_namespace_is_read_from_proc(tmp_path):
+    assert contention.pid_namespace(_ns(tmp_path / "host", 0xEFFFFFFC)) == {
+        "inode": 4026531836, "initial": True, "reason": None}
+    assert contention.pid_namespace(_ns(tmp_path / "container", 4026532671))["initial"] is False
+    unreadable = contention.pid_namespace(tmp_path / "none")
+    assert unreadable["initial"] is None and unreadable["reason"]
+
+
+def test_in_a_container_without_host_pids_gpu_processes_are_not_contention(tmp_path):
+    # docker run without --pid=host: NVML lists xmfu itself under its host PID (41873), which is no PID of ours
+    snap = contention.snapshot(_proc(tmp_path / "p", {1: ("python", 0, 0)}))
+    gpu = [{"pid": 41873, "name": None, "used_memory_bytes": 2 << 30, "kinds": ["compute"], "is_self": False}]
+    container = contention.pid_namespace(_ns(tmp_path / "c", 4026532671))
+    record = contention.assess(snap, snap, own={1}, gpu_processes=gpu, on_gpu=True, pid_ns=container)
+    assert not record["contended"] and record["reason"] is None
+    assert record["gpu_processes_attributed"] is False and "PID namespace" in record["gpu_processes_note"]
+    assert record["gpu_processes"][0]["pid"] == 41873 and record["gpu_processes"][0]["is_self"] is None
+    assert record["pid_namespace"]["initial"] is False
+    # on the host the same list is another process on the timed GPU
+    host = contention.pid_namespace(_ns(tmp_path / "h", 0xEFFFFFFC))
+    on_host = contention.assess(snap, snap, own={1}, gpu_processes=gpu, on_gpu=True, pid_ns=host)
+    assert on_host["contended"] and on_host["gpu_processes_attributed"] is True

@@ -58,6 +58,8 @@ MACHINES = {
                 "google-tpu-v5p"),
     "TPU v6e": (dict(plugin="tpu", devices=[fj.tpu("TPU v6 lite", i) for i in range(4)]), "tpu", "TPU v6 lite", 1,
                 "google-tpu-v6e"),
+    # 4 chips, 8 JAX devices: the table's TPU7x row is per device (half a chip)
+    "TPU7x": (dict(plugin="tpu", devices=[fj.tpu("TPU7x", i) for i in range(8)]), "tpu", "TPU7x", 1, "google-tpu7x"),
 }
 
 

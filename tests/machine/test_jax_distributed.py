@@ -3,12 +3,20 @@ call; its signature is jax 0.10.2's)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 
 import pytest
 
 from tests.fakes import jax_devices as fj
-from xmfu.harness.machine.frameworks import initialize_jax_distributed, jax_coordinator
+from xmfu.harness.machine.frameworks import (
+    JaxJoinFailed,
+    initialize_jax_distributed,
+    jax_coordinator,
+    jax_join_in_flight,
+)
 
 LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
                       "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES",
@@ -139,3 +147,99 @@ def test_jax_without_is_initialized_is_asked_through_its_state(monkeypatch):
     assert jax_distributed_initialized(legacy) is True
     current = types.SimpleNamespace(distributed=types.SimpleNamespace(is_initialized=lambda: True))
     assert jax_distributed_initialized(current) is True
+
+
+@pytest.mark.parametrize(("version", "bounds"), [
+    ("0.10.2", {"initialization_timeout": 68, "heartbeat_timeout_seconds": 8, "shutdown_timeout_seconds": 8}),
+    ("0.4.38", {"initialization_timeout": 68}),
+])
+def test_joining_is_bounded_by_the_workloads_timeout(version, bounds, monkeypatch):
+    """JAX's own bounds were 300 s to join (then SIGABRT), 100 s of missed heartbeats and a 300 s exit barrier; now
+    each is the workload's timeout_s, where the installed JAX's initialize has it (0.4.38: joining only). xmfu
+    waits timeout_s for the join itself, so JAX's join bound (its end an abort) is JOIN_GRACE_S (60 s) later."""
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    jax = fj.fake_jax([fj.cpu_device(0)], version=version)
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    torchrun(monkeypatch, 0, 2, 0)
+    initialize_jax_distributed("cpu", 7.5)  # whole seconds, rounded up: JAX's arguments are ints
+    assert jax.distributed.bounds == [bounds]
+    preemption = [v for name, v in jax.config_updates if name == "jax_enable_preemption_service"]
+    assert preemption == ([False] if version == "0.10.2" else [])  # the option exists from jax 0.8.2
+
+
+@pytest.mark.parametrize("version", ["0.10.2", "0.4.38"])
+def test_sigterm_stays_xmfus_after_joining(version, monkeypatch):
+    """JAX's preemption notifier takes SIGTERM during initialize (std::signal in SigtermNotifier, openxla/xla
+    preemption_notifier.cc) and only logs "SIGTERM caught": a JAX run went on to the end, exit 0. Here the fake's
+    initialize replaces the handler as that does; xmfu's handler is in place afterwards."""
+    import signal
+
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    jax = fj.fake_jax([fj.cpu_device(0)], version=version)
+    jax.distributed.on_initialize = _c_ignores_sigterm  # as std::signal does, from whichever thread joins
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    torchrun(monkeypatch, 1, 2, 1)
+
+    def xmfus(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, xmfus)
+    try:
+        for timeout_s in (None, 5):  # JAX's own bounds (called here), xmfu's (called in a joining thread)
+            jax.distributed.calls.clear()
+            initialize_jax_distributed("cpu", timeout_s)
+            with pytest.raises(KeyboardInterrupt):  # SIG_IGN left in place would swallow it
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _c_ignores_sigterm() -> None:
+    """What SigtermNotifier does: std::signal(SIGTERM, ...) at the C level, behind Python's back (Python's own
+    record of the handler, signal.getsignal, stays unchanged)."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None)
+    libc.signal.argtypes, libc.signal.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
+    libc.signal(signal.SIGTERM, 1)  # SIG_IGN
+
+
+def _joining(monkeypatch, initialize) -> None:
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    jax = fj.fake_jax([fj.cpu_device(0)])
+    jax.distributed.on_initialize = initialize
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    torchrun(monkeypatch, 0, 2, 0)
+
+
+def test_a_process_that_never_joins_fails_the_join_within_timeout_s(monkeypatch):
+    """jax.distributed.initialize never returned for a missing process: JAX's client ends the process by SIGABRT
+    at its own bound (client.h, "Terminating process because the JAX distributed service detected fatal errors"),
+    so xmfu could neither record the failure nor choose its exit status. xmfu now waits timeout_s itself."""
+    release = threading.Event()
+    _joining(monkeypatch, lambda: release.wait(30))
+    start = time.monotonic()
+    with pytest.raises(JaxJoinFailed, match=r"2 processes did not all join within 0.5 s"):
+        initialize_jax_distributed("cpu", 0.5)
+    assert time.monotonic() - start < 5
+    assert jax_join_in_flight()  # the run must leave before JAX's abort
+    release.set()
+    deadline = time.monotonic() + 10
+    while jax_join_in_flight() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not jax_join_in_flight()
+
+
+def test_a_join_that_raises_is_a_join_failure(monkeypatch):
+    def refused():
+        raise RuntimeError("DEADLINE_EXCEEDED: Deadline Exceeded\nRPC: /xla.coordination.CoordinationService")
+
+    _joining(monkeypatch, refused)
+    with pytest.raises(JaxJoinFailed, match=r"joining the 2 processes failed: DEADLINE_EXCEEDED: Deadline Exceeded$"):
+        initialize_jax_distributed("cpu", 5)
+    assert not jax_join_in_flight()

@@ -50,7 +50,8 @@ def test_amdsmi_one_missing_field_loses_only_that_field():
 @pytest.mark.parametrize("version", af.VERSIONS)
 def test_amdsmi_na_and_sentinels_are_unknown_never_values(version):
     # 6.2+ say "N/A"; 6.1 hands back the raw 0xFFFF that 6.2 turns into "N/A"
-    gpu = af.FakeAmdGpu(current_w=NA16, average_w=NA16, throttle=NA32)
+    na_flags = {f"active_{n}": 0xFF for n in ("prochot_thrm", "ppt_pwr", "socket_thrm", "vr_thrm", "hbm_thrm")}
+    gpu = af.FakeAmdGpu(current_w=NA16, average_w=NA16, throttle=NA32, indep_throttle=af.NA64, violations=na_flags)
     sampler, _ = _sampler(version, [gpu])
     r = sampler.read()
     assert r.power_w is None and r.power_source is None
@@ -145,3 +146,34 @@ def test_amdsmi_probe_covers_every_field():
     for key, entry in probe.items():
         assert entry["value"] is not None or entry["reason"], key
     assert probe["energy_j"]["source"] == "amdsmi_get_energy_count power (the accumulator before ROCm 6.3)"
+
+
+@pytest.mark.parametrize("version", ["6.3.0", "7.0.2"])
+def test_amdsmi_violation_status_names_the_limit_that_holds_the_clock(version):
+    # an MI300X at its power cap: gpu_metrics says only "throttled"; the violation status says which limit
+    gpu = af.FakeAmdGpu(throttle=1, indep_throttle=1, violations={"active_ppt_pwr": 1, "active_hbm_thrm": 1})
+    sampler, _ = _sampler(version, [gpu])
+    r = sampler.read()
+    assert r.throttle == ["hbm_thermal", "indep_throttled", "ppt_power", "throttled"]
+    assert "amdsmi_get_violation_status active_ppt_pwr" in sampler.probe()["throttle"]["source"]
+
+
+def test_amdsmi_violation_status_alone_answers_when_throttle_status_is_na():
+    gpu = af.FakeAmdGpu(throttle=NA32, indep_throttle=af.NA64, violations={"active_socket_thrm": 1})
+    sampler, _ = _sampler("6.3.0", [gpu])
+    assert sampler.read().throttle == ["socket_thermal"]
+    assert "throttle_status is" in sampler.probe()["throttle"]["reason"]
+
+
+@pytest.mark.parametrize("version", ["6.1.0", "6.2.0"])
+def test_amdsmi_without_violation_status_still_reads_gpu_metrics(version):
+    sampler, _ = _sampler(version, [af.FakeAmdGpu(throttle=0, indep_throttle=1)])
+    assert sampler.read().throttle == ["indep_throttled"]
+    assert "amdsmi_get_violation_status is not in this amdsmi" in sampler.probe()["throttle"]["reason"]
+
+
+def test_amdsmi_violation_status_not_supported_off_mi300():
+    gpu = af.FakeAmdGpu(throttle=0, errors={"amdsmi_get_violation_status": af.AMDSMI_STATUS_NOT_SUPPORTED})
+    sampler, _ = _sampler("6.3.0", [gpu])
+    assert sampler.read().throttle == []
+    assert "AMDSMI_STATUS_NOT_SUPPORTED" in sampler.probe()["throttle"]["reason"]

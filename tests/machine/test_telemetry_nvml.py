@@ -127,6 +127,23 @@ def test_nvml_clocks_locked_from_application_clocks():
     assert unknown.static()["clocks"]["locked"] is None and unknown.static()["clocks"]["reason"]
 
 
+def test_nvml_clocks_say_which_query_answered():
+    by_app, _ = _sampler([pf.FakeGpu(app_clocks={pf.NVML_CLOCK_SM: 1410, pf.NVML_CLOCK_MEM: 2619})])
+    assert by_app.static()["clocks"]["source"] == "nvmlDeviceGetApplicationsClock vs " \
+                                                   "nvmlDeviceGetDefaultApplicationsClock"
+    by_event, _ = _sampler([pf.FakeGpu(reasons=pf.nvmlClocksEventReasonApplicationsClocksSetting)])
+    assert by_event.static()["clocks"]["source"] == "nvmlDeviceGetCurrentClocksEventReasons applications_clocks"
+    # a driver past the applications-clocks deprecation (NVML v580 change log): the event reason alone answers
+    gone = dict.fromkeys(("nvmlDeviceGetApplicationsClock", "nvmlDeviceGetDefaultApplicationsClock"),
+                         pf.NVML_ERROR_NOT_SUPPORTED)
+    reasons_only, _ = _sampler([pf.FakeGpu(reasons=0, errors=gone)])
+    clocks = reasons_only.static()["clocks"]
+    assert clocks["locked"] is False
+    assert clocks["source"] == "nvmlDeviceGetCurrentClocksEventReasons applications_clocks"
+    # no NVML getter reports an -lgc lock: recorded as not readable, never as "not locked"
+    assert clocks["detail"]["gpu_locked_clocks"] is None and "-lgc" in clocks["detail"]["note"]
+
+
 def test_nvml_processes_on_the_timed_gpu():
     me = os.getpid()
     gpu = pf.FakeGpu(compute=[(me, 2 << 30), (4242, 1 << 30)], graphics=[(4242, 1 << 30), (77, None)])
@@ -165,3 +182,41 @@ def test_nvml_probe_says_what_each_field_returns():
 def test_nvml_clocks_event_reasons_under_the_older_name(kw):
     sampler, _ = _sampler(**kw)
     assert sampler.read().throttle == ["sw_power_cap", "sw_thermal"]  # from ...ThrottleReasons
+
+
+def _jax_gpu(hardware_id: int) -> DeviceInfo:
+    """A GPU as JAX describes it: no UUID, no PCI bus id (jaxlib's PJRT attributes have neither)."""
+    from tests.fakes.jax_devices import h100 as jax_h100
+    from xmfu.harness.machine.platform import describe_jax_device
+
+    device = describe_jax_device(jax_h100(hardware_id), 0)  # the only local device of its process
+    assert device.uuid is None and device.pci_bus_id is None and device.hardware_id == hardware_id
+    return device
+
+
+def test_nvml_maps_a_jax_gpu_through_an_abbreviated_uuid_in_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1b2c03,GPU-5a1b2c02")  # CUDA accepts UUID prefixes
+    sampler, _ = _sampler(pf.four_gpus(), _jax_gpu(1))
+    identity = sampler.static()["identity"]
+    assert identity["resolved_by"] == "uuid (CUDA_VISIBLE_DEVICES)" and identity["warning"] is None
+    assert identity["pci_bus_id"] == "00000000:3A:00.0" and "CUDA device 1 is GPU-5a1b2c02" in identity["mapping"]
+
+
+def test_nvml_maps_a_jax_gpu_by_pci_order_under_pci_bus_id(monkeypatch):
+    gpus = pf.four_gpus()
+    nvml_order = [gpus[3], gpus[0], gpus[2], gpus[1]]  # NVML's index "may not correlate with" CUDA's
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    sampler, _ = _sampler(nvml_order, _jax_gpu(1))  # CUDA device 1 = physical 1 = second lowest bus, 0x2a
+    identity = sampler.static()["identity"]
+    assert identity["resolved_by"] == "pci_bus_id (CUDA_VISIBLE_DEVICES, PCI_BUS_ID order)"
+    assert identity["pci_bus_id"] == "00000000:2A:00.0" and identity["warning"] is None
+
+
+def test_nvml_does_not_guess_cuda_s_fastest_first_order(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    sampler, _ = _sampler(pf.four_gpus(), _jax_gpu(1))
+    identity = sampler.static()["identity"]
+    assert identity["resolved_by"] == "ordinal" and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in identity["warning"]
+    assert any("fastest first" in t for t in identity["tried"])

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from xmfu.harness.results.stats import summarize
 
 MANIFEST = {"run_id": "r", "created": "2026-11-23T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
             "argv": [], "overrides": [], "comparability_key": "k"}
 
 
 def time_summary(samples: list[float]) -> dict[str, Any]:
-    x = np.asarray(samples, dtype=np.float64)
-    median = float(np.median(x))
-    return {"n": int(x.size), "median": median, "mean": float(x.mean()), "min": float(x.min()), "max": float(x.max()),
-            "p10": float(np.percentile(x, 10)), "p90": float(np.percentile(x, 90)), "p99": float(np.percentile(x, 99)),
-            "ci95_low": float(x.min()), "ci95_high": float(x.max()), "cv": 0.0}
+    """The engine's statistics of these samples (stats.summarize), so `xmfu validate` re-derives them."""
+    return summarize(samples).as_dict()
+
+
+def samples_of(row: dict[str, Any]) -> list[float]:
+    """Samples that give the row's time statistics: every row here is made from three samples, whose summary is
+    fixed by their min, median and max."""
+    t = row.get("time_s") or {}
+    if not t:
+        return []
+    return [t["min"], t["median"], t["max"]] if t["n"] == 3 else [t["median"]] * t["n"]
 
 
 def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: float | None = 1.0,
@@ -91,9 +97,7 @@ def write_bundle(folder: Any, run_id: str, rows: list[dict[str, Any]], created: 
                           environment or {"driver": "570", "packages": {"torch": "2.13.0"}})
     for row in rows:
         row = {**row, "run_id": run_id}
-        median = (row.get("time_s") or {}).get("median")
-        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"],
-                            "samples": [median] * 3 if median else []})
+        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"], "samples": samples_of(row)})
     if telemetry:
         writer.append_telemetry(rows[0]["case_id"], telemetry)
     writer.finalize("complete")

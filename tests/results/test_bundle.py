@@ -21,7 +21,8 @@ def _row(status="ok", case_id="c1"):
 
 @pytest.fixture
 def bundle(tmp_path):
-    writer = BundleWriter(tmp_path / "run", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+    writer = BundleWriter(tmp_path / "run", {"run_id": "r", "created": "2026-11-23T00:00:00Z", "xmfu_version": "0",
+                                           "git_sha": None,
                                              "argv": [], "overrides": [], "comparability_key": "k"},
                           "a: 1\n", {"host": {}})
     writer.append(_row(), {"case_id": "c1", "backend": "torch", "samples": [1.0, 1.1]})
@@ -40,9 +41,10 @@ def test_round_trip(bundle):
 
 
 def test_unfinished_writer_leaves_a_valid_partial_bundle(tmp_path):
-    writer = BundleWriter(tmp_path / "p", {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None,
+    writer = BundleWriter(tmp_path / "p", {"run_id": "r", "created": "2026-11-23T00:00:00Z", "xmfu_version": "0",
+                                           "git_sha": None,
                                            "argv": [], "overrides": [], "comparability_key": "k"}, "", {})
-    writer.append(_row(), {"case_id": "c1", "backend": "torch", "samples": [1.0]})
+    writer.append(_row(), {"case_id": "c1", "backend": "torch", "samples": [1.0, 1.1]})
     assert validate_bundle(tmp_path / "p") == []
     assert read_bundle(tmp_path / "p").manifest["status"] == "partial"
 
@@ -75,7 +77,7 @@ def test_counts_must_match_rows(bundle):
 
 
 def test_attachments_are_covered_by_the_checksums(tmp_path):
-    manifest = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [],
+    manifest = {"run_id": "r", "created": "2026-11-23T00:00:00Z", "xmfu_version": "0", "git_sha": None, "argv": [],
                 "overrides": [], "comparability_key": "k"}
     writer = BundleWriter(tmp_path / "b", manifest, "", {})
     writer.attach("tunableop_results.csv", "Validator,PT_VERSION,2.13.0\n")

@@ -13,24 +13,28 @@ from xmfu.harness.results.compare import Side, compare, environment_diff
 from xmfu.harness.results.compare_render import render
 from xmfu.harness.results.cost import break_even, cost_figures, parse_prices
 from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.stats import summarize
 from xmfu.harness.results.writer import BundleWriter
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
 
 
-def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="now", spread=0.01,
+def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="2026-11-23T00:00:00Z", spread=0.01,
             repeats=1, case_id="c", seed=None):
     rng = np.random.default_rng(len(name) if seed is None else seed)
     samples = list(median * (1 + spread * rng.standard_normal(40 * repeats)))
     writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
                                             "argv": [], "overrides": [], "comparability_key": key},
                           "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
+    groups = [i // 40 for i in range(len(samples))]
     row = valid_row(samples, flops=1e12, peak=1000.0, run_id=name, case_id=case_id, platform="cuda", device="GPU",
                     dtype="bf16", params={}, comparability_key=key, comparability=fields,
                     throughput={"tokens_per_s": 1e6 / median})
-    writer.append(row, {"case_id": case_id, "backend": "torch", "samples": samples,
-                        "repeats": [i // 40 for i in range(len(samples))]})
+    row["time_s"] = summarize(samples, groups=groups).as_dict()  # as the engine states it: repeats two-stage
+    row["tflops"] = row["flops"] / row["time_s"]["median"] / 1e12
+    row["mfu"] = row["tflops"] / row["peak_tflops"]
+    writer.append(row, {"case_id": case_id, "backend": "torch", "samples": samples, "repeats": groups})
     writer.finalize("complete")
     return read_bundle(tmp_path / name)
 

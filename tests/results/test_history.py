@@ -195,7 +195,7 @@ def test_store_problems_are_one_paragraph_and_exit_2(tmp_path, capsys):
         assert message in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)
     undated = _make(tmp_path, "undated", 1.0, created="now")
     assert _cli("add", undated.folder, "--store", empty) == 2
-    assert "created 'now' is not an ISO 8601 time" in capsys.readouterr().err
+    assert "created 'now' is not a UTC ISO 8601 time" in capsys.readouterr().err
     (empty / "bad.parquet").write_text("not parquet")
     assert _cli("trend", "--store", empty) == 2
     err = capsys.readouterr().err

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.results.rows import MANIFEST, ci95, valid_row
+from tests.results.rows import MANIFEST, ci95, samples_of, valid_row
 from tests.results.test_report import ink, render
 from xmfu.harness.results import suite_report, verdict
 from xmfu.harness.results.validator import load_bundle
@@ -45,7 +45,7 @@ def _bundle(folder, run_id, rows, **manifest):
     writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id}, "", {"packages": {"torch": "2.13.0"}})
     for row in rows:
         row = {**row, "run_id": run_id}
-        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"], "samples": [1e-3] * 3})
+        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"], "samples": samples_of(row)})
     if manifest:
         writer.update(**manifest)
     writer.finalize("complete")

@@ -126,8 +126,15 @@ def test_jax_records_xla_cost_beside_the_analytic_count(cpu_ctx):
 
 
 def test_triton_rejects_unsupported_head_dims(cpu_ctx):
-    ok, why = triton_backend.available(_case((2, 2, 8, 8, 80, False, "top_left")), cpu_ctx)
-    assert not ok and "80" in why
+    ok, why = triton_backend.available(_case((2, 2, 8, 8, 72, False, "top_left")), cpu_ctx)
+    assert not ok and "72" in why and "80, 96" in why
+
+
+@pytest.mark.parametrize("head_dim", [80, 96])
+def test_triton_pads_head_dims_that_are_not_powers_of_two(head_dim, cpu_ctx):
+    """FlashAttention-2's 80 and 96 (and 256): a 128-wide tile whose columns past the head dim are masked."""
+    check, _ = _check("triton", _case((4, 2, 19, 37, head_dim, True, "bottom_right")), cpu_ctx)
+    assert check.ok, check
 
 
 def test_the_interpreter_checks_large_attention_at_a_small_size(cpu_ctx):
@@ -155,3 +162,13 @@ def test_a_large_model_is_not_interpreted(cpu_ctx):
     big = model_from_config(yaml.safe_load((CONFIG_DIR / "model" / "125m.yaml").read_text()))
     ok, why = torch_triton.available(TrainCase(big, "bf16"), cpu_ctx)
     assert not ok and "would take hours" in why and "model=tiny" in why
+
+
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_triton_runs_a_one_token_forward_through_the_split_kv_decode_kernel(alignment, cpu_ctx):
+    """seq_q 1: top-left causal sees key 0 only, bottom-right every key (a decode step); both checked."""
+    check, prepared = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd"), cpu_ctx)
+    assert check.ok, check
+    assert "flash_decoding" in prepared.notes["library"]
+    _, tiled = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd_bwd"), cpu_ctx)
+    assert "flash_attention" in tiled.notes["library"]  # gradients: the tiled kernels

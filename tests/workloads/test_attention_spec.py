@@ -24,6 +24,26 @@ def test_fa2_flops_by_hand():
     assert case(heads=8, kv=2, batch=3).flops() == 192 * 8 * 3  # GQA does not change the FLOPs
 
 
+def test_the_default_counts_the_causal_pairs_of_a_rectangular_shape():
+    # A prefill of 1024 queries against a 4096-entry cache: fa2's "half of Sq·Skv" counted 4x the scores the
+    # top-left mask keeps (issue 25, item 19). The default counts the pairs, per alignment.
+    def flops(alignment: str, convention: str | None = None) -> float:
+        workload = {"name": "attention", "batch": 1, "heads": 1, "seq_q": [1024], "seq_kv": [4096],
+                    "head_dim": [64], "causal": [True], "mode": ["fwd"], "alignment": alignment,
+                    **({"flop_convention": convention} if convention else {})}
+        (c,) = expand(workload, "bf16", 0)
+        return c.flops()
+
+    per_entry = 4 * 64
+    assert flops("top_left") == per_entry * 1024 * 1025 // 2  # query i sees keys 0..i
+    assert flops("bottom_right") == per_entry * (1024 * 3072 + 1024 * 1025 // 2)  # and the 3072 before them
+    assert flops("top_left", "fa2") == per_entry * 1024 * 4096 / 2  # fa2 stays, named, counting what it says
+    assert flops("top_left", "fa2") / flops("top_left") == pytest.approx(4, rel=1e-3)
+    (square,) = expand({"name": "attention", "batch": 1, "heads": 1, "seq_q": [512], "head_dim": [64],
+                        "causal": [True], "mode": ["fwd"]}, "bf16", 0)
+    assert square.flop_convention == "exact" and square.flops() == per_entry * 512 * 513 // 2
+
+
 def test_exact_flops_count_visible_scores_per_alignment():
     # top-left: query i sees keys 0..i -> 1+2+3+4 = 10 of 24 entries
     assert case(causal=True, convention="exact").visible_scores() == 10

@@ -53,3 +53,37 @@ def test_latency_barrier_and_object_collectives_run_on_this_ranks_gpu_when_the_g
     fake = FakeNcclDist(own_gpu=GPU, initialized=True)
     _run(CollectiveCase("all_reduce", 1024, "fp32", True, "latency"), fake, monkeypatch)
     assert fake.init_calls == [] and fake.current_gpu == GPU
+
+
+# What torch 2.13's gloo raises when a peer is frozen (SIGSTOP) or gone, as seen on a CPU with a 3 s group timeout:
+# plain RuntimeErrors, no torch.distributed.DistError (third_party/gloo/gloo/transport/tcp/unbound_buffer.cc, pair.cc).
+GLOO_FROZEN_PEER = ("[third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 3000ms for send "
+                    "operation to complete")
+
+
+def _broken(*args, **kwargs):
+    raise RuntimeError(GLOO_FROZEN_PEER)
+
+
+@pytest.mark.parametrize("collective", ["all_gather_object", "all_reduce"])
+def test_a_group_that_breaks_while_a_case_is_prepared_ends_the_run(collective, cpu_ctx, monkeypatch):
+    """The rank map (all_gather_object) and the agreement on the check (all_reduce) run while the case is prepared
+    and checked: a peer frozen there broke the group, yet the case failed as if on its own and the next case was
+    prepared on the broken group. Any collective's failure is RunAborted: partial bundle, exit 1."""
+    import torch.distributed as dist
+
+    from xmfu.harness.engine.case import RunAborted
+
+    case = CollectiveCase("all_gather", 1024, "fp32", False, "throughput")
+    if collective == "all_gather_object":
+        monkeypatch.setattr(dist, "all_gather_object", _broken)
+        with pytest.raises(RunAborted, match="Timed out waiting"):
+            torch_dist.prepare(case, cpu_ctx)
+        return
+    prepared = torch_dist.prepare(case, cpu_ctx)
+    monkeypatch.setattr(dist, "all_reduce", _broken)
+    with pytest.raises(RunAborted, match="Timed out waiting"):
+        prepared.result(None)
+    monkeypatch.setattr(dist, "all_gather_object", _broken)
+    with pytest.raises(RunAborted):
+        prepared.gather([1.0])

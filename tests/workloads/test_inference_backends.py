@@ -176,3 +176,35 @@ def test_triton_attention_compiles_one_kernel_for_every_decode_position():
     kinds = {native_specialize_impl(BaseBackend, pos, False, not param.do_not_specialize,
                                     not param.do_not_specialize_on_alignment) for pos in (1, 16, 17, 512, 513)}
     assert len(kinds) == 1, kinds
+
+
+def test_jax_generates_on_the_runs_device_index():
+    # The row, the peak and the telemetry describe `device_index`; the work must run there too (issue 25, item 8:
+    # it ran on local device 0 whatever the index). One local device here: index 7 is refused, never substituted.
+    case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=2)
+    ctx = RunContext(run_config(device_index=7), Platform("cpu", (gpu_device("cpu", kind="cpu"),), "test"))
+    with pytest.raises(RuntimeError, match="device_index 7: JAX sees 1 local device"):
+        jax_backend.prepare(case, ctx)
+
+
+def test_triton_decode_steps_run_the_split_kv_kernel_over_the_keys_the_flops_count(cpu_ctx, monkeypatch):
+    """Each decode step's attention goes through kernels/flash_decoding.py with kv_len = position + 1: the keys
+    `mean_context` counts for that step (arithmetic.py), no more (the tiled kernel read up to its query tile's
+    causal bound); the prompt stays on the tiled kernel. The correctness gate covers the decode kernel."""
+    from xmfu.kernels import flash_decoding
+
+    seen = []
+    real = flash_decoding.flash_decode
+
+    def counted(q, k, v, kv_len, **kw):
+        seen.append((q.shape[2], kv_len))
+        return real(q, k, v, kv_len, **kw)
+
+    monkeypatch.setattr(flash_decoding, "flash_decode", counted)
+    case = InferenceCase(TINY, "fp32", "decode", 2, 8, 4, check_steps=2)
+    prepared = _prepared("torch_triton", case, cpu_ctx)
+    assert case.check(prepared.result(None)).ok
+    steps = [p + 1 for p in range(case.prompt_len, case.prompt_len + case.check_steps)]
+    assert seen == [(1, n) for n in steps for _ in range(TINY.n_layers)]
+    assert sum(steps) / len(steps) == ar.mean_context(case.prompt_len, case.check_steps)  # the formula's keys
+    assert "flash_decoding" in prepared.notes["decode_attention"]

@@ -69,3 +69,48 @@ def test_fp8_shapes_scaled_mm_cannot_take_are_skipped_with_the_reason():
     with fake_gpu(0):
         ok, why = torch_backend.available(case, _ctx(H100))
     assert not ok and "16" in why
+
+
+@pytest.mark.parametrize("backend", ["triton", "jax"])
+@pytest.mark.parametrize("fmt", ["e4m3fn", "e4m3fnuz"])
+def test_triton_and_jax_compute_fp8_in_either_format(backend, fmt, cpu_ctx):
+    """On the CPU (Triton's interpreter, XLA's CPU dot) both formats, inputs rounded to each: the same check as
+    torch._scaled_mm's rows, so the mamf fp8 part compares the three backends on equal terms."""
+    from xmfu.workloads.matmul import jax as jax_backend
+    from xmfu.workloads.matmul import triton as triton_backend
+
+    module = {"triton": triton_backend, "jax": jax_backend}[backend]
+    case = spec.MatmulCase(67, 45, 48, "fp8", transpose_b=True, fp8_format=fmt)  # off the tile multiples
+    prepared = module.prepare(case, cpu_ctx)
+    prepared.fn()
+    check = case.check(prepared.result(None))
+    assert check.ok, check
+    assert prepared.notes["fp8_format"] == fmt
+
+
+@pytest.mark.parametrize("backend", ["triton", "jax"])
+def test_fp8_on_a_cpu_is_offered_in_the_cpus_format(backend, cpu_ctx):
+    from xmfu.workloads.matmul import jax as jax_backend
+    from xmfu.workloads.matmul import triton as triton_backend
+
+    module = {"triton": triton_backend, "jax": jax_backend}[backend]
+    (case,) = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], cpu_ctx.device)
+    assert module.available(case, cpu_ctx) == (True, "")
+    ok, why = module.available(replace(case, fp8_format="e4m3fnuz"), cpu_ctx)
+    assert not ok and "e4m3fn" in why
+
+
+def test_jax_fp8_runs_where_xla_has_an_fp8_gemm():
+    """XLA: fp8 GEMMs on gfx942 (fnuz) and gfx950 (OCP) (rocm_compute_capability.h), on NVIDIA from Hopper; an fp8
+    dot elsewhere is converted to f16 and would be timed as fp8."""
+    from xmfu.workloads.matmul import jax as jax_backend
+
+    a100 = gpu_device("NVIDIA A100-SXM4-80GB", 108, compute_capability="8.0")
+    l4 = gpu_device("NVIDIA L4", 58, compute_capability="8.9")
+    mi250 = gpu_device("AMD Instinct MI250X", 220, kind="rocm", vendor="amd", arch="gfx90a:sramecc+:xnack-")
+    tpu = gpu_device("TPU v5 lite", kind="tpu", vendor="google")
+    expected = [(MI300X, True), (MI355X, True), (H100, True), (a100, False), (l4, False), (mi250, False), (tpu, False)]
+    for device, ok in expected:
+        (case,) = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], device)
+        why = jax_backend.fp8_unavailable(case, device.kind, device)
+        assert (why is None) is ok, (device.name, why)

@@ -62,6 +62,13 @@ def test_loss_goes_down_on_every_backend(name, cpu_ctx):
     assert losses[-1] < losses[0] - 0.1, losses  # measured: down by 0.25 (after a first step) or 0.43 (from start)
 
 
+def test_a_torch_training_step_says_why_timing_cuda_graph_does_not_capture_it(cpu_ctx):
+    """Its AdamW has capturable=False: torch refuses to capture step(), so the engine times it with events and the
+    row says `cuda_graph: not applied: <this>` (tests/engine/test_runner.py) instead of failing the row."""
+    prepared = _prepared("torch", TrainCase(TINY, "fp32"), cpu_ctx)
+    assert "capturable=False" in prepared.no_cuda_graph and "events" in prepared.no_cuda_graph
+
+
 @pytest.mark.parametrize("name", ["torch", "jax"])
 def test_activation_checkpointing_keeps_the_numbers(name, cpu_ctx):
     plain = _prepared(name, TrainCase(TINY, "fp32"), cpu_ctx).result(None)
@@ -89,3 +96,22 @@ def test_torch_compile_learns_on_a_static_graph_compiled_before_timing(cpu_ctx, 
     assert counters["stats"]["unique_graphs"] == before  # nothing compiled while it would be timed
     assert not [k for k in counters["aten_mm_info"] if "_s" in k]  # no symbolic (dynamic) matmul sizes
     assert losses[-1] < losses[0] - 0.1, losses
+
+
+@pytest.mark.slow(seconds=40)
+def test_torch_compile_compiles_every_case_of_a_batch_sweep(cpu_ctx, monkeypatch):
+    """Dynamo keeps its graphs on the code objects every case's model shares: without a reset per case a batch sweep
+    passes recompile_limit (8) and the later rows run eagerly under torch_compile's name (seen with the default
+    limit: the tiny preset's 8th batch size compiled no graph). The limit is lowered to 2 so that two cases show it;
+    Dynamo's "eager" backend keeps its capture and cache but skips Inductor's C++ build."""
+    import torch
+    import torch._dynamo
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real_compile(model, backend="eager", **kw))
+    limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"  # < 2.7
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch({limit: 2}):
+        for batch in (3, 4, 5):  # none of them the correctness pass's shape: each case compiles its timed step
+            case = TrainCase(dataclasses.replace(TINY, n_layers=1, batch=batch), "fp32")
+            assert _prepared("torch_compile", case, cpu_ctx).notes["compiles"] >= 1, batch

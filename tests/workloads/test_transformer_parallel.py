@@ -182,6 +182,33 @@ ENTRY %main {
 """
 
 
+FSDP_HLO = """
+ENTRY %main {
+  %all-gather.1 = f32[256,64]{1,0} all-gather(f32[64,64]{1,0} %e), dimensions={0}
+  %all-gather.2 = f32[64,64]{1,0} all-gather(f32[16,64]{1,0} %w), dimensions={0}
+  %all-reduce.3 = (f32[256,64]{1,0}, f32[64,64]{1,0}) all-reduce(f32[256,64]{1,0} %g, f32[64,64]{1,0} %h), to_apply=%add
+}
+"""
+
+
+def test_jax_rows_state_the_collectives_xla_compiled_and_the_textbook_schedule_beside():
+    # XLA compiled the fsdp step as gathers plus one gradient all-reduce, not ZeRO-3's gathers and reduce-scatters:
+    # the row's figure is the compiled program's (issue 25, item 20).
+    run = _cases(parallel="fsdp")[1].on_devices(4)
+    found = jax_comm.hlo_collectives(FSDP_HLO, 4)
+    comm = parallel.compiled(found, run)
+    want = 0.75 * (256 * 64 + 64 * 64) * 4 + 1.5 * (256 * 64 + 64 * 64) * 4
+    assert comm["bytes_per_rank"] == pytest.approx(want) and comm["collectives_per_step"] == 3
+    assert comm["textbook"] == parallel.nominal(run, "jax") and comm["textbook"]["bytes_per_rank"] != want
+    row = {**_row("t-b2-fsdp-weak", "fsdp", 1.25, 1.6, n=4, notes={"comm": comm}), "backend": "jax",
+           "variants": {"comm_alone": {"time_s": {"median": 0.5}}}}
+    out = figures.derive(row, [])
+    assert out["comm_bytes_per_rank"] == pytest.approx(want) and "compiled step" in out["comm_bytes_formula"]
+    assert out["comm_achieved_gbps"] == pytest.approx(want / 0.5 / 1e9)
+    assert out["comm"]["textbook_bytes_per_rank"] == comm["textbook"]["bytes_per_rank"]
+    assert "ZeRO-3" in out["comm"]["textbook_formula"]
+
+
 def test_async_collectives_as_the_gpu_hlo_printer_writes_them_count_their_results():
     """XLA's default HloPrintOptions (syntax_sugar_async_ops) print an async-wrapped reduce-scatter or all-to-all
     as `<op>-start` with the async shape ((operands), results[, context]) and omit the wrapped computation."""

@@ -39,6 +39,8 @@ def test_torch_strategy_on_one_rank_checks_and_times_its_variants(strategy, cpu_
     assert collectives and {c["op"] for c in collectives} <= {"all_reduce", "all_gather", "reduce_scatter"}
     assert prepared.notes["comm"]["bytes_per_rank"] == 0  # one rank: nothing crosses a link
     assert len(prepared.notes["rank_map"]) == 1 and prepared.gather(prepared.fixed and [1.0]) == [[1.0]]
+    # timing.cuda_graph never captures it: AdamW(capturable=False) refuses, which across ranks ended the run
+    assert "capturable=False" in prepared.no_cuda_graph and "DDP/FSDP collectives" in prepared.no_cuda_graph
 
 
 def test_strategies_a_backend_lacks_are_skipped_with_the_reason(cpu_ctx):
@@ -115,3 +117,20 @@ def test_single_device_step_makes_its_gpu_the_current_device(monkeypatch):
     ctx = RunContext(run_config(), Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132, index=3),), "test"))
     with pytest.raises(Stop, match="cuda:3"):
         torch_train.prepare_train(TrainCase(TINY, "fp32"), ctx, notes={})
+
+
+def test_a_group_that_breaks_while_the_step_is_prepared_ends_the_run(cpu_ctx, monkeypatch):
+    """DDP's construction (it broadcasts the parameters) and the rank map are collectives of the preparation: a
+    frozen peer there (gloo: a plain RuntimeError, tests/workloads/test_collectives_backends.py) failed the case
+    and the run went on to prepare the next on the broken group. Now it ends the run (RunAborted)."""
+    import torch.distributed as dist
+
+    from tests.workloads.test_collectives_backends import GLOO_FROZEN_PEER
+    from xmfu.harness.engine.case import RunAborted
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(GLOO_FROZEN_PEER)
+
+    monkeypatch.setattr(dist, "all_gather_object", broken)
+    with pytest.raises(RunAborted, match="Timed out waiting"):
+        torch_backend.prepare(TrainCase(TINY, "fp32", parallel="ddp", world_size=None, warmup=1, samples=2), cpu_ctx)

@@ -74,3 +74,17 @@ def test_expand_batch_sweep_and_errors():
         expand({"name": "transformer", "model": model}, "fp8", 0)
     with pytest.raises(ConfigError, match="n_heads"):
         expand({"name": "transformer", "model": {**model, "n_kv_heads": 3}}, "bf16", 0)
+
+
+@pytest.mark.parametrize("name", ["a/b", "../up", "..", "x..y", "", ".hidden", "sp ace", "back\\slash"])
+def test_a_model_name_that_is_no_plain_name_is_refused_at_config_time(name):
+    # the name is part of every case id, and the case id of a profiler trace's file name in the bundle (issue 26)
+    data = {**yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()), "name": name}
+    with pytest.raises(ConfigError, match=r"model\.name"):
+        model_from_config(data)
+
+
+@pytest.mark.parametrize("name", [*PARAMS, "llama-3.1_8b+x", "Tiny2"])
+def test_plain_model_names_are_accepted(name):
+    data = {**yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text()), "name": name}
+    assert model_from_config(data).name == name

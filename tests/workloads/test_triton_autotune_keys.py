@@ -61,3 +61,20 @@ def test_attention_tunes_batch_heads_and_gqa_group_separately(kernel, monkeypatc
     assert len(caches[0]) == 3  # the forward runs in both
     if kernel == "bwd":
         assert len(caches[1]) == 3 and len(caches[2]) == 3
+
+
+def test_decode_tunes_once_for_every_position_of_a_cache(monkeypatch):
+    """The context grows each step: tuning on it would benchmark inside timed decode samples."""
+    from xmfu.kernels import flash_decoding
+
+    configs = [triton.Config({"BLOCK_N": n}, num_warps=4, num_stages=1) for n in (16, 32)]
+    cache: dict = {}
+    monkeypatch.setattr(flash_decoding._decode_split, "configs", configs)
+    monkeypatch.setattr(flash_decoding._decode_split, "cache", cache)
+    monkeypatch.setattr(flash_decoding._decode_split, "_bench", lambda *a, config, **k: [configs.index(config) + 1.0])
+    q, kv = torch.randn(1, 4, 1, 16), torch.randn(1, 2, 40, 16)
+    for kv_len in (1, 16, 17, 40):
+        flash_decoding.flash_decode(q, kv, kv, kv_len, splits=2)
+    assert len(cache) == 1
+    flash_decoding.flash_decode(torch.randn(1, 8, 1, 16), kv, kv, 9, splits=2)  # GQA group 4
+    assert len(cache) == 2

@@ -23,7 +23,11 @@ from xmfu.workloads.attention import reference
 
 ALIGNMENTS = ("top_left", "bottom_right")  # torch SDPA is_causal / FlashAttention >= 2.1
 MODES = ("fwd", "bwd", "fwd_bwd")
-CONVENTIONS = ("fa2", "exact")
+# exact: the (i, j) score entries the mask keeps, top-left or bottom-right as the case's alignment says (the work a
+# kernel that skips masked tiles does). fa2: the FlashAttention-2 benchmark's count, a causal mask as half of
+# seq_q·seq_kv whatever the shape; right for square shapes only (to within the diagonal): at seq_q=1024,
+# seq_kv=4096, top-left, it counts 2,097,152 entries per head where the mask keeps 524,800, 4x.
+CONVENTIONS = ("exact", "fa2")
 GRADS = ("dq", "dk", "dv")
 # max |X - Xref| / max |Xref| per output; gradients accumulate over a whole sequence, so they get more room.
 TOLERANCE = {"fp32": (2e-4, 1e-3), "tf32": (5e-3, 2e-2), "bf16": (2e-2, 5e-2), "fp16": (5e-3, 2e-2)}
@@ -51,8 +55,9 @@ class AttentionSettings:
                              "benchmark shapes)", POSITIVE_INT)
     model_dim: int | None = setting(None, "heads = model_dim / head_dim instead of `heads` (FlashAttention's "
                                     "benchmark: 2048)", POSITIVE_INT)
-    flop_convention: str = setting("fa2", "fa2 (causal = half the scores) | exact (the scores the mask keeps)",
-                                   OneOf(CONVENTIONS))
+    flop_convention: str = setting("exact", "exact (the score entries the causal mask keeps, per alignment) | fa2 "
+                                   "(FlashAttention-2's benchmark: causal = half of seq_q x seq_kv, whatever the "
+                                   "shape)", OneOf(CONVENTIONS))
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,10 @@ class AttentionCase:
     def flops(self) -> float:
         # Forward = two matmuls (Q Kᵀ, P V), 2 FLOPs per multiply-add: 4·B·H·D per score entry; softmax not
         # counted. Backward = 2.5x forward (four matmuls, plus recomputing Q Kᵀ). FlashAttention-2 paper §4
-        # and its benchmark script; Triton tutorial 06. `fa2` counts a causal mask as exactly half the
-        # entries, `exact` counts the entries the mask keeps.
+        # and its benchmark script; Triton tutorial 06. `exact` counts the entries the mask keeps, for either
+        # alignment (visible_scores; FlashAttention-3's hopper/benchmark_attn.py counts the bottom-right causal
+        # mask as seq_q·(max(0, seq_kv - seq_q) + seq_kv)/2, the same up to the diagonal); `fa2` counts a causal
+        # mask as half of seq_q·seq_kv, which only a square shape makes true (CONVENTIONS above).
         per_entry = 4.0 * self.batch * self.heads * self.head_dim
         if self.flop_convention == "fa2":
             entries = self.seq_q * self.seq_kv * (0.5 if self.causal else 1.0)

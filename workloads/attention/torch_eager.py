@@ -10,7 +10,7 @@ from xmfu.workloads.attention.torch_modes import prepare_torch
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind, ctx.device.arch)
     return (False, why) if why else (True, "")
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
 from xmfu.harness.machine.frameworks import to_torch, torch_rows
+from xmfu.harness.machine.tf32 import torch_tf32_on
 from xmfu.workloads.attention.spec import GRADS, AttentionCase
 
 Attend = Callable[[Any, Any, Any], Any]
@@ -57,8 +58,13 @@ def prepare_torch(case: AttentionCase, ctx: RunContext, attend: Attend, notes: d
                   timing_valid: bool = True, timing_note: str = "") -> Prepared:
     import torch
 
-    if case.dtype in ("fp32", "tf32"):
-        torch.set_float32_matmul_precision("highest" if case.dtype == "fp32" else "high")
+    if case.dtype == "tf32":  # HIPBLASLT_ALLOW_TF32 on ROCm, then what torch says it will do decides
+        state, why = torch_tf32_on(torch, ctx.platform.kind)
+        if why:
+            raise Unavailable(why)
+        notes = {**notes, "tf32": state}
+    elif case.dtype == "fp32":
+        torch.set_float32_matmul_precision("highest")
     copies = [_tensors(case, ctx.torch_device) for _ in range(ctx.input_copies(case.bytes_moved()))]
     first = copies[0]
 

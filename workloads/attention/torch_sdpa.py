@@ -25,7 +25,7 @@ OP_NAMES = {  # aten op -> sub-backend, to record what `auto` picked
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind, ctx.device.arch)
     return (False, why) if why else (True, "")
 
 

@@ -1,4 +1,5 @@
-"""xmfu's Triton FlashAttention (kernels/flash_attention.py); on a CPU it runs in Triton's interpreter."""
+"""xmfu's Triton FlashAttention (kernels/flash_attention.py); a forward with one query token (a decode step's shape)
+runs the split-KV decode kernel (kernels/flash_decoding.py) instead. On a CPU both run in Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unav
 from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
 
-HEAD_DIMS = (16, 32, 64, 128)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton here
+HEAD_DIMS = (16, 32, 64, 80, 96, 128, 256)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
@@ -30,13 +31,20 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
         raise Unavailable(why)
     on_cpu = ctx.platform.kind == "cpu"
     from xmfu.kernels.flash_attention import flash_attention
+    from xmfu.kernels.flash_decoding import flash_decode
 
     checked = interpreter_case(case) if on_cpu else case
+    decode = checked.seq_q == 1 and checked.mode == "fwd"
+    # the one query sees keys 0..causal_offset under a causal mask: the entries the `exact` FLOP count keeps
+    kv_len = min(checked.seq_kv, checked.causal_offset + 1) if checked.causal else checked.seq_kv
 
     def attend(q, k, v):
+        if decode:
+            return flash_decode(q, k, v, kv_len, checked.scale)
         return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
-    notes = {"library": "xmfu.kernels.flash_attention (Triton)", "interpreter": on_cpu}
+    library = "xmfu.kernels.flash_decoding (Triton, split-KV)" if decode else "xmfu.kernels.flash_attention (Triton)"
+    notes = {"library": library, "interpreter": on_cpu}
     note = TRITON_INTERPRETER_NOTE if on_cpu else ""
     if checked is not case:
         note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "

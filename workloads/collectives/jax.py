@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
+from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.dtypes import DTYPES
-from xmfu.harness.machine.frameworks import jax_unavailable
+from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_unavailable
 from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 HLO_NAMES = {  # what the compiled module may call each collective
@@ -26,7 +26,10 @@ HLO_NAMES = {  # what the compiled module may call each collective
 
 
 def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind)
+    try:  # joining the processes waits at most timeout_s; without every process nothing distributed can run
+        why = jax_unavailable(ctx.platform.kind, case.timeout_s)
+    except JaxJoinFailed as exc:
+        raise RunAborted(str(exc)) from None
     if why:
         return False, why
     if case.op == "broadcast":
@@ -141,10 +144,30 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
         def gather(samples: list[float]) -> list[list[float]]:
             return multihost_utils.process_allgather(np.asarray(samples, dtype=np.float64)).tolist()
 
-    plan = FixedPlan(case.warmup, case.samples, 1 if case.mode == "latency" else case.iters)
+    latency = case.mode == "latency"
+    plan = FixedPlan(case.warmup, case.samples, 1 if latency else case.iters,
+                     before_sample=latency_barrier if latency else None)
     notes = {"library": "shard_map + lax collectives", "shard_map": shard_map_api(jax)[0], "ranks": n,
              "processes": jax.process_count(),
              "hlo_op": found, "compile_s": compile_s, "bytes": lay.bytes, "in_place": case.in_place,
              "devices": [str(d) for d in devices]}
+    if latency:
+        notes["barrier"] = LATENCY_BARRIER
     return Prepared(call, result, "jax", notes=notes, fixed=plan, gather=gather,
-                    rank_combine="max" if case.mode == "latency" else "mean")
+                    rank_combine="max" if latency else "mean")
+
+
+LATENCY_BARRIER = "jax.experimental.multihost_utils.sync_global_devices before each sample, outside the timed region"
+
+
+def latency_barrier() -> None:
+    """Every process starts a latency sample together, as torch_dist.py's dist.barrier(): otherwise a process
+    that arrives late makes the others' timed collective include waiting for it. sync_global_devices(name) is
+    JAX's barrier across hosts (jax/experimental/multihost_utils.py, jax 0.10.2: an all-gather of the name's
+    CRC32 that returns to the host); with one process there is nothing to wait for."""
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("xmfu collectives latency sample")

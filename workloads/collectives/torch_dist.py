@@ -111,10 +111,17 @@ def collective_call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
 
 
 def guarded(call: Any) -> Any:
+    """`call` (a collective, or anything that runs one) with its failure made fatal to the run. gloo reports a
+    frozen or dead peer as a plain RuntimeError ("Timed out waiting 3000ms for send operation to complete",
+    "Connection reset by peer": torch 2.13, third_party/gloo/gloo/transport/tcp/), not as a
+    torch.distributed.DistError, so the failure cannot be told apart by its type: every collective, in
+    preparation as in timing, goes through here. A broken group stays broken for every later case."""
     def run() -> Any:
         try:
             return call()
-        except Exception as exc:  # timeouts and dead peers break the group for every later case
+        except RunAborted:
+            raise
+        except Exception as exc:
             raise RunAborted(f"collective failed: {str(exc).splitlines()[0][:300]}") from None
     return run
 
@@ -136,12 +143,12 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
             got[-1] += 1
         count = int(np.sum(got != expected_output(case.op, rank, n, lay)))
         wrong = torch.tensor([count], device=inp.device)  # on the group's device: nccl has no CPU backend
-        dist.all_reduce(wrong)  # every rank decides the same status, or the next collective would hang
+        guarded(lambda: dist.all_reduce(wrong))()  # every rank decides the same status, or the next one would hang
         return {"wrong": int(wrong), "elements": lay.output_count * n, "ranks": n}
 
     def gather(samples: list[float]) -> list[list[float]]:
         everyone: list[Any] = [None] * n
-        dist.all_gather_object(everyone, samples)
+        guarded(lambda: dist.all_gather_object(everyone, samples))()
         return everyone
 
     latency = case.mode == "latency"
@@ -149,7 +156,7 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
                      before_sample=guarded(dist.barrier) if latency else None)
     version = torch.cuda.nccl.version() if ctx.platform.kind in ("cuda", "rocm") else None
     ranks: list[Any] = [None] * n  # rank -> (host, local rank, device): who sat where in this run
-    dist.all_gather_object(ranks, (socket.gethostname(), ctx.device.index, ctx.torch_device))
+    guarded(lambda: dist.all_gather_object(ranks, (socket.gethostname(), ctx.device.index, ctx.torch_device)))()
     notes = {"library": f"torch.distributed ({dist.get_backend()})", "ranks": n, "rank": rank,
              "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else version,
              "bytes": lay.bytes, "in_place": case.in_place, "rank_map": ranks}

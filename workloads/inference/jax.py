@@ -74,7 +74,9 @@ class _Generation:
 
 
 def prepare(case: InferenceSpec, ctx: RunContext) -> Prepared:
-    device = local_jax_device()  # this process's own device (jax.devices() spans all processes)
+    # this process's own device, or the run's `device_index` (the device the row, peak and telemetry describe);
+    # jax.devices() spans all processes
+    device = local_jax_device(ctx.config.device_index)
     gen = _Generation(case, device)
     check = gen.check_pass()
 

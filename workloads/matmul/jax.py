@@ -9,7 +9,9 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
+from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.workloads.matmul.spec import MatmulCase
 
 
@@ -20,10 +22,35 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
     if case.dtype == "tf32" and ctx.platform.kind not in ("cuda", "rocm"):
         return False, f"tf32 needs GPU tensor cores; a {ctx.platform.kind} device has none"
     if case.dtype == "fp8":
-        return False, "fp8 through jax is not implemented in xmfu's matmul yet"
+        why = fp8_unavailable(case, ctx.platform.kind, ctx.device)
+        if why:
+            return False, why
     if case.dtype == "fp16" and ctx.platform.kind == "tpu":
         return False, "TPUs have no fp16 matrix unit; use bf16"
     return True, ""
+
+
+# Where XLA runs an fp8 x fp8 dot as an fp8 GEMM: its ROCm capability has `has_nanoo_fp8_support()` (the fnuz types)
+# on gfx942 (MI300) and `has_ocp_fp8_support()` on gfx950 (MI350) and gfx12 (xla/stream_executor/rocm/
+# rocm_compute_capability.h); on NVIDIA its GPU dot tests keep f8 operands in cuBLASLt only when
+# `cuda_cc.IsAtLeastHopper()` and convert them to f16 otherwise. An fp8 case elsewhere would time an f16 GEMM.
+FP8_AMD_ARCHES = ("gfx942", "gfx950")
+
+
+def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
+    """Why jnp.dot cannot run this fp8 case as an fp8 GEMM on `device`, or None (a CPU checks it, upcast)."""
+    cc = device.compute_capability
+    arch = (device.arch or "").split(":")[0]
+    if kind == "tpu":
+        return "fp8 matmul through JAX is not offered on TPUs by xmfu (not verified on any TPU generation)"
+    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < (9, 0):
+        return f"XLA runs fp8 dots as fp8 GEMMs (cuBLASLt) from compute capability 9.0; this device is {cc}"
+    if kind == "rocm" and arch not in FP8_AMD_ARCHES:
+        return f"XLA runs fp8 dots as fp8 GEMMs on AMD {'/'.join(FP8_AMD_ARCHES)} only; this device is {arch or '?'}"
+    wanted = fp8_format(kind, device.arch)
+    if case.fp8_format != wanted:
+        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    return None
 
 
 def _dot(case: MatmulCase):
@@ -32,8 +59,13 @@ def _dot(case: MatmulCase):
 
     # fp32 pinned to full precision (JAX's default on GPU is TF32 and on TPU bf16 passes); tf32 asked for
     # explicitly; bf16/fp16 accumulate in fp32 and round the result to the input dtype, like torch.matmul.
-    out_dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float16 if case.dtype == "fp16" else jnp.float32
-    if case.dtype == "fp32":
+    out_dtype = {"bf16": jnp.bfloat16, "fp16": jnp.float16, "fp8": jnp.bfloat16}.get(case.dtype, jnp.float32)
+    if case.dtype == "fp8":
+        # fp32 accumulation, bf16 output, as torch._scaled_mm's. HIGHEST, not DEFAULT: XLA enables cuBLASLt's fp8
+        # fast accumulation only when both operands' precision is DEFAULT (openxla/xla PR #6599), and torch's
+        # default (use_fast_accum=False) does not use it either.
+        kwargs = {"precision": jax.lax.Precision.HIGHEST, "preferred_element_type": jnp.float32}
+    elif case.dtype == "fp32":
         kwargs = {"precision": jax.lax.Precision.HIGHEST}
     elif case.dtype == "tf32":
         kwargs = {"precision": jax.lax.DotAlgorithmPreset.TF32_TF32_F32}
@@ -54,7 +86,7 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
     a_np, b_np = case.stored_inputs()
     copies = ctx.input_copies(case.input_bytes())
-    a0, b0 = to_jax(a_np, case.dtype, device), to_jax(b_np, case.dtype, device)
+    a0, b0 = (to_jax(x, case.dtype, device, case.fp8_format) for x in (a_np, b_np))
     pairs = [(a0, b0)] + [(a0.copy(), b0.copy()) for _ in range(copies - 1)]
     dot, precision = _dot(case)
     start = time.perf_counter()
@@ -68,4 +100,6 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     notes = {"library": "jnp.dot (XLA)", "precision": precision, "compile_s": compile_s,
              "xla_cost_flops": xla_cost_flops(compiled),
              "jax_device": str(device), "jax_device_kind": device.device_kind, "input_copies": len(calls)}
+    if case.dtype == "fp8":
+        notes["fp8_format"] = case.fp8_format
     return Prepared(rotate(calls), result, "jax", notes=notes)

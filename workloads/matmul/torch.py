@@ -6,21 +6,22 @@ from functools import partial
 
 import numpy as np
 
-from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
 from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
 from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.tf32 import torch_tf32_on
 from xmfu.workloads.matmul.spec import MatmulCase
 
-# torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores; pin it per dtype.
-FP32_PRECISION = {"fp32": "highest", "tf32": "high"}
+# torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores: pinned to "highest" for fp32;
+# tf32 is asked for and read back (machine/tf32.py).
 FP8_ARCHES = ("gfx942", "gfx950")
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind)
+    why = torch_unavailable(case.dtype, ctx.platform.kind, ctx.device.arch)
     if why:
         return False, why
     if case.dtype == "fp8":
@@ -66,8 +67,13 @@ def _fp8_call(a, b):
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import torch
 
-    if case.dtype in FP32_PRECISION:
-        torch.set_float32_matmul_precision(FP32_PRECISION[case.dtype])
+    tf32_state = None
+    if case.dtype == "tf32":  # HIPBLASLT_ALLOW_TF32 on ROCm, then what torch says it will do decides
+        tf32_state, why = torch_tf32_on(torch, ctx.platform.kind)
+        if why:
+            raise Unavailable(why)
+    elif case.dtype == "fp32":
+        torch.set_float32_matmul_precision("highest")
     pairs = _operands(case, ctx)
     if case.dtype == "fp8":
         calls = [_fp8_call(a, b) for a, b in pairs]
@@ -83,4 +89,6 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
              "torch_threads": torch.get_num_threads() if ctx.platform.kind == "cpu" else None}
     if case.dtype == "fp8":
         notes["fp8_format"] = case.fp8_format
+    if tf32_state is not None:
+        notes["tf32"] = tf32_state
     return Prepared(rotate(calls), result, "torch", notes=notes)

@@ -9,6 +9,7 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
+from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
@@ -16,6 +17,7 @@ from xmfu.harness.machine.frameworks import (
     torch_rows,
     triton_unavailable,
 )
+from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.workloads.matmul.spec import MatmulCase
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
@@ -28,13 +30,64 @@ def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
     if why:
         return False, why
     if case.dtype == "fp8":
-        return False, "fp8 is not implemented in xmfu's Triton GEMM yet"
-    if case.dtype == "tf32" and kind == "cpu":
-        return False, "tf32 needs GPU tensor cores; the Triton interpreter has none"
+        why = fp8_unavailable(case, kind, ctx.device)
+        if why:
+            return False, why
+    if case.dtype == "tf32":
+        why = tf32_unavailable(kind, ctx.device)
+        if why:
+            return False, why
     cc = tuple(int(x) for x in (ctx.device.compute_capability or "9.0").split("."))
     if kind == "cuda" and case.dtype == "bf16" and cc < (8, 0):
         return False, f"bf16 tl.dot needs compute capability 8.0+, this device is {ctx.device.compute_capability}"
     return True, ""
+
+
+# Where tl.dot takes input_precision="tf32" in Triton 3.9. NVIDIA's backend allows it on every target
+# (backends/nvidia/compiler.py, CUDAOptions.allowed_dot_input_precisions), but TF32 tensor cores start at sm80.
+# AMD's allows only ("ieee", "bf16x3", "bf16x6") and adds "tf32" when `self.target.arch == 'gfx942'`
+# (backends/amd/compiler.py, HIPOptions / parse_options, "Enable XF32 (TF32) for CDNA3 GPUs"): on gfx950
+# (MI350X/MI355X) or gfx90a the kernel fails to compile ("input_precision must be one of ...").
+TF32_AMD_ARCHES = ("gfx942",)
+
+
+# fp8 tl.dot in Triton 3.9. NVIDIA's backend adds e4m3 ("fp8e4nv", torch.float8_e4m3fn) to the supported fp8 types
+# from capability 89 (backends/nvidia/compiler.py, CUDAOptions.supported_fp8_dtypes). AMD's lists them all but runs
+# OCP fp8 natively "since CDNA4" (gfx950) and the fnuz types ("fp8e4b8", torch.float8_e4m3fnuz) natively on CDNA3
+# (gfx942), emulating the rest (HIPOptions comment); on gfx950 it upcasts fnuz dot operands to fp16
+# (deprecated_fp8_dot_operand_dtypes, language/semantic.py dot). The device's format (machine/dtypes.fp8_format) is
+# the native one on both, and parts without fp8 matrix units (gfx90a) are skipped rather than emulated.
+FP8_AMD_ARCHES = ("gfx942", "gfx950")
+
+
+def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
+    """Why xmfu's Triton GEMM cannot take this fp8 case on `device`, or None (the interpreter takes it on a CPU)."""
+    cc = device.compute_capability
+    arch = (device.arch or "").split(":")[0]
+    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < (8, 9):
+        return f"fp8 tl.dot needs NVIDIA compute capability 8.9+ (Triton's fp8e4nv), this device is {cc}"
+    if kind == "rocm" and arch not in FP8_AMD_ARCHES:
+        return f"fp8 tl.dot runs natively on AMD {'/'.join(FP8_AMD_ARCHES)} only; this device is {arch or 'unknown'}"
+    wanted = fp8_format(kind, device.arch)
+    if case.fp8_format != wanted:
+        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    return None
+
+
+def tf32_unavailable(kind: str, device: DeviceInfo) -> str | None:
+    """Why xmfu's Triton GEMM cannot take tf32 on `device`, or None."""
+    if kind == "cpu":
+        return "tf32 needs GPU tensor cores; the Triton interpreter has none"
+    if kind == "cuda":
+        cc = device.compute_capability
+        if cc is not None and tuple(int(x) for x in cc.split(".")) < (8, 0):
+            return f"tf32 needs NVIDIA compute capability 8.0+ (TF32 tensor cores), this device is {cc}"
+        return None
+    arch = (device.arch or "").split(":")[0]
+    if kind == "rocm" and arch in TF32_AMD_ARCHES:
+        return None
+    return (f"Triton's AMD backend takes tf32 dot inputs only on {', '.join(TF32_AMD_ARCHES)} (CDNA3); "
+            f"this device is {arch or 'of unknown arch'}")
 
 
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
@@ -72,11 +125,15 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
     out = torch.empty((case.m, case.n), device=device, dtype=torch_dtype(OUTPUT_DTYPE.get(case.dtype, case.dtype)))
     calls = []
     for _ in range(ctx.input_copies(case.input_bytes())):
-        a, b = to_torch(a_np, case.dtype, device), to_torch(b_np, case.dtype, device)
+        a, b = (to_torch(x, case.dtype, device, case.fp8_format) for x in (a_np, b_np))
         a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
         calls.append(lambda a=a, b=b: kernel.matmul(a, b, out, precision))
     notes = {"library": "xmfu.kernels.matmul (Triton)", "input_precision": precision or "default",
-             "interpreter": on_cpu, "input_copies": len(calls)}
+             "interpreter": on_cpu, "input_copies": len(calls),
+             "int64_offsets": kernel.needs_int64_offsets(a, b, out)}  # the variant for offsets past 2**31
+    if case.dtype == "fp8":
+        # as torch._scaled_mm without use_fast_accum: no whole-K reduced-precision accumulation (kernels/matmul.py)
+        notes.update(fp8_format=case.fp8_format, fp8_accumulation="fp32 after every MMA (max_num_imprecise_acc=0)")
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xmfu.harness.engine.case import Check
-from xmfu.workloads.transformer import parity, reference
+from xmfu.workloads.transformer import parallel, parity, reference
 from xmfu.workloads.transformer.spec import TrainSpec, parse_specs
 
 
@@ -18,6 +18,16 @@ class TrainCase(TrainSpec):
         if self.distributed:
             return parity.check_parity(self.dtype, result)
         return reference.check_step(self, result)
+
+    def restate(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A distributed step row's figures that the formulas fix (figures.py `derive`): the bytes each rank sends
+        per step (parallel.nominal, the formula the backends record) and the global FLOPs; `xmfu validate` checks
+        a row's against these."""
+        if not self.distributed or not self.world_size:
+            return {}
+        framework = "jax" if str(row.get("backend", "")).startswith("jax") else "torch"
+        return {"comm_bytes_per_rank": parallel.nominal(self, framework)["bytes_per_rank"],
+                "flops_global": self.flops() * self.world_size}
 
 
 def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[TrainCase]:

@@ -59,7 +59,8 @@ def _exposed(row: dict[str, Any], step: float) -> tuple[float | None, str]:
 
 
 def communication(row: dict[str, Any]) -> dict[str, Any]:
-    """Bytes each rank sends per step (the strategy's formula), the bandwidth the collectives reach alone, the
+    """Bytes each rank sends per step (torch: the strategy's schedule as the framework issues it; JAX: the
+    collectives XLA compiled, the textbook schedule's figure beside it), the bandwidth the collectives reach alone, the
     exposed and total communication time and the overlap, with their methods."""
     n, notes, step = row["params"]["world_size"], row["notes"], row["time_s"]["median"]
     nominal = notes.get("comm") or {}
@@ -71,6 +72,10 @@ def communication(row: dict[str, Any]) -> dict[str, Any]:
     out["comm_exposed_s"] = exposed
     detail: dict[str, Any] = {"exposed_method": exposed_method, "total_method": TOTAL_METHOD,
                               "collectives": (notes.get("comm_alone_collectives") or {}).get("source")}
+    textbook = nominal.get("textbook")  # JAX: the figure is the compiled program's; the schedule's, for reference
+    if textbook:
+        detail.update({"textbook_bytes_per_rank": textbook.get("bytes_per_rank"),
+                       "textbook_formula": textbook.get("formula")})
     total = out["comm_total_s"]
     if n < 2:
         detail["note"] = "one device: nothing crosses a link, so no bandwidth or overlap"

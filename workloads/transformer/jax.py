@@ -6,15 +6,18 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from xmfu.harness.engine.case import Prepared
+from xmfu.harness.engine.case import Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, JaxJoinFailed, jax_unavailable, local_jax_device
 from xmfu.workloads.transformer import jax_parallel
 from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = jax_unavailable(ctx.platform.kind) or jax_parallel.unavailable(case)
+    try:  # joining the processes waits at most timeout_s; without every process nothing distributed can run
+        why = jax_unavailable(ctx.platform.kind, case.timeout_s) or jax_parallel.unavailable(case)
+    except JaxJoinFailed as exc:
+        raise RunAborted(str(exc)) from None
     if why:
         return False, why
     import importlib.util

@@ -157,12 +157,12 @@ def _losses(run: TrainSpec, mesh: Any) -> tuple[Callable, Callable]:
     return partial(plain, gather=gather), plain
 
 
-def _check(run: TrainSpec, mesh: Any, lossf: Callable, plain: Callable, tx: Any, state: dict) -> dict:
-    """The parity numbers; the state takes the distributed step's first update."""
+def _check(run: TrainSpec, mesh: Any, lossf: Callable, tx: Any, state: dict, ref: dict | None) -> dict:
+    """The parity numbers against `ref` (process 0's single-device step, None on the other processes); the state
+    takes the distributed step's first update."""
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    ref = jax_parity.single_device_reference(run, check_step(plain, tx), tx)
     x, y = (_global(a, NamedSharding(mesh, P(AXIS))) for a in jax_parity.check_batch(run))
     state["params"], state["opt"], (loss, grad_norm) = _pinned(check_step(lossf, tx), state, mesh)(
         state["params"], state["opt"], x, y)
@@ -185,8 +185,11 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
     tx = optax.adamw(run.lr, **ADAMW)
     lossf, plain = _losses(run, mesh)
     with jax.default_matmul_precision(precision):
+        # process 0's single-device step first, while its device holds no distributed state (as torch_parity.py)
+        ref = jax_parity.single_device_reference(run, check_step(plain, tx), tx)
         state = _state(run, mesh, tx)
-        check = _check(run, mesh, lossf, plain, tx, state)
+        check = _check(run, mesh, lossf, tx, state, ref)
+        del ref
         batch = tuple(_global(a, NamedSharding(mesh, P(AXIS))) for a in run.batch_tokens())
         start = time.perf_counter()
         compiled = _pinned(_train_step(lossf, tx), state, mesh).lower(state["params"], state["opt"], *batch).compile()
@@ -203,7 +206,7 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, notes: dict[str, Any]) ->
 
     found = jax_comm.hlo_collectives(compiled.as_text(), run.devices)
     notes = {**notes, "strategy": run.parallel, "world_size": run.devices, "processes": jax.process_count(),
-             "compile_s": compile_s, "matmul_precision": precision, "comm": parallel.nominal(run, "jax"),
+             "compile_s": compile_s, "matmul_precision": precision, "comm": parallel.compiled(found, run),
              "hlo_collectives": {**jax_comm.summary(found),
                                  "bytes_per_rank": parallel.bytes_per_rank(found, run.devices)},
              "reference_device": check["reference_device"],

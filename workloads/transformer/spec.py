@@ -8,6 +8,7 @@ One training step = forward, backward and an AdamW update, on a synthetic token 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
@@ -31,7 +32,7 @@ INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama referenc
 class ModelSpec:
     """`model=NAME` (configs/model/): a preset's shapes; every field but the last two is the preset's to state."""
 
-    name: str = required("the preset's name, in every case id")
+    name: str = required("the preset's name, in every case id: letters, digits, . _ + -; no / or ..")
     vocab: int = required("vocabulary size", POSITIVE_INT)
     d_model: int = required("model width", POSITIVE_INT)
     n_layers: int = required("decoder blocks", POSITIVE_INT)
@@ -70,8 +71,17 @@ class ModelSpec:
         return {"total": total, "embedding": embedding, "non_embedding": total - embedding, "blocks": blocks}
 
 
+# A model's name is part of every case id, and a case id part of file names in the bundle (a profiler trace is
+# `<case_id>.<backend>.trace.json`): a plain name, so that no `/`, `..` or leading dot can point outside it.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
 def model_from_config(data: Mapping[str, Any]) -> ModelSpec:
     model = parse_section("model", ModelSpec, data)
+    if not MODEL_NAME.fullmatch(str(model.name)) or ".." in str(model.name):
+        raise ConfigError("model.name", f"{model.name!r} is not a plain name (it becomes part of case ids and of "
+                          "file names in the bundle)", "letters, digits and . _ + -, starting with a letter or "
+                          "digit, without '..'")
     if model.d_model % model.n_heads or model.n_heads % model.n_kv_heads:
         raise ConfigError("model", "d_model must be a multiple of n_heads, and n_heads of n_kv_heads",
                           "e.g. d_model=768 n_heads=12 n_kv_heads=4")

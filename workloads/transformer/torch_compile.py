@@ -23,6 +23,14 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    import torch._dynamo
+
+    # Every case builds a new model, but Dynamo keeps its graphs on the code objects the models share
+    # (Transformer.forward, Block.forward), each new shape one more entry. Past torch._dynamo.config.recompile_limit
+    # (8; cache_size_limit before torch 2.7) Dynamo runs the frame eagerly with only a log warning, so a batch sweep's
+    # later rows would time eager code under this backend's name (seen here on the tiny preset: the 8th batch size
+    # compiled no graph). A reset per case, as the inference backend does; the previous cases' models are released.
+    torch._dynamo.reset()
     if case.distributed:
         return torch_parallel.prepare_parallel(case, ctx, compile_model=True, notes={
             "library": "torch.compile (Inductor) per block, SDPA attention", "compile_dynamic": False})

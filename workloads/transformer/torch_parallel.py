@@ -35,7 +35,13 @@ from xmfu.workloads.transformer.torch_comm import (
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
 from xmfu.workloads.transformer.torch_parity import distributed_check, single_device_reference
 from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
-from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
+from xmfu.workloads.transformer.torch_train import ADAMW, NO_CUDA_GRAPH, loss_under_precision
+
+# A DDP/FSDP step under graph capture fails the capturable=False check of the single-device step, and on every
+# rank at once: _aborting would make that RunAborted and end the whole run. Its collectives (DDP's bucketed
+# all-reduce, FSDP2's all-gather and reduce-scatter on their own streams) would also have to be captured, which
+# xmfu does not attempt. The step and its variants are timed with events.
+NO_CUDA_GRAPH_PARALLEL = NO_CUDA_GRAPH + "; its DDP/FSDP collectives would also have to be captured"
 
 
 def unavailable(case: TrainSpec, platform_kind: str) -> str | None:
@@ -57,14 +63,16 @@ def cpu_streams_record_events() -> bool:
 
 
 def _aborting(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """A distributed step that raises leaves the ranks out of step: anything but running out of memory (this
-    row fails, as on one device) ends the run with a partial bundle instead of a hang at the next collective."""
+    """A distributed step (or any collective of the preparation: DDP's construction, the rank map, the variants'
+    agreement) that raises leaves the ranks out of step: anything but running out of memory (this row fails, as
+    on one device) ends the run with a partial bundle instead of a hang at the next collective, or a next case
+    prepared on a broken group (gloo raises a plain RuntimeError for a frozen peer: see torch_dist.guarded)."""
     import torch
 
     def run() -> Any:
         try:
             return fn()
-        except torch.OutOfMemoryError:
+        except (torch.OutOfMemoryError, RunAborted):
             raise
         except Exception as exc:
             raise RunAborted(f"distributed step failed: {str(exc).splitlines()[0][:300]}") from None
@@ -169,7 +177,7 @@ def _variants(run: TrainSpec, ctx: RunContext, dist: Any, wrapped: Any, opt: Any
         # Every rank times the same variants, or their turns with the step (and its collectives) and the
         # gathers of their samples would no longer line up: one rank without room drops it everywhere.
         fits = torch.tensor([0 if no_comm is None else 1], device=ctx.torch_device)
-        dist.all_reduce(fits, op=dist.ReduceOp.MIN)
+        _aborting(lambda: dist.all_reduce(fits, op=dist.ReduceOp.MIN))()
         if not int(fits):
             no_comm = None
             notes["no_comm"] = "not measured: the unsharded no-communication model does not fit every rank's device"
@@ -211,7 +219,7 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_
         return _model(run, device, attend, customize, compile_model, dtype)
 
     model, custom_notes = build()
-    wrapped = _wrap(model, run, ctx, n)
+    wrapped = _aborting(lambda: _wrap(model, run, ctx, n))()  # DDP broadcasts the parameters: a collective
     opt = torch.optim.AdamW(wrapped.parameters(), lr=run.lr, **ADAMW)
     check = _aborting(lambda: distributed_check(run, dist, wrapped, _named(model), opt, ref,
                                                 run.parallel == "fsdp"))()
@@ -219,12 +227,13 @@ def prepare_parallel(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_
     batch = tuple(torch.from_numpy(a[rank * b:(rank + 1) * b]).to(device) for a in run.batch_tokens())
     step = _aborting(_train_step(wrapped, opt, *batch, run.dtype))
     rank_map: list[Any] = [None] * n  # rank -> (host, local rank, device): who sat where in this run
-    dist.all_gather_object(rank_map, (socket.gethostname(), ctx.device.index, device))
+    _aborting(lambda: dist.all_gather_object(rank_map, (socket.gethostname(), ctx.device.index, device)))()
     notes = {**notes, **custom_notes, "strategy": run.parallel, "world_size": n, "rank": rank, "rank_map": rank_map,
              "backend": dist.get_backend(), "mixed_precision": _precision(run),
              "comm": parallel.nominal(run, "torch"), "reference_device": check.get("reference_device")}
     prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                        notes=notes, fixed=FixedPlan(run.warmup, run.samples, 1), rank_combine="max", case=run)
+                        notes=notes, fixed=FixedPlan(run.warmup, run.samples, 1), rank_combine="max", case=run,
+                        no_cuda_graph=NO_CUDA_GRAPH_PARALLEL)
     if timing_valid:
         _ready(prepared, run, ctx, dist, wrapped, opt, batch, build)
     return prepared

@@ -17,6 +17,13 @@ from xmfu.workloads.transformer.torch_model import Attend, Transformer, grad_nor
 from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
 
 ADAMW = {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}  # the same settings as the JAX backend
+# timing.cuda_graph does not capture a training step. The AdamW here has capturable=False, and torch refuses to
+# capture its step() ("Attempting CUDA graph capture of step() ... capturable is False": torch 2.13
+# torch/optim/optimizer.py Optimizer._accelerator_graph_capture_health_check); capturing it properly would need a
+# capturable optimizer, gradients kept allocated across steps and autocast without its weight cache, a different
+# step from the one every other backend times. The step is timed with events instead, and its row says so.
+NO_CUDA_GRAPH = ("a training step is not captured (its torch.optim.AdamW has capturable=False, whose step() torch "
+                 "refuses to capture); timed with CUDA/HIP events")
 
 
 def _sync(device: str) -> None:
@@ -99,7 +106,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
              "mixed_precision": "bf16 autocast, fp32 master weights" if case.dtype == "bf16" else "fp32",
              "optimizer": f"torch.optim.AdamW {ADAMW}"}
     prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                        notes=notes, peak_memory=peak_memory)
+                        notes=notes, peak_memory=peak_memory, no_cuda_graph=NO_CUDA_GRAPH)
     if case.profile and timing_valid:  # after the first step: the trace shows a steady step, not set-up
         prepared.attachments[TRACE_NAME] = chrome_trace(step, device)
     return prepared

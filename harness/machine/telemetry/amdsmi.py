@@ -9,6 +9,9 @@ PyPI amdsmi 6.3.0 / 7.0.2), so every field is read on its own and by whichever k
 - "N/A" strings: amdsmi_get_power_info turns 0xFFFF into "N/A" from 6.2 (6.1 returns the raw 0xFFFF);
   gpu_metrics 'throttle_status' is a bool or "N/A"; from 7.0 amdsmi_get_clock_info says "N/A" for an all-ones
   value. Both the string and the raw sentinel are read as unknown (None), never as a value or "not throttled".
+- amdsmi_get_violation_status (from ROCm 6.3, MI300 and later): reads gpu_metrics twice 100 ms apart
+  (kFASTEST_POLL_TIME_MS in src/amd_smi/amd_smi.cc), so each reading on such a part takes 100 ms longer; its
+  active_* flags are bools or "N/A".
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.machine.telemetry.base import Probe, Reading, probe_report, reading_from, unreadable
 from xmfu.harness.machine.telemetry.identity import amdsmi_handle
 
-U8_NA, U16_NA, U32_NA = 0xFF, 0xFFFF, 0xFFFFFFFF  # amdsmi's MaxUIntegerTypes, shown as "N/A" where it converts
+U8_NA, U16_NA, U32_NA, U64_NA = 0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF  # amdsmi's MaxUIntegerTypes ("N/A")
+# gpu_metrics throttle keys -> the name a reading gives them while active
+METRICS_THROTTLE = {"throttle_status": "throttled", "indep_throttle_status": "indep_throttled"}
+# amdsmi_get_violation_status active_* flags (amdsmi_violation_status_t in include/amd_smi/amdsmi.h: PVIOL is the
+# Package Power Tracking limit, TVIOL the socket thermal limit); gfx_clk_below_host_limit is in later releases
+VIOLATIONS = {"active_ppt_pwr": "ppt_power", "active_socket_thrm": "socket_thermal",
+              "active_prochot_thrm": "prochot_thermal", "active_vr_thrm": "vr_thermal",
+              "active_hbm_thrm": "hbm_thermal", "active_gfx_clk_below_host_limit": "gfx_clk_below_host_limit"}
 POWER_KEYS = ("current_socket_power", "average_socket_power")  # a part may fill only one of the two
 POWER_NOTES = {"current_socket_power": "amdsmi_get_power_info current_socket_power (W)",
                "average_socket_power": "amdsmi_get_power_info average_socket_power (W), averaged by the "
@@ -106,13 +116,49 @@ class AmdSmiSampler:
         value, bad = known(got.value)
         return Probe(value, got.source, bad and f"{got.source} gave {bad}")
 
-    def _throttle(self) -> Probe:
+    def _metrics_throttle(self) -> tuple[list[str], list[str], list[str]]:
+        """(active names, keys read, why not) from gpu_metrics throttle_status and indep_throttle_status."""
         got = self._call("amdsmi_get_gpu_metrics_info")
-        status = got.value.get("throttle_status") if isinstance(got.value, dict) else None
-        if isinstance(status, int) and status != U32_NA:  # a bool from every release; an int kept for safety
-            return Probe(["throttled"] if status else [], f"{got.source} throttle_status")
-        why = got.reason or f"throttle_status is {known(status)[1]}"
-        return Probe(source=got.source, reason=why)
+        if not isinstance(got.value, dict):
+            return [], [], [got.reason or f"{got.source} gave {got.value!r}"]
+        active, read, why = [], [], []
+        for key, name in METRICS_THROTTLE.items():
+            status = got.value.get(key)
+            if isinstance(status, int) and status not in (U32_NA, U64_NA):  # a bool; an int kept for safety
+                read.append(f"{got.source} {key}")
+                active += [name] if status else []
+            elif status is not None or key == "throttle_status":  # indep_: absent from some releases' dicts
+                why.append(f"{key} is {known(status)[1]}")
+        return active, read, why
+
+    def _violations(self) -> tuple[list[str], list[str], list[str]]:
+        """(active names, keys read, why not) from amdsmi_get_violation_status's active_* flags (ROCm 6.3+,
+        "Only available for MI300+ ASICs": amdsmi CHANGELOG.md for ROCm 6.3.0)."""
+        got = self._call("amdsmi_get_violation_status")
+        if not isinstance(got.value, dict):
+            return [], [], [got.reason or f"{got.source} gave {got.value!r}"]
+        active, read = [], []
+        for key, name in VIOLATIONS.items():
+            flag = got.value.get(key)
+            if isinstance(flag, bool):  # "N/A" where the part does not report it, absent in older releases
+                read.append(key)
+                active += [name] if flag else []
+        if not read:
+            return [], [], [f"{got.source}: no active_* flag readable"]
+        return active, [f"{got.source} " + ",".join(read)], []
+
+    def _throttle(self) -> Probe:
+        """Active clock limiters from every source this amdsmi and part answer: gpu_metrics' throttle_status
+        and indep_throttle_status (each a bool in the Python API: the bitmask is reduced by
+        _validate_if_max_uint(..., isBool=True), amdsmi_interface.py at rocm-6.1.0..7.x) and the violation
+        status' active_* flags, which say which limit (PPT power, socket thermal, HBM thermal...) holds the clock.
+        None only where no source answers; a source that fails is named in the reason."""
+        m_active, m_read, m_why = self._metrics_throttle()
+        v_active, v_read, v_why = self._violations()
+        read = m_read + v_read
+        if not read:
+            return Probe(source="amdsmi_get_gpu_metrics_info", reason="; ".join(m_why + v_why))
+        return Probe(sorted(set(m_active + v_active)), "; ".join(read), "; ".join(m_why + v_why) or None)
 
     def _fields(self) -> dict[str, Probe]:
         s = self.smi

@@ -51,7 +51,8 @@ def _record(resolved_by: str, device: DeviceInfo, tried: list[str], warning: str
 def _ordinal_warning(library: str, index: int) -> str:
     env = ", ".join(f"{k}={os.environ[k]}" for k in VISIBLE if k in os.environ) or "none of " + "/".join(VISIBLE[:3])
     return (f"the framework gave no UUID or PCI bus id for device {index}: {library} index {index} is read, which "
-            f"need not be the timed GPU ({env} set)")
+            f"need not be the timed GPU ({env} set; CUDA_DEVICE_ORDER=PCI_BUS_ID or UUIDs in CUDA_VISIBLE_DEVICES "
+            f"let xmfu map a CUDA device)")
 
 
 def _ask(fn: Any, *args: Any) -> Any:
@@ -83,8 +84,55 @@ def nvml_handle(nvml: Any, device: DeviceInfo) -> tuple[Any, dict[str, Any]]:
         return handle, _nvml_facts(nvml, handle, _record(resolved_by, device, tried))
     if tried:
         raise LookupError("the timed GPU was not found by NVML: " + "; ".join(tried))
+    mapped = _nvml_visible(nvml, device, tried)
+    if mapped is not None:
+        handle, resolved_by, how = mapped
+        record = _record(resolved_by, device, tried)
+        record["mapping"] = how
+        return handle, _nvml_facts(nvml, handle, record)
     handle = nvml.nvmlDeviceGetHandleByIndex(device.index)
     return handle, _nvml_facts(nvml, handle, _record("ordinal", device, tried, _ordinal_warning("NVML", device.index)))
+
+
+def _runtime_ordinal(device: DeviceInfo) -> int:
+    return device.hardware_id if device.hardware_id is not None else device.index
+
+
+def _nvml_visible(nvml: Any, device: DeviceInfo, tried: list[str]) -> tuple[Any, str, str] | None:
+    """The handle of the CUDA runtime's device `hardware_id` (else `index`) found through CUDA's own numbering:
+    CUDA_VISIBLE_DEVICES lists "integer indices or UUID strings" (abbreviated UUIDs allowed, "enough digits from
+    the beginning ... to uniquely identify that GPU"), and integers count devices in CUDA_DEVICE_ORDER:
+    FASTEST_FIRST by default, "PCI_BUS_ID orders devices by PCI bus ID in ascending order" (CUDA Programming
+    Guide, CUDA Environment Variables). NVML's own index "may not correlate with ... the CUDA device index"
+    (nvmlDeviceGetHandleByIndex), so an integer is matched against the PCI-ordered list of every NVML device, and
+    only under PCI_BUS_ID: FASTEST_FIRST's order is a heuristic xmfu cannot repeat. None where no mapping holds."""
+    env, ordinal = os.environ, _runtime_ordinal(device)
+    visible = [e.strip() for e in env["CUDA_VISIBLE_DEVICES"].split(",")] if "CUDA_VISIBLE_DEVICES" in env else None
+    if visible is not None and not 0 <= ordinal < len(visible):
+        tried.append(f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} has no entry {ordinal}")
+        return None
+    entry = visible[ordinal] if visible is not None else str(ordinal)
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    said = f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}" if visible is not None else "no CUDA_VISIBLE_DEVICES"
+    if entry.startswith(("GPU-", "MIG-")):
+        found = [h for h in handles if (_text(_ask(nvml.nvmlDeviceGetUUID, h)) or "").startswith(entry)]
+        if len(found) == 1:
+            return found[0], "uuid (CUDA_VISIBLE_DEVICES)", f"CUDA device {ordinal} is {entry} ({said})"
+        tried.append(f"{entry} from CUDA_VISIBLE_DEVICES matches {len(found)} NVML device(s)")
+        return None
+    if not entry.isdigit():
+        tried.append(f"CUDA_VISIBLE_DEVICES entry {entry!r} is neither an index nor a UUID")
+        return None
+    if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+        tried.append("CUDA numbers devices fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID")
+        return None
+    by_pci = sorted((p, h) for h in handles if (p := parse_pci(_text(getattr(_ask(nvml.nvmlDeviceGetPciInfo, h),
+                                                                               "busId", None)))))
+    if int(entry) >= len(by_pci) or len(by_pci) != len(handles):
+        tried.append(f"CUDA device {entry} in PCI order: NVML gives {len(by_pci)} PCI bus id(s) of {len(handles)}")
+        return None
+    return (by_pci[int(entry)][1], "pci_bus_id (CUDA_VISIBLE_DEVICES, PCI_BUS_ID order)",
+            f"CUDA device {ordinal} is physical device {entry} in PCI bus order ({said}, CUDA_DEVICE_ORDER=PCI_BUS_ID)")
 
 
 def _nvml_facts(nvml: Any, handle: Any, record: dict[str, Any]) -> dict[str, Any]:

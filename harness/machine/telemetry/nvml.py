@@ -31,8 +31,16 @@ VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5:
 POWER_NOTES = {POWER_INSTANT: "instantaneous board power (nvmlDeviceGetFieldValues, NVML_FI_DEV_POWER_INSTANT)",
                POWER_USAGE: "nvmlDeviceGetPowerUsage: a 1 s average on Ampere (except GA100) and newer, "
                             "instantaneous on older parts; the instantaneous field is not readable here"}
-LOCK_NOTE = ("GPU clocks locked with nvidia-smi -lgc (nvmlDeviceSetGpuLockedClocks) have no getter in pynvml; "
-             "they appear only as the applications_clocks event reason while they hold the clock")
+# nvidia-ml-py 12.560.30 pynvml.py has nvmlDeviceSetGpuLockedClocks / nvmlDeviceResetGpuLockedClocks (and the
+# memory pair) and no getter for the locked range; NVML's "Device Commands" page lists only the set/reset calls, and
+# nvmlDeviceGetClock's clock ids are CURRENT, APP_CLOCK_TARGET, APP_CLOCK_DEFAULT and CUSTOMER_BOOST_MAX. So no
+# NVML query reports an -lgc lock; whether one raises the applications-clocks event reason on Hopper and
+# Blackwell is unverified. NVML's v575->v580 change log deprecates the applications-clocks APIs ("will be removed
+# in CUDA 14.0"), so on newer drivers only the event reason may answer.
+LOCK_NOTE = ("no NVML query reports GPU clocks locked with nvidia-smi -lgc (nvmlDeviceSetGpuLockedClocks has no "
+             "getter in nvidia-ml-py 12.560.30); such a lock is seen only if it raises the applications_clocks "
+             "event reason, which is unverified on Hopper and Blackwell")
+APP_CLOCKS_QUERY = "nvmlDeviceGetApplicationsClock vs nvmlDeviceGetDefaultApplicationsClock"
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -131,11 +139,22 @@ class NvmlSampler:
                 differ.append(app.value != default.value)
         throttle = self._throttle()
         event = "applications_clocks" in throttle.value if throttle.value is not None else None
-        detail.update(applications_clocks_event_reason=event, note=LOCK_NOTE)
-        locked = True if any(differ) or event else (False if differ else None)
+        detail.update(applications_clocks_event_reason=event, gpu_locked_clocks=None, note=LOCK_NOTE)
+        locked = True if any(differ) or event else (False if differ or event is False else None)
         reason = None if locked is not None else "neither applications clocks nor event reasons are readable"
-        return {"locked": locked, "detail": detail, "source": "nvml applications clocks, clocks event reasons",
+        return {"locked": locked, "detail": detail, "source": self._lock_source(any(differ), event, bool(differ)),
                 "reason": reason}
+
+    @staticmethod
+    def _lock_source(differ: bool, event: bool | None, app_read: bool) -> str | None:
+        """The query that decided `locked`: the one that saw a lock, else every one that was read."""
+        reason_query = "nvmlDeviceGetCurrentClocksEventReasons applications_clocks"
+        if differ:
+            return APP_CLOCKS_QUERY
+        if event:
+            return reason_query
+        read = [q for q, ok in ((APP_CLOCKS_QUERY, app_read), (reason_query, event is not None)) if ok]
+        return " and ".join(read) or None
 
     def _process_name(self, pid: int) -> str | None:
         try:
@@ -145,8 +164,9 @@ class NvmlSampler:
 
     def processes(self) -> list[dict[str, Any]] | None:
         """Compute and graphics processes on this GPU (nvmlDeviceGet{Compute,Graphics}RunningProcesses).
-        PIDs are as the driver sees them: inside a container with its own PID namespace they need not be
-        this namespace's, so `is_self` can miss our own process there."""
+        PIDs are the host's ("the nvidia-driver itself does not support pid-namespaces", NVIDIA/nvidia-docker#1483):
+        inside a container with its own PID namespace `is_self` can miss our own process, and contention.assess
+        then records the list as not attributable."""
         found: dict[int, dict[str, Any]] = {}
         failed = []
         for kind, fn in (("compute", "nvmlDeviceGetComputeRunningProcesses"),

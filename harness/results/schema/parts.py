@@ -143,6 +143,9 @@ class CommDetail(Record, kw_only=True):
     overlap_raw: maybe(float, "1 - exposed / total before clamping to [0, 1]") = None
     clamped: maybe(bool, "whether the overlap was clamped to [0, 1]") = None
     note: maybe(str, "why a figure is missing or clamped") = None
+    textbook_bytes_per_rank: maybe(NonNeg, "JAX: bytes per rank the strategy's textbook schedule implies, for "
+                                           "reference beside comm_bytes_per_rank (what XLA compiled)") = None
+    textbook_formula: maybe(str, "the formula behind textbook_bytes_per_rank") = None
 
 
 class Comparability(Record, kw_only=True):
@@ -153,7 +156,8 @@ class Comparability(Record, kw_only=True):
     dtype: doc(str, "the data type")
     flop_convention: doc(str, "the FLOP count's convention")
     protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
-                          "cold_cache, sustained, and flush_l2 / cuda_graph when on)")
+                          "cold_cache, sustained, flush_l2 when on, cuda_graph when this row's calls were "
+                          "replayed from a graph)")
 
 
 class Clocks(OpenRecord, kw_only=True):
@@ -176,6 +180,12 @@ class Contention(OpenRecord, kw_only=True):
     load_avg: doc(list[float],
                   "the host's load averages (1, 5, 15 min) at the end of the case") = field(default_factory=list)
     gpu_processes: maybe(list[AnyMap], "other compute processes on the GPU; null: not readable or no GPU") = None
+    gpu_processes_attributed: maybe(bool, "false: this process is in its own PID namespace and the driver lists "
+                                          "host PIDs, so gpu_processes may include xmfu's own and do not count "
+                                          "as contention; null: no list") = None
+    gpu_processes_note: maybe(str, "why gpu_processes are not attributed") = None
+    pid_namespace: maybe(AnyMap, "this process's PID namespace: inode, initial (the host's), reason when "
+                                 "unreadable; null off GPUs") = None
     window_s: doc(float, "length of the case, s", ge=0) = 0.0
 
 

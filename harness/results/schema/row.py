@@ -128,8 +128,9 @@ class Row(Record, kw_only=True):
     scaling_efficiency: maybe(NonNeg, "distributed training: MFU per device / the single-device step's") = None
     scaling_note: maybe(str, "why scaling_efficiency is null") = None
     scaling_baseline: maybe(ScalingBaseline, "the single-device step it is measured against") = None
-    comm_bytes_per_rank: maybe(NonNeg, "distributed training: bytes each rank sends per step (the "
-                                       "strategy's formula)") = None
+    comm_bytes_per_rank: maybe(NonNeg, "distributed training: bytes each rank sends per step (torch: the "
+                                       "strategy's schedule as it issues it; JAX: the collectives XLA "
+                                       "compiled)") = None
     comm_bytes_formula: maybe(str, "the formula behind comm_bytes_per_rank") = None
     comm_exposed_s: maybe(float, "step time not hidden behind computation, s") = None
     comm_total_s: maybe(NonNeg, "the step's collectives timed alone, s") = None

@@ -1,0 +1,225 @@
+"""Issue 26, "forgeries that pass `xmfu validate`": real bundles (a matmul run with a speedup against its baseline,
+a collectives run) edited consistently, checksums recomputed, each refused by `xmfu validate` with the problem
+named; and `xmfu sign` / `xmfu validate --verify-signature` (OpenSSH's ssh-keygen -Y)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from xmfu.harness.cli.formulas import restate_rows
+from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.results.rederive import restated_problems
+from xmfu.harness.results.validator import load_bundle
+from xmfu.workloads.transformer import parallel
+from xmfu.workloads.transformer.cases import expand
+
+MATMUL = ["workload=matmul", "workload.sizes=[32]", "backends=[torch,jax]", "baseline=torch", "timing=quick"]
+COLLECTIVES = ["workload=collectives", "workload.sizes=[1024]", "workload.ops=[all_reduce]", "workload.samples=5"]
+
+
+def _run(tmp: Path, overrides: list[str]) -> Path:
+    from xmfu.harness.cli.main import main
+
+    assert main(["run", *overrides, f"results_dir={tmp}"]) == 0
+    (bundle,) = [p for p in tmp.iterdir() if p.is_dir()]
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    made = {name: _run(tmp_path_factory.mktemp(name), o) for name, o in (("matmul", MATMUL),
+                                                                         ("collectives", COLLECTIVES))}
+    for bundle in made.values():
+        assert load_bundle(bundle, restate_rows).problems == []
+    return made
+
+
+def _lines(bundle: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (bundle / name).read_text().splitlines()]
+
+
+def _write(bundle: Path, name: str, text: str, listed: bool = True) -> None:
+    """Change a file and re-make its checksum line (or drop it): what a careful forger does."""
+    (bundle / name).write_text(text)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    lines = [line for line in (bundle / "SHA256SUMS").read_text().splitlines() if not line.endswith(f"  {name}")]
+    if listed:
+        lines.append(f"{digest}  {name}")
+    (bundle / "SHA256SUMS").write_text("".join(line + "\n" for line in lines))
+
+
+def _rows(bundle: Path, edit, name: str = "cases.jsonl") -> None:
+    records = _lines(bundle, name)
+    edit(records)
+    _write(bundle, name, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def _timed(rows: list[dict]) -> dict:
+    return next(r for r in rows if r.get("time_s") and r.get("speedup") is None)
+
+
+def _halve_median(rows):
+    r = _timed(rows)
+    r["time_s"]["median"] /= 2
+    r["tflops"] *= 2
+    r["mfu"] *= 2
+
+
+def _samples_x10(recs):
+    for rec in recs:
+        rec["samples"] = [v * 10 for v in rec["samples"]]
+
+
+def _bw_x3(rows):
+    r = _timed(rows)
+    r["algbw_gbps"] *= 3
+    if r.get("busbw_gbps"):
+        r["busbw_gbps"] *= 3
+
+
+def _flip_speedup(rows):
+    sp = next(r for r in rows if r.get("speedup"))["speedup"]
+    sp["value"], sp["ci95_low"], sp["ci95_high"] = 1 / sp["value"], 1 / sp["ci95_high"], 1 / sp["ci95_low"]
+    sp["verdict"] = {"slower": "faster", "faster": "slower"}.get(sp["verdict"], "faster")
+
+
+def _ok_but_incorrect(rows):
+    _timed(rows)["correctness"]["ok"] = False
+
+
+def _double_flops(rows):
+    r = _timed(rows)
+    r["flops"] *= 2
+    r["tflops"] *= 2
+    r["mfu"] *= 2
+    r["tflops_ci95"] = [v * 2 for v in r["tflops_ci95"]]
+
+
+def _n_1000(rows):
+    _timed(rows)["time_s"]["n"] = 1000
+
+
+def _ci_swapped(rows):
+    t = _timed(rows)["time_s"]
+    t["ci95_low"], t["ci95_high"] = t["ci95_high"], t["ci95_low"]
+
+
+def _median_above_max(rows):
+    r = _timed(rows)
+    r["time_s"]["median"] = r["time_s"]["max"] * 2
+    r["tflops"] = r["flops"] / r["time_s"]["median"] / 1e12
+    r["mfu"] = r["tflops"] / r["peak_tflops"]
+    r.pop("tflops_ci95", None)
+
+
+def _duplicate(bundle: Path) -> None:
+    rows, recs = _lines(bundle, "cases.jsonl"), _lines(bundle, "samples.jsonl")
+    _write(bundle, "cases.jsonl", "".join(json.dumps(r) + "\n" for r in [*rows, rows[0]]))
+    _write(bundle, "samples.jsonl", "".join(json.dumps(r) + "\n" for r in [*recs, recs[0]]))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["counts"][rows[0]["status"]] += 1
+    _write(bundle, "manifest.json", json.dumps(manifest))
+
+
+def _h100(rows):
+    for r in rows:
+        r["device"] = "NVIDIA H100 80GB HBM3"
+
+
+def _peak_989(rows):
+    for r in rows:
+        if r.get("peak_tflops"):
+            r["peak_tflops"] = 989.0
+            if r.get("mfu") is not None:
+                r["mfu"] = r["tflops"] / 989.0
+
+
+def _yesterday(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["created"] = "yesterday"
+    _write(bundle, "manifest.json", json.dumps(manifest))
+
+
+def _telemetry_unlisted(bundle: Path) -> None:
+    readings = _lines(bundle, "telemetry.jsonl")
+    readings[0]["t"] += 1.0  # one reading moved, and the file's checksum line dropped instead of re-made
+    _write(bundle, "telemetry.jsonl", "".join(json.dumps(r) + "\n" for r in readings), listed=False)
+
+
+FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
+    "median halved, TFLOP/s and MFU doubled": ("matmul", lambda b: _rows(b, _halve_median),
+                                               "time_s.median"),
+    "raw samples x10": ("matmul", lambda b: _rows(b, _samples_x10, "samples.jsonl"), "is not the median of its"),
+    "algbw/busbw x3": ("collectives", lambda b: _rows(b, _bw_x3), "algbw_gbps"),
+    "speedup and verdict flipped": ("matmul", lambda b: _rows(b, _flip_speedup), "speedup.value"),
+    "status ok with correctness.ok false": ("matmul", lambda b: _rows(b, _ok_but_incorrect),
+                                            "status ok but correctness.ok is false"),
+    "FLOPs doubled against 2MNK": ("matmul", lambda b: _rows(b, _double_flops),
+                                   "flops 131072.0 is not what the matmul workload's formula gives"),
+    "time_s.n 1000": ("matmul", lambda b: _rows(b, _n_1000), "time_s.n is 1000 but samples.jsonl holds"),
+    "ci95_low above ci95_high": ("matmul", lambda b: _rows(b, _ci_swapped), "is above ci95_high"),
+    "median above max": ("matmul", lambda b: _rows(b, _median_above_max), "is above time_s.max"),
+    "a duplicated row": ("matmul", _duplicate, "repeats line 1"),
+    "device renamed to an H100": ("matmul", lambda b: _rows(b, _h100), "is nvidia-h100-sxm in the peak table"),
+    "peak set to 989": ("matmul", lambda b: _rows(b, _peak_989), "is not the peak table's"),
+    "created: yesterday": ("matmul", _yesterday, "created 'yesterday' is not a UTC ISO 8601 time"),
+    "telemetry.jsonl edited, its line dropped": ("matmul", _telemetry_unlisted, "SHA256SUMS does not list "
+                                                                                "telemetry.jsonl"),
+}
+
+
+@pytest.mark.parametrize("name", FORGERIES)
+def test_each_consistent_forgery_is_refused_with_the_problem_named(runs, tmp_path, cli, name):
+    run, forge, needle = FORGERIES[name]
+    bundle = tmp_path / "b"
+    shutil.copytree(runs[run], bundle)
+    forge(bundle)
+    result = cli("validate", str(bundle))
+    assert result.returncode == 1, result.stdout
+    assert needle.lower() in result.stdout.lower(), result.stdout
+
+
+def test_comm_bytes_x10_are_refused_by_the_strategys_formula():
+    """A distributed step's comm_bytes_per_rank against parallel.nominal (the formula its backends record)."""
+    model = yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text())
+    workload = {"name": "transformer", "model": model, "parallel": "ddp", "scaling": "weak"}
+    case = expand(workload, "fp32", 0)[1]
+    case = case.on_devices(2)
+    bytes_per_rank = parallel.nominal(case, "torch")["bytes_per_rank"]
+    row = {"workload": "transformer", "backend": "torch", "status": "ok", "case_id": case.case_id, "phase": "main",
+           "params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention, "bytes": 0.0,
+           "time_s": {"median": 0.5}, "notes": {}, "comm_bytes_per_rank": bytes_per_rank * 10,
+           "flops_global": case.flops() * 2}
+    config = yaml.safe_dump({"workload": workload, "backends": ["torch"], "dtype": "fp32"})
+    (restated,) = restate_rows(config, [], [row])
+    problems = restated_problems(row, restated, "cases.jsonl line 1")
+    assert any("comm_bytes_per_rank" in p and "formula" in p for p in problems), problems
+    row["comm_bytes_per_rank"] = bytes_per_rank
+    assert restated_problems(row, restate_rows(config, [], [row])[0], "x") == []
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="OpenSSH's ssh-keygen is not installed")
+def test_a_signed_bundle_verifies_and_a_changed_byte_fails(runs, tmp_path, cli):
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lab", "-f", str(key)], check=True)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"lab@example.com {key.with_suffix('.pub').read_text()}")
+    bundle = tmp_path / "b"
+    shutil.copytree(runs["matmul"], bundle)
+    assert cli("sign", str(bundle), "--key", str(key)).returncode == 0
+    good = cli("validate", "--verify-signature", str(allowed), str(bundle))
+    assert good.returncode == 0 and "valid, signed by lab@example.com" in good.stdout
+    sums = (bundle / "SHA256SUMS").read_bytes()
+    (bundle / "SHA256SUMS").write_bytes(sums[:10] + bytes([sums[10] ^ 1]) + sums[11:])  # one changed byte
+    bad = cli("validate", "--verify-signature", str(allowed), str(bundle))
+    assert bad.returncode == 1 and "does not match SHA256SUMS" in bad.stdout
+    unsigned = tmp_path / "u"
+    shutil.copytree(runs["matmul"], unsigned)
+    assert "no signature" in cli("validate", "--verify-signature", str(allowed), str(unsigned)).stdout
