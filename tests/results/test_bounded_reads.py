@@ -18,7 +18,8 @@ from xmfu.harness.results.validator import validate_bundle
 from xmfu.harness.results.writer import BundleWriter
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-MANIFEST = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [], "overrides": [],
+MANIFEST = {"run_id": "r", "created": "2026-11-25T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
+            "argv": [], "overrides": [],
             "comparability_key": "k"}
 
 

@@ -15,7 +15,8 @@ from xmfu.harness.results.validator import validate_bundle
 from xmfu.harness.results.writer import BundleWriter
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-MANIFEST = {"run_id": "r", "created": "now", "xmfu_version": "0", "git_sha": None, "argv": [], "overrides": [],
+MANIFEST = {"run_id": "r", "created": "2026-11-25T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
+            "argv": [], "overrides": [],
             "comparability_key": "k"}
 # Per-file size limits (RLIMIT_FSIZE, as the full-disk end-to-end test uses): below the smallest file, inside
 # config.yaml, inside environment.json (about 6 KB below), and above every file.
