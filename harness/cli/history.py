@@ -91,13 +91,12 @@ def _history_check(ns: argparse.Namespace) -> int:
         label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
         print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
     flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    for f in flagged:
-        print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
-              f"{f['latest']:.4g} "
-              f"vs baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
+    judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
+    for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
+        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {history.describe(f)}")
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
-    return 1 if flagged else 0
+    return 1 if judged else 0
 
 
 def cmd_history(args: Sequence[str]) -> int:
@@ -117,6 +116,8 @@ def cmd_history(args: Sequence[str]) -> int:
     p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
     p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
     history_page.add_rule_options(p_check, int)
+    p_check.add_argument("--strict", action="store_true",
+                         help="exit 1 also for changes on rows marked contended or noisy (listed as UNRELIABLE)")
     p_report = history_page.add_parser(sub)
     for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")

@@ -89,6 +89,8 @@ def _compare_parser() -> argparse.ArgumentParser:
                         help="with one run per side and no noise estimate, smaller differences are not called")
     parser.add_argument("--noise-from", metavar="STORE", help="history store whose recent runs give the noise")
     parser.add_argument("--fail-on", choices=("slower",), help="exit 1 when any verdict is slower")
+    parser.add_argument("--strict", action="store_true",
+                        help="give a verdict even on rows a run marked contended (by default: inconclusive)")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
     return parser
@@ -134,7 +136,7 @@ def cmd_compare(args: Sequence[str]) -> int:
         labels = ", ".join(s.label for s in loaded)
         return usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
                             f"nor a position 0-{len(loaded) - 1}")
-    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise)
+    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
         _add_costs(result, loaded, prices)
     print(render(result, ns.format))

@@ -300,15 +300,21 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     if p.settings.store and not interrupted:
         from xmfu.harness.suites.nightly import append_and_check
 
-        problems += append_and_check(Path(p.settings.store), p.root, p.spec.check)
+        judged = append_and_check(Path(p.settings.store), p.root, p.spec.check, p.spec.strict)
+        problems += judged.problems
+        unreliable = judged.unreliable
+    else:
+        unreliable = []
     summary = {"suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
-               "store": p.settings.store, "verdict": verdict, "problems": problems}
+               "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     for line in verdict["headlines"]:
         print(f"verdict: {line}")
     for problem in problems:
         print(f"PROBLEM: {problem}")
+    for line in unreliable:  # reported, not failing the night (suite.strict=true makes them problems)
+        print(f"NOTE: {line}")
     print(f"report: {p.root / 'report.html'}", flush=True)
     if interrupted:
         print("xmfu: interrupted; the finished parts are kept and reported", file=sys.stderr)
