@@ -194,6 +194,45 @@ def check_store(store: Path) -> list[Path]:
     return files
 
 
+IDENTITY = ("run_id", "created", "workload", "case_id", "backend", "device", "dtype", "status",
+            "comparability_key")  # a stored file without these is not a run of this store, whatever else it holds
+
+
+def _foreign(path: Path, names: Sequence[str]) -> None:
+    missing = [c for c in IDENTITY if c not in names]
+    if missing:
+        raise StoreError(f"{path} is a Parquet file of another schema (no {', '.join(missing)} column); move it "
+                         "out of the store")
+
+
+def check_writable(store: Path) -> None:
+    """Before a suite runs (harness/suites/nightly.py): that `store` can be made, written in and locked, and that
+    each of its Parquet files reads as a run of this store (its footer only: a file that is not Parquet, or of
+    another schema, is named). StoreError naming the first thing that is wrong; nothing is left behind."""
+    pa = pyarrow_module()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        probe = store / f".write-test.{os.getpid()}.tmp"
+        try:
+            probe.write_bytes(b"x")  # a read-only filesystem, a folder this user cannot write, a full disk
+        finally:
+            probe.unlink(missing_ok=True)
+        with (store / ".lock").open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            except BlockingIOError:
+                pass  # another job is appending: `add` waits for it, as it should
+    except OSError as exc:
+        raise StoreError(f"the store {store} cannot be written or locked ({exc.strerror or exc})") from None
+    for path in sorted(store.glob("*.parquet")):
+        try:
+            names = pa.parquet.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the store") from None
+        _foreign(path, names)
+
+
 def _read(path: Path) -> Any:
     """One stored run as a table in the store's schema (older files are cast: null-typed or integer columns
     to float64, `created` text to a timestamp; columns the schema lacks are dropped, missing ones are null)."""
@@ -202,6 +241,7 @@ def _read(path: Path) -> Any:
         table = pa.parquet.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the store") from None
+    _foreign(path, table.column_names)  # else every column would read as null: rows of nothing, silently
     target = schema()
     try:
         columns = [table.column(f.name).cast(f.type) if f.name in table.column_names

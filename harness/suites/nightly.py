@@ -33,7 +33,11 @@ def append(store: Path, folders: Sequence[Path]) -> tuple[list[str], list[str]]:
             problems.append(f"{folder}: not appended, not a valid bundle ({(loaded.problems or ['unreadable'])[0]})")
             continue
         bundle = loaded.bundle
-        added = history.add(store, bundle, bundle.environment())
+        try:
+            added = history.add(store, bundle, bundle.environment())
+        except (OSError, ValueError) as exc:  # a disk that filled during the suite; ValueError: history.StoreError
+            problems.append(f"{folder}: not appended to {store} ({exc})")
+            continue
         run_ids.append(bundle.manifest["run_id"])
         print(f"history: {bundle.manifest['run_id']} {'added' if added else 'already in the store'}")
     return run_ids, problems
@@ -72,7 +76,11 @@ def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bo
     run_ids, problems = append(store, suite_bundles(root))
     if not run_ids:
         return Judged([*problems, f"nothing appended to {store}: the suite wrote no valid bundle"], [])
-    judged = judge(history.load(store), run_ids, metrics, strict)
+    try:
+        rows = history.load(store)
+    except (OSError, ValueError) as exc:  # ValueError: history.StoreError, a file that went bad during the suite
+        return Judged([*problems, f"the store {store} could not be read to judge this run ({exc})"], [])
+    judged = judge(rows, run_ids, metrics, strict)
     judged.problems[:0] = problems
     for line in judged.unreliable:
         print(line)

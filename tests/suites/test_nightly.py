@@ -147,3 +147,77 @@ def test_the_nightly_scripts_parse_and_run_the_nightly_suite():
     steps = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
     assert any("experiment=nightly" in s for s in steps) and any("history report" in s for s in steps)
     assert workflow["jobs"]["publish"]["if"] == "always()"
+
+
+TINY = ["suite.only=[matmul]", "suite.doctor=false", "backends=[torch]", "workload.sizes=[32]", "dtype=fp32",
+        "timing.max_time_s=0.3", "telemetry.enabled=false"]
+
+
+def _refused(tmp_path, capsys, store_arg: str) -> str:
+    """`xmfu run experiment=nightly store=...` (tiny) refused before any part runs: exit 2, one paragraph."""
+    from xmfu.harness.cli.main import main
+
+    code = main(["run", "experiment=nightly", store_arg, f"results_dir={tmp_path / 'r'}", *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()  # nothing ran
+    return err
+
+
+@pytest.mark.parametrize("store_arg", ["store=", "store=''"])
+def test_an_empty_store_is_refused_at_config_time(tmp_path, capsys, store_arg):
+    assert "store: '' is not a folder" in _refused(tmp_path, capsys, store_arg)
+
+
+def test_a_store_with_an_unreadable_or_foreign_parquet_file_is_refused_before_the_suite(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "x.parquet").write_text("not parquet")
+    assert "x.parquet is not a readable Parquet file" in _refused(tmp_path, capsys, f"store={tmp_path / 'bad'}")
+    (tmp_path / "other").mkdir()
+    pq.write_table(pa.table({"price": [1.0]}), tmp_path / "other" / "prices.parquet")
+    err = _refused(tmp_path, capsys, f"store={tmp_path / 'other'}")
+    assert "prices.parquet is a Parquet file of another schema (no run_id" in err
+
+
+@pytest.mark.parametrize(("broken", "errno_"), [("write_bytes", 30), ("flock", 37)])  # EROFS; ENOLCK
+def test_a_store_that_cannot_be_written_or_locked_is_refused_before_the_suite(tmp_path, capsys, monkeypatch,
+                                                                              broken, errno_):
+    """Running as root here, a chmod cannot stand in for a read-only filesystem: the call that would fail on one
+    (writing a file in the store; flock on NFS without a lock daemon) fails with its errno instead."""
+    import errno
+    import fcntl
+    import os
+
+    def fail(*args, **kwargs):
+        raise OSError(errno_, os.strerror(errno_))
+
+    if broken == "flock":
+        real = fcntl.flock
+
+        def flock(fd, op):  # the lock fails; unlocking (never reached) would not
+            return fail() if op & fcntl.LOCK_EX else real(fd, op)
+
+        monkeypatch.setattr(fcntl, "flock", flock)
+    else:
+        monkeypatch.setattr(Path, "write_bytes", fail)
+    err = _refused(tmp_path, capsys, f"store={tmp_path / 'store'}")
+    assert "cannot be written or locked" in err and os.strerror(errno_) in err
+    assert errno.errorcode[errno_] in ("EROFS", "ENOLCK")
+    assert not [p for p in (tmp_path / "store").iterdir() if p.name != ".lock"]
+
+
+def test_a_store_that_fails_during_the_append_is_a_problem_not_a_traceback(store, tmp_path, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(history, "_write", full)
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, 701.0)
+    problems = nightly.append_and_check(store, suite_folder, ["tflops"]).problems
+    assert "not appended" in problems[0] and "No space left on device" in problems[0]
