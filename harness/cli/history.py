@@ -4,11 +4,12 @@ check the latest run against the noise of the previous ones, and write the histo
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles, write_output
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
@@ -36,6 +37,10 @@ def _history_add(ns: argparse.Namespace) -> int:
                 added = history.add(store, bundle, bundle.environment())
             except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
                 raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
+            except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
+                print(f"xmfu: history add: {bundle.manifest['run_id']} could not be written to the store "
+                      f"{store} ({exc.strerror or exc}); the store holds what it held before it", file=sys.stderr)
+                return 1
             print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
@@ -74,7 +79,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
         fig = trend.figure(groups, title, ylabel, parity=bool(ns.gap))
         page = trend.svg_file(fig) if out.suffix.lower() == ".svg" else trend.html_page(
             fig, title, *trend.series_table(groups))
-        out.write_text(page)
+        write_output("history trend", out, lambda path: path.write_text(page))
         print(f"plot: {out}")
     return 0
 

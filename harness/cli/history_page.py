@@ -59,8 +59,11 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
 
     out = output_of("history report", ns.output, (".html",))
     store = store_of("history report", ns.store, must_hold_runs=True)
+    from xmfu.harness.cli.common import write_output
+
     rows = history.load(store)
-    out.write_text(history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
-                                        ns.min_change))
+    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
+                                ns.min_change)
+    write_output("history report", out, lambda path: path.write_text(page))
     print(f"history report: {len({r['run_id'] for r in rows})} runs, page {out}")
     return 0

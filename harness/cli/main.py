@@ -19,7 +19,15 @@ from typing import Any
 
 from xmfu.harness import __version__
 from xmfu.harness.cli.archive import cmd_archive
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
+from xmfu.harness.cli.common import (
+    Parser,
+    UsageFailure,
+    output_path,
+    release_inputs,
+    usage_error,
+    validated_bundles,
+    write_output,
+)
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.engine import interrupts
 
@@ -202,7 +210,8 @@ def cmd_report(args: Sequence[str]) -> int:
         bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-        out.write_text(report.build(bundles, envs, telemetry))
+        page = report.build(bundles, envs, telemetry)
+        write_output("report", out, lambda path: path.write_text(page))
     except UsageFailure as exc:
         return usage_error(str(exc))
     except RuntimeError as exc:  # matplotlib missing
@@ -221,7 +230,7 @@ def cmd_export(args: Sequence[str]) -> int:
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
         rows = export.rows([b for path in ns.bundles for b in validated_bundles("export", path)])
-        export.write(rows, out)
+        write_output("export", out, lambda path: export.write(rows, path))
     except UsageFailure as exc:
         return usage_error(str(exc))
     except RuntimeError as exc:  # pyarrow missing

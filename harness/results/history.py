@@ -165,8 +165,12 @@ def _write(table: Any, target: Path) -> None:
     """Write to a temporary name and rename: a reader never sees half a file."""
     pa = pyarrow_module()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    pa.parquet.write_table(table, tmp)
-    os.replace(tmp, target)
+    try:
+        pa.parquet.write_table(table, tmp)
+        os.replace(tmp, target)
+    except BaseException:  # a full disk (pyarrow raises OSError), an interrupt: no half-written file stays behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def add(store: Path, bundle: Bundle, environment: dict[str, Any]) -> bool:
