@@ -161,8 +161,10 @@ def _prices(ns: argparse.Namespace) -> dict[str, float]:
 
     try:
         return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:  # each names its option (--price, --prices)
         raise UsageFailure(f"compare: {exc}") from None
+    except OSError as exc:  # the --prices file cannot be read; the error alone would name only the path
+        raise UsageFailure(f"compare: --prices {ns.prices}: {exc.strerror or exc}") from None
 
 
 def _history_noise(store: str) -> Any:

@@ -41,6 +41,11 @@ def files(tmp_path):
     (tmp_path / "empty-store").mkdir()
     (tmp_path / "bad-store").mkdir()
     (tmp_path / "bad-store" / "x.parquet").write_text("not parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "foreign-store").mkdir()  # a Parquet file of another schema: read before as rows of nulls
+    pq.write_table(pa.table({"device": ["GPU"], "price": [2.0]}), tmp_path / "foreign-store" / "prices.parquet")
     return {"file": str(tmp_path / "a-file"), "tagged": str(tmp_path / "tagged.yaml"),
             "a": _bundle(tmp_path, "a"), "b": _bundle(tmp_path, "b"),
             "attention": _bundle(tmp_path, "att", "attention-bf16-fwd", "attention"), "dir": str(tmp_path)}
@@ -74,7 +79,19 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
     (["compare", "{a}", "{b}", "--margin", "-1"], 2, "--margin -1.0 is out of range"),
     (["compare", "{a}", "{b}", "--noise-floor", "1"], 2, "--noise-floor 1.0 is out of range. Allowed: a number, 0 <="),
     (["compare", "{a}", "{attention}"], 2, "no case matched"),
-    (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "not a plain YAML mapping of prices"),
+    (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "--prices {tagged}: not a plain YAML mapping of prices"),
+    (["compare", "{a}", "{b}", "--prices", "{dir}/nope.yaml"], 2, "--prices {dir}/nope.yaml: No such file"),
+    (["compare", "{a}", "{b}", "--price", "cpu=abc"], 2, "--price 'cpu=abc': 'abc' is not a price"),
+    (["compare", "{a}", "{b}", "--price", "cpu=-2"], 2, "--price 'cpu=-2': '-2' is not a price. Allowed"),
+    (["compare", "{a}", "{b}", "--price", "cpu=inf"], 2, "--price 'cpu=inf': 'inf' is not a price"),
+    (["history", "check", "--store", "{dir}/empty-store", "--sigmas", "-1"], 2, "--sigmas: -1 is out of range"),
+    (["history", "check", "--store", "{dir}/empty-store", "--min-change", "-1"], 2,
+     "--min-change: -1 is out of range. Allowed: a finite number >= 0"),
+    (["history", "report", "--store", "{dir}/empty-store", "--sigmas", "inf"], 2, "--sigmas: inf is out of range"),
+    (["history", "check", "--store", "{dir}/foreign-store"], 2,
+     "prices.parquet is a Parquet file of another schema (no run_id"),
+    (["run", "workload=inference", "workload.phases=[]"], 2,
+     "workload.phases: is empty. Allowed: one or more of prefill, decode"),
     (["compare", "{a}", "{dir}/nope"], 2, "is not a valid bundle"),
     (["report", "{a}", "-o", "{dir}/missing/r.html"], 2, "does not exist"),
     (["export", "{a}", "-o", "{dir}/rows.xlsx"], 2, "unknown suffix '.xlsx'"),
@@ -93,7 +110,7 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
 ]
 
 
-@pytest.mark.parametrize(("args", "status", "words"), CASES, ids=[" ".join(c[0])[:40] for c in CASES])
+@pytest.mark.parametrize(("args", "status", "words"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input(files, capsys, args, status, words):
     code = main([a.format(**files) for a in args])
     err = capsys.readouterr().err
