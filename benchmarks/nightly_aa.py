@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def night(store: Path, results: Path, extra: list[str]) -> tuple[int, list[str], list[str], float]:
-    """(exit status, REGRESSION lines, unreliable lines, seconds) of one nightly run."""
+def night(store: Path, results: Path, extra: list[str]) -> tuple[int, int, list[str], list[str], float]:
+    """(exit status, series judged, REGRESSION lines, unreliable lines, seconds) of one nightly run."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "experiment=nightly", f"store={store}",
@@ -34,10 +35,11 @@ def night(store: Path, results: Path, extra: list[str]) -> tuple[int, list[str],
     seconds = time.perf_counter() - start
     lines = proc.stdout.splitlines()
     regressions = [line.removeprefix("PROBLEM: ") for line in lines if line.startswith("PROBLEM: REGRESSION")]
+    judged = sum(int(m.group(1)) for line in lines if (m := re.match(r"history check \S+: (\d+) series judged", line)))
     unreliable = [line.removeprefix("NOTE: ") for line in lines if line.startswith("NOTE: unreliable")]
     if proc.returncode not in (0, 1):
         print(proc.stderr[-3000:], file=sys.stderr)
-    return proc.returncode, regressions, unreliable, seconds
+    return proc.returncode, judged, regressions, unreliable, seconds
 
 
 def main() -> int:
@@ -50,19 +52,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="xmfu-nightly-aa-") as tmp:
         store = Path(ns.store or Path(tmp) / "store")
         results = Path(ns.results or Path(tmp) / "results")
-        false, labelled, contended, failed = 0, 0, 0, 0
+        false, labelled, contended, failed, series = 0, 0, 0, 0, 0
         for i in range(1, ns.runs + 1):
             load = os.getloadavg()[0]
-            code, regressions, unreliable, seconds = night(store, results, ns.overrides)
+            code, judged, regressions, unreliable, seconds = night(store, results, ns.overrides)
             false += len(regressions)
+            series += judged
             labelled += len(unreliable)
             failed += code not in (0, 1)
-            print(f"run {i}: exit {code}, {len(regressions)} regressions, {len(unreliable)} unreliable, "
-                  f"{seconds:.0f} s, load average {load:.2f} at the start", flush=True)
+            print(f"run {i}: exit {code}, {judged} series judged, {len(regressions)} regressions, "
+                  f"{len(unreliable)} unreliable, {seconds:.0f} s, load average {load:.2f} at the start", flush=True)
             for line in regressions + unreliable:
                 print(f"  {line}")
             contended += sum(1 for line in unreliable if line.startswith("unreliable: contended"))
-        print(f"A/A nightly: {ns.runs} runs of one build, {false} false regressions raised by the gate, "
+        print(f"A/A nightly: {ns.runs} runs of one build, {series} series-nights judged, {false} false regressions "
+              f"raised by the gate, "
               f"{labelled} changes labelled unreliable, not judged ({contended} contended, {labelled - contended} "
               f"noisy), {failed} runs that did not finish "
               f"(cores: {os.cpu_count()})")

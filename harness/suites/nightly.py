@@ -57,6 +57,8 @@ def judge(rows: Sequence[dict[str, Any]], run_ids: Sequence[str], metrics: Seque
         waiting = [s for s in history.insufficient(rows, metric) if tuple(s[k] for k in history.SERIES_KEY) in mine]
         if waiting:
             print(f"history check {metric}: {len(waiting)} series with fewer than {history.MIN_RUNS} runs, not judged")
+        judged = len(mine & set(history.series(rows, metric))) - len(waiting)
+        print(f"history check {metric}: {judged} series judged")
         for f in history.check(rows, metric):
             if tuple(f[k] for k in history.SERIES_KEY) not in mine:
                 continue
