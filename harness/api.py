@@ -154,6 +154,22 @@ class Result:
     rows: list[dict[str, Any]]
 
 
+def _check_candidates(candidates: Any, name: Any) -> None:
+    """Refused up front, naming the argument: before, a non-callable candidate failed only when its turn came and a
+    name that is not a string went into the bundle (a case id, a backend) as whatever it was."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: {name!r} is not usable. Allowed: a non-empty string")
+    if not isinstance(candidates, Mapping) or not candidates:
+        raise ValueError(f"candidates: {type(candidates).__name__} is not usable. Allowed: a non-empty mapping of "
+                         "name (a string) to a zero-argument callable")
+    for key, fn in candidates.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"candidates: the name {key!r} is not usable. Allowed: a non-empty string")
+        if not callable(fn):
+            raise ValueError(f"candidates[{key!r}]: {type(fn).__name__} is not callable. Allowed: a zero-argument "
+                             "callable that runs the work")
+
+
 def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
     """A positive, finite number for `name`, or a ValueError naming it and what is allowed."""
     if value is None and allow_none:
@@ -182,6 +198,7 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     """
     from xmfu.harness.run import execute
 
+    _check_candidates(candidates, name)
     flops_value = _positive("flops", flops, allow_none=True)
     bytes_value = _positive("bytes_moved", bytes_moved, allow_none=True)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:

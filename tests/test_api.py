@@ -93,9 +93,37 @@ def test_a_bad_result_is_incorrect_and_the_run_goes_on(tmp_path, output, reason)
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"flops": 0}, "flops: 0 is not usable"), ({"flops": -5}, "flops"), ({"flops": "many"}, "flops"),
     ({"tolerance": -1}, "tolerance: -1 is not usable"), ({"bytes_moved": float("inf")}, "bytes_moved"),
+    ({"name": 7}, "name: 7 is not usable"), ({"name": ""}, "name: '' is not usable"),
+    ({"candidates": {"a": np.ones(2)}}, r"candidates\['a'\]: ndarray is not callable"),
+    ({"candidates": {3: lambda: np.ones(2)}}, "candidates: the name 3 is not usable"),
+    ({"candidates": {}}, "candidates: dict is not usable"), ({"candidates": [lambda: 1]}, "candidates: list"),
 ])
 def test_bad_api_arguments_name_the_argument(tmp_path, kwargs, needle):
     import xmfu
 
+    candidates = kwargs.pop("candidates", {"a": lambda: np.ones(2)})
     with pytest.raises(ValueError, match=needle):
-        xmfu.benchmark({"a": lambda: np.ones(2)}, reference=np.ones(2), results_dir=str(tmp_path), **kwargs)
+        xmfu.benchmark(candidates, reference=np.ones(2), results_dir=str(tmp_path), **kwargs)
+    assert not any(tmp_path.iterdir())  # refused up front: no bundle was begun
+
+
+@pytest.mark.parametrize("when", ["first call", "while timing"])
+def test_sys_exit_inside_a_candidate_is_that_candidates_failure(tmp_path, when):
+    import sys
+
+    import xmfu
+
+    calls = {"n": 0}
+
+    def exits():
+        calls["n"] += 1
+        if when == "first call" or calls["n"] > 5:  # the check's calls pass; the timed ones then exit
+            sys.exit(3)
+        return np.ones(4)
+
+    result = xmfu.benchmark({"exits": exits, "good": lambda: np.ones(4)}, reference=np.ones(4), flops=4.0,
+                            results_dir=str(tmp_path), timing={"max_time_s": 0.3, "warmup_s": 0.0}, device="cpu")
+    rows = {r["backend"]: r for r in result.rows}
+    reason = "the backend called sys.exit(3)" if when == "first call" else "SystemExit during warm-up: 3"
+    assert rows["exits"]["status"] == "failed" and reason in rows["exits"]["reason"]
+    assert rows["good"]["status"] == "ok"

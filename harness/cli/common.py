@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,33 @@ def release_inputs() -> None:
 
 
 def output_path(command: str, path: str, suffixes: tuple[str, ...] | None = None) -> Path:
-    """Where `-o` writes: its folder must exist and, where the suffix picks the format, be one of `suffixes`."""
+    """Where `-o` writes: a file (not a folder) in a folder that exists and this user can write in (not on a
+    read-only filesystem: access(2) answers EROFS there, root included) and, where the suffix picks the format,
+    with one of `suffixes`."""
     out = Path(path)
+    if out.is_dir():
+        raise UsageFailure(f"{command}: -o {path} is a folder. Allowed: a file to write (in an existing folder)")
     if suffixes and out.suffix.lower() not in suffixes:
         raise UsageFailure(f"{command}: -o {path}: unknown suffix {out.suffix or '(none)'!r}. "
                            f"Allowed: {', '.join(suffixes)}")
     if not out.parent.is_dir():
         raise UsageFailure(f"{command}: -o {path}: the folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise UsageFailure(f"{command}: -o {path}: the folder {out.parent} cannot be written in (read-only, or "
+                           "not this user's)")
     return out
+
+
+def write_output(command: str, out: Path, write: Callable[[Path], None]) -> None:
+    """`write(path)` into a temporary file beside `out`, renamed onto it once whole: a write that fails (a full
+    disk, a filesystem gone read-only) leaves `out` as it was and no partial file, and ends the command with
+    one paragraph and exit status 1 (the input was fine; the write was not)."""
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp{out.suffix}")  # the suffix still picks the format
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        print(f"xmfu: {command}: could not write -o {out} ({exc.strerror or exc}); nothing was written there",
+              file=sys.stderr)
+        raise SystemExit(1) from None

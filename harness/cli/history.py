@@ -4,11 +4,12 @@ check the latest run against the noise of the previous ones, and write the histo
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles
+from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles, write_output
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
@@ -36,6 +37,10 @@ def _history_add(ns: argparse.Namespace) -> int:
                 added = history.add(store, bundle, bundle.environment())
             except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
                 raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
+            except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
+                print(f"xmfu: history add: {bundle.manifest['run_id']} could not be written to the store "
+                      f"{store} ({exc.strerror or exc}); the store holds what it held before it", file=sys.stderr)
+                return 1
             print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
@@ -74,7 +79,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
         fig = trend.figure(groups, title, ylabel, parity=bool(ns.gap))
         page = trend.svg_file(fig) if out.suffix.lower() == ".svg" else trend.html_page(
             fig, title, *trend.series_table(groups))
-        out.write_text(page)
+        write_output("history trend", out, lambda path: path.write_text(page))
         print(f"plot: {out}")
     return 0
 
@@ -91,13 +96,12 @@ def _history_check(ns: argparse.Namespace) -> int:
         label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
         print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
     flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    for f in flagged:
-        print(f"CHANGED {f['workload']} {f['case_id']} {f['backend']} {f['device']}: {ns.metric} "
-              f"{f['latest']:.4g} "
-              f"vs baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
+    judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
+    for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
+        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {history.describe(f)}")
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
-    return 1 if flagged else 0
+    return 1 if judged else 0
 
 
 def cmd_history(args: Sequence[str]) -> int:
@@ -117,6 +121,8 @@ def cmd_history(args: Sequence[str]) -> int:
     p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
     p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
     history_page.add_rule_options(p_check, int)
+    p_check.add_argument("--strict", action="store_true",
+                         help="exit 1 also for changes on rows marked contended or noisy (listed as UNRELIABLE)")
     p_report = history_page.add_parser(sub)
     for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")

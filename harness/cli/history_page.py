@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,31 @@ def _at_least_one(text: str) -> int:
     return int(text)
 
 
+def _number(minimum: float, strictly: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number >= `minimum` (> when `strictly`); the option is named by argparse."""
+    allowed = f"a finite number {'>' if strictly else '>='} {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text} is not a number. Allowed: {allowed}") from None
+        if not math.isfinite(value) or value < minimum or (strictly and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text} is out of range. Allowed: {allowed}")
+        return value
+
+    return parse
+
+
 def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
     """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
     the rule's own (results/history.py RULE)."""
     from xmfu.harness.results.history import RULE
 
     p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
-    p.add_argument("--sigmas", type=float, default=RULE.sigmas, help="noise multiples a change must exceed")
-    p.add_argument("--min-change", type=float, default=RULE.min_change,
+    p.add_argument("--sigmas", type=_number(0, strictly=True), default=RULE.sigmas,
+                   help="noise multiples a change must exceed")
+    p.add_argument("--min-change", type=_number(0, strictly=False), default=RULE.min_change,
                    help="relative change a point must exceed whatever the noise")
 
 
@@ -41,8 +59,11 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
 
     out = output_of("history report", ns.output, (".html",))
     store = store_of("history report", ns.store, must_hold_runs=True)
+    from xmfu.harness.cli.common import write_output
+
     rows = history.load(store)
-    out.write_text(history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
-                                        ns.min_change))
+    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
+                                ns.min_change)
+    write_output("history report", out, lambda path: path.write_text(page))
     print(f"history report: {len({r['run_id'] for r in rows})} runs, page {out}")
     return 0

@@ -20,7 +20,15 @@ from typing import Any
 from xmfu.harness import __version__
 from xmfu.harness.cli import formulas
 from xmfu.harness.cli.archive import cmd_archive
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, release_inputs, usage_error, validated_bundles
+from xmfu.harness.cli.common import (
+    Parser,
+    UsageFailure,
+    output_path,
+    release_inputs,
+    usage_error,
+    validated_bundles,
+    write_output,
+)
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.engine import interrupts
@@ -111,6 +119,8 @@ def _compare_parser() -> argparse.ArgumentParser:
                         help="with one run per side and no noise estimate, smaller differences are not called")
     parser.add_argument("--noise-from", metavar="STORE", help="history store whose recent runs give the noise")
     parser.add_argument("--fail-on", choices=("slower",), help="exit 1 when any verdict is slower")
+    parser.add_argument("--strict", action="store_true",
+                        help="give a verdict even on rows a run marked contended (by default: inconclusive)")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
     return parser
@@ -156,7 +166,7 @@ def cmd_compare(args: Sequence[str]) -> int:
         labels = ", ".join(s.label for s in loaded)
         return usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
                             f"nor a position 0-{len(loaded) - 1}")
-    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise)
+    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
         _add_costs(result, loaded, prices)
     print(render(result, ns.format))
@@ -173,8 +183,10 @@ def _prices(ns: argparse.Namespace) -> dict[str, float]:
 
     try:
         return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:  # each names its option (--price, --prices)
         raise UsageFailure(f"compare: {exc}") from None
+    except OSError as exc:  # the --prices file cannot be read; the error alone would name only the path
+        raise UsageFailure(f"compare: --prices {ns.prices}: {exc.strerror or exc}") from None
 
 
 def _history_noise(store: str) -> Any:
@@ -222,7 +234,8 @@ def cmd_report(args: Sequence[str]) -> int:
         bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-        out.write_text(report.build(bundles, envs, telemetry))
+        page = report.build(bundles, envs, telemetry)
+        write_output("report", out, lambda path: path.write_text(page))
     except UsageFailure as exc:
         return usage_error(str(exc))
     except RuntimeError as exc:  # matplotlib missing
@@ -241,7 +254,7 @@ def cmd_export(args: Sequence[str]) -> int:
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
         rows = export.rows([b for path in ns.bundles for b in validated_bundles("export", path)])
-        export.write(rows, out)
+        write_output("export", out, lambda path: export.write(rows, path))
     except UsageFailure as exc:
         return usage_error(str(exc))
     except RuntimeError as exc:  # pyarrow missing

@@ -40,6 +40,8 @@ class Attempt:
 
 
 def _failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"the backend called sys.exit({exc.code!r}): recorded as this row's failure, the run went on"
     text = f"{type(exc).__name__}: {exc}".strip()
     if "out of memory" in text.lower():
         return f"out of memory: {text}"
@@ -71,7 +73,9 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
         return Attempt(backend, "skipped", str(exc))
     except RunAborted:
         raise
-    except Exception as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep goes on
+    except (Exception, SystemExit) as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep
+        # goes on. SystemExit too: a backend's (or a Python API candidate's) sys.exit() is its own failure, not the
+        # end of every other backend's measurement. Signals arrive as KeyboardInterrupt (engine/interrupts.py).
         traceback.print_exc(limit=3, file=sys.stderr)
         return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
     return attempt

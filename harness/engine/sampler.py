@@ -50,7 +50,7 @@ def sample_fixed_group(group: Sequence[Series]) -> None:
                 series.warmup_s.append(series.timer.measure(series.fn, 1))
         except RunAborted:
             raise
-        except Exception as exc:  # as in a round: this series fails, the others go on
+        except (Exception, SystemExit) as exc:  # as in a round (SystemExit: attempts.py): this series fails
             series.error = f"{type(exc).__name__} during warm-up: {exc}"
         series.inner = plan.inner
     for i in range(plan.samples):
@@ -64,7 +64,7 @@ def sample_fixed_group(group: Sequence[Series]) -> None:
                 series.take(i)
             except RunAborted:
                 raise
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 series.error = f"{type(exc).__name__} while timing: {exc}"
 
 
@@ -113,7 +113,7 @@ def sample_interleaved(series: Sequence[Series], cfg: TimingConfig) -> bool:
     for s in series:
         try:
             warm_up(s, cfg)
-        except Exception as exc:  # same rule as in a round: this backend fails, the others go on
+        except (Exception, SystemExit) as exc:  # same rule as in a round: this backend fails, the others go on
             s.error = f"{type(exc).__name__} during warm-up: {exc}"
     fit_inner_to_budget(series, cfg, cfg.max_time_s - (time.perf_counter() - start))
     round_no = 0
@@ -141,5 +141,5 @@ def _take_round(s: Series, cfg: TimingConfig, round_no: int) -> None:
             s.take(round_no)
     except RunAborted:
         raise
-    except Exception as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
+    except (Exception, SystemExit) as exc:  # a kernel fault or OOM mid-measurement becomes this backend's failed row
         s.error = f"{type(exc).__name__} while timing: {exc}"

@@ -180,8 +180,9 @@ def _check_keys(ref: dict[str, Any], entries: list[tuple[dict, dict]]) -> list[s
 
 
 def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparable: bool, margin: float,
-                  floor: float, noise: Noise | None) -> int:
-    """Append the matching rows of `other` against `base`; returns how many keys matched at all."""
+                  floor: float, noise: Noise | None, strict: bool = False) -> int:
+    """Append the matching rows of `other` against `base`; returns how many keys matched at all. A row that
+    either side's run marked contended gets the verdict `inconclusive` (reason `contended`) unless `strict`."""
     base_rows, other_rows = base.rows(), other.rows()
     todo = []
     for key, entries in other_rows.items():
@@ -201,11 +202,14 @@ def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparabl
                          strict=True))
     for i, (key, ref_entries, entries, diff, b_runs, c_runs, estimate) in enumerate(todo):
         stats = speedup(b_runs, c_runs, margin, floor, estimate, (len(ref_entries), len(entries)), intervals.get(i))
+        contended = _contended(ref_entries + entries)
+        if contended and not strict:  # a run that says it was disturbed is no evidence either way
+            stats.update(verdict="inconclusive", verdict_reason="contended")
         ref, row = ref_entries[0][0], entries[0][0]
         result.rows.append({"case_id": key[0], "backend": key[1], "baseline_run": base.label, "run": other.label,
                             "baseline_median_s": ref["time_s"]["median"], "median_s": row["time_s"]["median"],
                             **stats, "mfu": row.get("mfu"), "baseline_mfu": ref.get("mfu"),
-                            "incomparable": diff or None, "contended": _contended(ref_entries + entries),
+                            "incomparable": diff or None, "contended": contended,
                             "timing_valid": bool(row.get("timing_valid") and ref.get("timing_valid"))})
     return len(todo) + sum(1 for r in result.refused if r["run_id"] == other.label)
 
@@ -227,11 +231,12 @@ def _unmatched(base: Side, other: Side) -> list[str]:
 
 def compare(sides: Sequence[Side], baseline: int = 0, allow_incomparable: bool = False,
             margin: float = EQUIVALENCE_MARGIN, floor: float = DEFAULT_NOISE_FLOOR,
-            noise: Noise | None = None) -> Comparison:
+            noise: Noise | None = None, strict: bool = False) -> Comparison:
     base = sides[baseline]
     result = Comparison(base.label)
     for i, other in enumerate(sides):
-        if i != baseline and compare_sides(base, other, result, allow_incomparable, margin, floor, noise) == 0:
+        if i != baseline and compare_sides(base, other, result, allow_incomparable, margin, floor, noise,
+                                           strict) == 0:
             result.unmatched += _unmatched(base, other)
     result.env_diff = environment_diff({b.manifest["run_id"]: b.environment() for s in sides for b in s.bundles})
     return result

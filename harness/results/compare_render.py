@@ -32,7 +32,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     out["usd_per_realized_pflop_hour"] = cost.get("usd_per_realized_pflop_hour")
     out["baseline_usd_per_realized_pflop_hour"] = base.get("usd_per_realized_pflop_hour")
     flags = [row.get("verdict_reason"), "INCOMPARABLE" if row.get("incomparable") else None,
-             "CONTENDED" if row.get("contended") else None]
+             "CONTENDED" if row.get("contended") and row.get("verdict_reason") != "contended" else None]
     out["verdict"] = row["verdict"] + "".join(f" ({f})" for f in flags if f)
     return out
 

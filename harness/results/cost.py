@@ -8,6 +8,7 @@ per token: the break-even price ratio is the throughput ratio.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -18,7 +19,14 @@ def parse_prices(items: list[str]) -> dict[str, float]:
         name, sep, value = item.rpartition("=")
         if not sep or not name:
             raise ValueError(f"--price {item!r} is not DEVICE=USD_PER_HOUR")
-        prices[name] = float(value)
+        try:
+            price = float(value)
+        except ValueError:  # float's own message names neither the option nor what it allows
+            price = math.nan
+        if not math.isfinite(price) or price <= 0:  # a negative or infinite price makes every cost figure nonsense
+            raise ValueError(f"--price {item!r}: {value!r} is not a price. Allowed: DEVICE=USD_PER_HOUR, a finite "
+                             "number > 0")
+        prices[name] = price
     return prices
 
 
@@ -31,9 +39,10 @@ def load_prices(path: str) -> dict[str, float]:
             data = yaml.safe_load(f) or {}
     except yaml.YAMLError as exc:  # a python/object tag, bad indentation: never executed, never a traceback
         first = " ".join(str(exc).split())[:200]
-        raise ValueError(f"{path}: not a plain YAML mapping of prices ({first})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in data.values()):
-        raise ValueError(f"{path}: expected 'device name: USD per device-hour' lines with positive prices")
+        raise ValueError(f"--prices {path}: not a plain YAML mapping of prices ({first})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             and math.isfinite(v) and v > 0 for v in data.values()):
+        raise ValueError(f"--prices {path}: expected 'device name: USD per device-hour' lines with finite prices > 0")
     return {str(k): float(v) for k, v in data.items()}
 
 

@@ -28,7 +28,17 @@ from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import RUN_ID
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
-MIN_RUNS = 3  # `check` needs a baseline of at least two runs before the latest
+# `check` judges a series only with at least MIN_BASELINE runs before the latest. The noise it compares a change
+# with is 1.4826 x the median absolute deviation (MAD) of those runs, and the MAD of a few points means little:
+# of 2 points it is half their gap, of 3 the smaller distance to their median. Simulated on Gaussian noise
+# (seeded, 400,000 trials; tests/results/test_history.py pins it), a latest point beyond 3 such sigmas is pure
+# noise on 23% of nights with 2 baseline points, 31% with 3, 15% with 5 and 9.5% with 7, the default window.
+# Below 5 points the rule is a coin toss weighted by how many points there happen to be; 5 is the least we
+# accept, and even there the rule alone leaves 15% of pure-noise nights flagged per series, which is why a
+# flagged point is then weighed against its own evidence (`unreliable`: contended, or a CI or CV as wide as
+# the change) before anyone calls it a regression. Fewer runs: "insufficient history", not judged.
+MIN_BASELINE = 5
+MIN_RUNS = MIN_BASELINE + 1  # the baseline and the latest run
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
     "median_s": lambda r: (r.get("time_s") or {}).get("median"),
     "ci95_low_s": lambda r: (r.get("time_s") or {}).get("ci95_low"),
@@ -44,7 +54,9 @@ STRINGS = ("run_id", "git_sha", "xmfu_version", "platform", "device", "workload"
            "status", "comparability_key", "torch", "jax", "driver",
            # added later (older stores read them as null): the rest of the stack a number depends on, the host,
            # the suite a run was part of, and the coverage variant (attention: causal fwd_bwd...)
-           "cuda", "hip", "nccl", "jaxlib", "triton", "host", "suite", "variant")
+           "cuda", "hip", "nccl", "jaxlib", "triton", "host", "suite", "variant",
+           # added later still: why the run marked the row contended ('' when it did not)
+           "contention")
 # The software whose version changes `history report` lists between consecutive runs.
 SOFTWARE = ("driver", "cuda", "hip", "nccl", "torch", "jax", "jaxlib", "triton", "xmfu_version")
 LOWER_IS_BETTER = ("median_s", "ci95_low_s", "ci95_high_s", "cv")
@@ -69,7 +81,7 @@ def schema() -> Any:
     pa = pyarrow_module()
     return pa.schema([("run_id", pa.string()), ("created", pa.timestamp("us", tz="UTC")),
                       *[(name, pa.string()) for name in STRINGS[1:]], ("timing_valid", pa.bool_()),
-                      *[(name, pa.float64()) for name in COLUMNS]])
+                      *[(name, pa.float64()) for name in COLUMNS], ("contended", pa.bool_())])
 
 
 def when(created: Any) -> datetime:
@@ -106,7 +118,10 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]
                "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
                "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],
                "status": r["status"], "timing_valid": bool(r.get("timing_valid")),
-               "comparability_key": r["comparability_key"], "variant": variant(r), **common}
+               "comparability_key": r["comparability_key"], "variant": variant(r), **common,
+               # the row's own evidence that its timing was disturbed (harness/machine/contention.py)
+               "contended": bool((r.get("contention") or {}).get("contended")),
+               "contention": str((r.get("contention") or {}).get("reason") or "")}
         row.update({name: _float(read(r)) for name, read in COLUMNS.items()})
         out.append(row)
     return out
@@ -150,8 +165,12 @@ def _write(table: Any, target: Path) -> None:
     """Write to a temporary name and rename: a reader never sees half a file."""
     pa = pyarrow_module()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    pa.parquet.write_table(table, tmp)
-    os.replace(tmp, target)
+    try:
+        pa.parquet.write_table(table, tmp)
+        os.replace(tmp, target)
+    except BaseException:  # a full disk (pyarrow raises OSError), an interrupt: no half-written file stays behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def add(store: Path, bundle: Bundle, environment: dict[str, Any]) -> bool:
@@ -179,6 +198,45 @@ def check_store(store: Path) -> list[Path]:
     return files
 
 
+IDENTITY = ("run_id", "created", "workload", "case_id", "backend", "device", "dtype", "status",
+            "comparability_key")  # a stored file without these is not a run of this store, whatever else it holds
+
+
+def _foreign(path: Path, names: Sequence[str]) -> None:
+    missing = [c for c in IDENTITY if c not in names]
+    if missing:
+        raise StoreError(f"{path} is a Parquet file of another schema (no {', '.join(missing)} column); move it "
+                         "out of the store")
+
+
+def check_writable(store: Path) -> None:
+    """Before a suite runs (harness/suites/nightly.py): that `store` can be made, written in and locked, and that
+    each of its Parquet files reads as a run of this store (its footer only: a file that is not Parquet, or of
+    another schema, is named). StoreError naming the first thing that is wrong; nothing is left behind."""
+    pa = pyarrow_module()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        probe = store / f".write-test.{os.getpid()}.tmp"
+        try:
+            probe.write_bytes(b"x")  # a read-only filesystem, a folder this user cannot write, a full disk
+        finally:
+            probe.unlink(missing_ok=True)
+        with (store / ".lock").open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            except BlockingIOError:
+                pass  # another job is appending: `add` waits for it, as it should
+    except OSError as exc:
+        raise StoreError(f"the store {store} cannot be written or locked ({exc.strerror or exc})") from None
+    for path in sorted(store.glob("*.parquet")):
+        try:
+            names = pa.parquet.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the store") from None
+        _foreign(path, names)
+
+
 def _read(path: Path) -> Any:
     """One stored run as a table in the store's schema (older files are cast: null-typed or integer columns
     to float64, `created` text to a timestamp; columns the schema lacks are dropped, missing ones are null)."""
@@ -187,6 +245,7 @@ def _read(path: Path) -> Any:
         table = pa.parquet.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise StoreError(f"{path} is not a readable Parquet file ({exc}); move it out of the store") from None
+    _foreign(path, table.column_names)  # else every column would read as null: rows of nothing, silently
     target = schema()
     try:
         columns = [table.column(f.name).cast(f.type) if f.name in table.column_names
@@ -283,13 +342,60 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window
     robust standard deviation); flagged when |latest - baseline| > max(sigmas x noise, min_change x baseline).
     """
     flagged = []
+    latest = _latest_rows(rows, metric)
     for key, points in series(rows, metric).items():
         if len(points) < MIN_RUNS:
             continue
         found = _judge(points, len(points) - 1, window, sigmas, min_change)
         if found:
-            flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found})
+            flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
+                            **unreliable(latest[key], found["change"])})
     return flagged
+
+
+def _latest_rows(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, dict[str, Any]]:
+    """SERIES_KEY -> the series' latest row (the one `series` puts last)."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r.get(metric) is not None and r.get("timing_valid", True):
+            key = tuple(r.get(k) for k in SERIES_KEY)
+            if key not in out or (when(r["created"]), float(r[metric])) >= (when(out[key]["created"]),
+                                                                            float(out[key][metric])):
+                out[key] = r
+    return out
+
+
+def spread(row: dict[str, Any]) -> dict[str, float | None]:
+    """The row's own precision, as fractions of its median time: the 95% CI half-width and the CV of its samples
+    (both recorded by the run; None where it has none)."""
+    median, low, high = row.get("median_s"), row.get("ci95_low_s"), row.get("ci95_high_s")
+    half = (high - low) / 2 / median if median and low is not None and high is not None else None
+    return {"ci95_half_width": half, "cv": row.get("cv")}
+
+
+def unreliable(row: dict[str, Any], change: float | None) -> dict[str, Any]:
+    """Whether a change the rule flagged is evidence of anything, by the row's own account: `contended` when the
+    run marked it measured under contention (another process on the CPU or GPU), `noisy` when its own 95% CI
+    half-width or its CV is at least as wide as the change (the point could be anywhere in that width). Empty
+    when the row vouches for itself. Every metric `check` judges is a time or proportional to 1/time, so the
+    time's relative spread is the metric's."""
+    figures = spread(row)
+    if row.get("contended"):
+        return {"unreliable": "contended", "why": row.get("contention") or "contended", **figures}
+    size = abs(change) if change is not None else 0.0
+    wide = {k: v for k, v in figures.items() if v is not None and v >= size}
+    if wide:
+        return {"unreliable": "noisy", "why": ", ".join(f"{k} {100 * v:.1f}%" for k, v in wide.items()), **figures}
+    return {}
+
+
+def describe(f: dict[str, Any]) -> str:
+    """One flagged change as a line: series, latest vs baseline, change and limit, and why it is unreliable."""
+    line = (f"{f['workload']} {f['case_id']} {f['backend']} {f['device']}: {f['metric']} {f['latest']:.4g} vs "
+            f"baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
+    if f.get("unreliable"):
+        line += f" [unreliable: {f['unreliable']}: {f['why']}]"
+    return line
 
 
 def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,

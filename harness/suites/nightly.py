@@ -3,14 +3,17 @@ series they extended with `history check`, and compare each coverage cell with t
 
 Returns the problems found, each one line; the suite exits 1 when there is any. Only a change for the worse
 is a regression (a drop in TFLOP/s, bus bandwidth, tokens/s or MFU; a rise in time); a change for the better
-is printed and does not fail the night.
+is printed and does not fail the night. A change for the worse on a row whose own evidence says its timing is
+not to be trusted (the run marked it contended, or its CI or CV is as wide as the change: history.unreliable)
+is listed as `unreliable: contended` / `unreliable: noisy` with its figures, and fails the night only under
+`suite.strict=true`: a nightly job must not page anyone for noise its own bundle recorded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from xmfu.harness.results import coverage_history, history
 from xmfu.harness.results.validator import load_bundle
@@ -30,39 +33,61 @@ def append(store: Path, folders: Sequence[Path]) -> tuple[list[str], list[str]]:
             problems.append(f"{folder}: not appended, not a valid bundle ({(loaded.problems or ['unreadable'])[0]})")
             continue
         bundle = loaded.bundle
-        added = history.add(store, bundle, bundle.environment())
+        try:
+            added = history.add(store, bundle, bundle.environment())
+        except (OSError, ValueError) as exc:  # a disk that filled during the suite; ValueError: history.StoreError
+            problems.append(f"{folder}: not appended to {store} ({exc})")
+            continue
         run_ids.append(bundle.manifest["run_id"])
         print(f"history: {bundle.manifest['run_id']} {'added' if added else 'already in the store'}")
     return run_ids, problems
 
 
-def judge(rows: Sequence[dict[str, Any]], run_ids: Sequence[str], metrics: Sequence[str]) -> list[str]:
+class Judged(NamedTuple):
+    problems: list[str]  # each fails the night
+    unreliable: list[str]  # changes for the worse that the rows' own evidence discounts (fail only when strict)
+
+
+def judge(rows: Sequence[dict[str, Any]], run_ids: Sequence[str], metrics: Sequence[str],
+          strict: bool = False) -> Judged:
     """Regressions in the series these runs extended, and coverage cells lost since the previous night."""
     mine = {tuple(r.get(k) for k in history.SERIES_KEY) for r in rows if r["run_id"] in set(run_ids)}
-    problems = []
+    out = Judged([], [])
     for metric in metrics:
         waiting = [s for s in history.insufficient(rows, metric) if tuple(s[k] for k in history.SERIES_KEY) in mine]
         if waiting:
             print(f"history check {metric}: {len(waiting)} series with fewer than {history.MIN_RUNS} runs, not judged")
+        judged = len(mine & set(history.series(rows, metric))) - len(waiting)
+        print(f"history check {metric}: {judged} series judged")
         for f in history.check(rows, metric):
             if tuple(f[k] for k in history.SERIES_KEY) not in mine:
                 continue
-            line = (f"{f['workload']} {f['case_id']} {f['backend']} {f['device']}: {metric} {f['latest']:.4g} vs "
-                    f"baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
-            if history.worse(metric, f["change"]):
-                problems.append(f"REGRESSION {line}")
-            else:
+            line = history.describe(f)
+            if not history.worse(metric, f["change"]):
                 print(f"improved: {line}")
+            elif f.get("unreliable") and not strict:
+                out.unreliable.append(f"unreliable: {f['unreliable']} {line}")
+            else:
+                out.problems.append(f"REGRESSION {line}")
     for lost in coverage_history.lost(rows, run_ids):
-        problems.append(f"COVERAGE LOST {lost}")
-    return problems
+        out.problems.append(f"COVERAGE LOST {lost}")
+    return out
 
 
-def append_and_check(store: Path, root: Path, metrics: Sequence[str]) -> list[str]:
+def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bool = False) -> Judged:
     run_ids, problems = append(store, suite_bundles(root))
     if not run_ids:
-        return [*problems, f"nothing appended to {store}: the suite wrote no valid bundle"]
-    problems += judge(history.load(store), run_ids, metrics)
-    if not problems:
-        print(f"history check ({', '.join(metrics)}): no regression in the series this run extended")
-    return problems
+        return Judged([*problems, f"nothing appended to {store}: the suite wrote no valid bundle"], [])
+    try:
+        rows = history.load(store)
+    except (OSError, ValueError) as exc:  # ValueError: history.StoreError, a file that went bad during the suite
+        return Judged([*problems, f"the store {store} could not be read to judge this run ({exc})"], [])
+    judged = judge(rows, run_ids, metrics, strict)
+    judged.problems[:0] = problems
+    for line in judged.unreliable:
+        print(line)
+    if not judged.problems:
+        extra = f"; {len(judged.unreliable)} unreliable (not judged; suite.strict=true judges them)" \
+            if judged.unreliable else ""
+        print(f"history check ({', '.join(metrics)}): no regression in the series this run extended{extra}")
+    return judged

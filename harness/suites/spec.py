@@ -59,6 +59,8 @@ class SuiteSettings:
     check: tuple[str, ...] = setting(("tflops", "busbw_gbps"), "with store=PATH: the metrics `history check` "
                                      "judges", OneOf(CHECK_METRICS))
     needs_store: bool = setting(False, "refuse to run without store=PATH")
+    strict: bool = setting(False, "with store=PATH: a change for the worse fails the run even on a row its own "
+                           "bundle marks contended or noisy (by default those are listed as unreliable)")
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class SuiteSpec:
     barrier_timeout_s: float
     check: tuple[str, ...]  # metrics `history check` judges after a run with a store
     needs_store: bool
+    strict: bool  # judge the rows their own evidence discounts (nightly.py)
     definition_sha: str  # of every part, `only` aside: running a subset does not change what a row means
 
 
@@ -122,7 +125,8 @@ def parse_suite(data: Any) -> SuiteSpec:
     return SuiteSpec(name=s.name, version=s.version, scale=s.scale, doctor=s.doctor,
                      parts=tuple(p for p in parts if only is None or p.name in only),
                      outlier_threshold=s.outlier_threshold, barrier_timeout_s=s.barrier_timeout_s, check=s.check,
-                     needs_store=s.needs_store, definition_sha=definition_sha(s.name, s.version, parts))
+                     needs_store=s.needs_store, strict=s.strict,
+                     definition_sha=definition_sha(s.name, s.version, parts))
 
 
 def _only(value: Any, names: list[str]) -> set[str] | None:

@@ -99,6 +99,8 @@ def maybe_run(args: Sequence[str], registry: Registry) -> int | None:
     if spec.needs_store and settings.store is None:
         raise UsageError(f"store: the {spec.name} suite appends to a history store. Allowed: store=PATH "
                          "(a folder; created on the first run)")
+    if settings.store is not None:
+        _check_store(settings.store)
     return run(spec, settings, shared_overrides(overrides), ["xmfu", "run", *args], registry)
 
 
@@ -109,10 +111,21 @@ def _may_set_suite(override: str) -> bool:
 
 def _settings(data: dict[str, Any]) -> Settings:
     s = parse_section("", RunSettings, data)
-    if s.store is not None and Path(s.store).is_file():
+    # `store=` and `store=''` (what `store=$UNSET` expands to) would run the suite, store nothing, check nothing
+    if s.store is not None and (not str(s.store).strip() or Path(s.store).is_file()):
         raise ConfigError("store", f"{s.store!r} is not a folder", "a folder of Parquet files (created if missing)")
     return Settings(results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), device=s.device,
                     price=s.price, store=s.store)
+
+
+def _check_store(store: str) -> None:
+    """The store must take tonight's bundles before the suite spends its hours: checked first, bad input if not."""
+    from xmfu.harness.results import history
+
+    try:
+        history.check_writable(Path(store))
+    except (history.StoreError, RuntimeError) as exc:  # RuntimeError: pyarrow missing
+        raise UsageError(f"store={store}: {exc}") from None
 
 
 def host_name() -> str:
@@ -300,15 +313,21 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     if p.settings.store and not interrupted:
         from xmfu.harness.suites.nightly import append_and_check
 
-        problems += append_and_check(Path(p.settings.store), p.root, p.spec.check)
+        judged = append_and_check(Path(p.settings.store), p.root, p.spec.check, p.spec.strict)
+        problems += judged.problems
+        unreliable = judged.unreliable
+    else:
+        unreliable = []
     summary = {"suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
-               "store": p.settings.store, "verdict": verdict, "problems": problems}
+               "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     for line in verdict["headlines"]:
         print(f"verdict: {line}")
     for problem in problems:
         print(f"PROBLEM: {problem}")
+    for line in unreliable:  # reported, not failing the night (suite.strict=true makes them problems)
+        print(f"NOTE: {line}")
     print(f"report: {p.root / 'report.html'}", flush=True)
     if interrupted:
         print("xmfu: interrupted; the finished parts are kept and reported", file=sys.stderr)

@@ -41,6 +41,11 @@ def files(tmp_path):
     (tmp_path / "empty-store").mkdir()
     (tmp_path / "bad-store").mkdir()
     (tmp_path / "bad-store" / "x.parquet").write_text("not parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "foreign-store").mkdir()  # a Parquet file of another schema: read before as rows of nulls
+    pq.write_table(pa.table({"device": ["GPU"], "price": [2.0]}), tmp_path / "foreign-store" / "prices.parquet")
     return {"file": str(tmp_path / "a-file"), "tagged": str(tmp_path / "tagged.yaml"),
             "a": _bundle(tmp_path, "a"), "b": _bundle(tmp_path, "b"),
             "attention": _bundle(tmp_path, "att", "attention-bf16-fwd", "attention"), "dir": str(tmp_path)}
@@ -79,7 +84,19 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
     (["compare", "{a}", "{b}", "--margin", "-1"], 2, "--margin -1.0 is out of range"),
     (["compare", "{a}", "{b}", "--noise-floor", "1"], 2, "--noise-floor 1.0 is out of range. Allowed: a number, 0 <="),
     (["compare", "{a}", "{attention}"], 2, "no case matched"),
-    (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "not a plain YAML mapping of prices"),
+    (["compare", "{a}", "{b}", "--prices", "{tagged}"], 2, "--prices {tagged}: not a plain YAML mapping of prices"),
+    (["compare", "{a}", "{b}", "--prices", "{dir}/nope.yaml"], 2, "--prices {dir}/nope.yaml: No such file"),
+    (["compare", "{a}", "{b}", "--price", "cpu=abc"], 2, "--price 'cpu=abc': 'abc' is not a price"),
+    (["compare", "{a}", "{b}", "--price", "cpu=-2"], 2, "--price 'cpu=-2': '-2' is not a price. Allowed"),
+    (["compare", "{a}", "{b}", "--price", "cpu=inf"], 2, "--price 'cpu=inf': 'inf' is not a price"),
+    (["history", "check", "--store", "{dir}/empty-store", "--sigmas", "-1"], 2, "--sigmas: -1 is out of range"),
+    (["history", "check", "--store", "{dir}/empty-store", "--min-change", "-1"], 2,
+     "--min-change: -1 is out of range. Allowed: a finite number >= 0"),
+    (["history", "report", "--store", "{dir}/empty-store", "--sigmas", "inf"], 2, "--sigmas: inf is out of range"),
+    (["history", "check", "--store", "{dir}/foreign-store"], 2,
+     "prices.parquet is a Parquet file of another schema (no run_id"),
+    (["run", "workload=inference", "workload.phases=[]"], 2,
+     "workload.phases: is empty. Allowed: one or more of prefill, decode"),
     (["compare", "{a}", "{dir}/nope"], 2, "is not a valid bundle"),
     (["report", "{a}", "-o", "{dir}/missing/r.html"], 2, "does not exist"),
     (["export", "{a}", "-o", "{dir}/rows.xlsx"], 2, "unknown suffix '.xlsx'"),
@@ -89,12 +106,16 @@ CASES = [  # (arguments, exit status, words the one-paragraph message must conta
     (["history", "check", "--store", "{dir}/bad-store"], 2, "is not a readable Parquet file"),
     (["history", "check", "--store", "{dir}/empty-store", "--window", "0"], 2, "--window 0 is out of range"),
     (["history", "trend", "--store", "{dir}/bad-store", "-o", "{dir}/missing/t.svg"], 2, "does not exist"),
+    (["report", "{a}", "-o", "{dir}"], 2, "report: -o {dir} is a folder"),
+    (["export", "{a}", "-o", "{dir}"], 2, "export: -o {dir} is a folder"),
+    (["history", "trend", "--store", "{dir}/bad-store", "-o", "{dir}"], 2, "history trend: -o {dir} is a folder"),
+    (["history", "report", "--store", "{dir}/bad-store", "-o", "{dir}"], 2, "history report: -o {dir} is a folder"),
     (["validate"], 2, "validate"),
     (["frobnicate"], 2, "unknown command 'frobnicate'"),
 ]
 
 
-@pytest.mark.parametrize(("args", "status", "words"), CASES, ids=[" ".join(c[0])[:40] for c in CASES])
+@pytest.mark.parametrize(("args", "status", "words"), CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input(files, capsys, args, status, words):
     code = main([a.format(**files) for a in args])
     err = capsys.readouterr().err
@@ -220,3 +241,71 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", import_that_fails)
     with pytest.raises(ImportError, match="a real failure"):
         main(["run", "workload=matmul"])
+
+
+READ_ONLY = "/proc/sys"  # a folder nobody may write in, root included (access(2) says so here)
+
+
+@pytest.mark.skipif(os.access(READ_ONLY, os.W_OK), reason=f"{READ_ONLY} is writable on this machine")
+@pytest.mark.parametrize("command", [["report", "{a}"], ["export", "{a}"], ["history", "trend", "--store", "{store}"],
+                                     ["history", "report", "--store", "{store}"]])
+def test_an_output_in_a_read_only_folder_is_refused_up_front(files, tmp_path, capsys, command):
+    store = tmp_path / "store"
+    assert main(["history", "add", files["a"], "--store", str(store)]) == 0
+    capsys.readouterr()
+    suffix = ".svg" if command[1:2] == ["trend"] else (".csv" if command[0] == "export" else ".html")
+    args = [a.format(store=store, **files) for a in command] + ["-o", f"{READ_ONLY}/out{suffix}"]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot be written in" in err and len(err.strip().splitlines()) == 1, err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    """This checkout's xmfu in a child process (whatever the virtual environment has installed)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))}
+
+
+def _limited(limit: int):
+    """A file-size limit standing in for a full disk: a write past it fails with EFBIG, as ENOSPC would."""
+    import resource
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize(("command", "name"), [(["export", "{a}", "-o"], "rows.csv"),
+                                               (["export", "{a}", "-o"], "rows.parquet"),
+                                               (["report", "{a}", "-o"], "report.html")])
+def test_a_write_that_fails_exits_1_and_leaves_nothing_partial(files, tmp_path, command, name):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text("yesterday's, kept whole")  # an output that was there before stays as it was
+    env = _env()
+    proc = subprocess.run([sys.executable, "-m", "xmfu", *[a.format(**files) for a in command], str(out / name)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, preexec_fn=_limited(200),
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "could not write -o" in proc.stderr and "nothing was written there" in proc.stderr
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == "yesterday's, kept whole"
+
+
+def test_history_add_into_a_full_store_exits_1_and_leaves_the_store_as_it_was(files, tmp_path):
+    store = tmp_path / "store"
+    assert main(["history", "add", files["a"], "--store", str(store)]) == 0
+    before = sorted(p.name for p in store.iterdir())
+    env = _env()
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "history", "add", files["b"], "--store", str(store)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, preexec_fn=_limited(200),
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "b could not be written to the store" in proc.stderr
+    assert sorted(p.name for p in store.iterdir()) == before

@@ -151,3 +151,27 @@ def test_python_api_example(tmp_path):
     assert rows["matmul"]["status"] == "ok" and rows["einsum"]["speedup"]["verdict"]
     assert rows["transposed"]["status"] == "incorrect"  # a wrong kernel is never timed
     assert rows["matmul"]["tflops"] > 0 and result.bundle.startswith(str(tmp_path))
+
+
+def _contended_copy(tmp_path, bundle, name):
+    """`bundle` written again as run `name`, its row marked contended by the run (as harness/machine/contention.py
+    marks it)."""
+    writer = BundleWriter(tmp_path / name, {**bundle.manifest, "run_id": name}, "", bundle.environment())
+    for row, samples in zip(bundle.cases, bundle.samples, strict=True):
+        writer.append({**row, "run_id": name, "contention": {"contended": True, "reason": "load 3.2 on 2 cores"}},
+                      samples)
+    writer.finalize("complete")
+    return read_bundle(tmp_path / name)
+
+
+def test_a_verdict_on_a_contended_row_is_inconclusive_unless_strict(tmp_path):
+    """The issue's pair: 'faster' at 1.67x beyond the noise floor, where one side was flagged contended."""
+    a = _contended_copy(tmp_path, _bundle(tmp_path, "a", 1.67), "a-contended")
+    b = _bundle(tmp_path, "b", 1.0)
+    (row,) = compare(_sides(a, b)).rows
+    assert row["verdict"] == "inconclusive" and row["verdict_reason"] == "contended"
+    assert row["speedup"] == pytest.approx(1.67, rel=0.02)  # the figures stay, with the flag
+    assert "inconclusive (contended)" in render(compare(_sides(a, b)), "table")
+    (strict,) = compare(_sides(a, b), strict=True).rows
+    assert strict["verdict"] == "faster" and strict["contended"]
+    assert "faster (beyond the 10% noise floor) (CONTENDED)" in render(compare(_sides(a, b), strict=True), "table")

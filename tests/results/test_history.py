@@ -206,4 +206,54 @@ def test_check_says_which_series_have_too_few_runs(tmp_path, capsys):
     store = _mixed_store(tmp_path)
     assert _cli("check", "--store", store, "--metric", "tflops") == 0
     out = capsys.readouterr().out
-    assert "matmul matmul-bf16-256x256x256-NN torch GPU A bf16: insufficient history (1 of 3)" in out
+    assert "matmul matmul-bf16-256x256x256-NN torch GPU A bf16: insufficient history (1 of 6)" in out
+
+
+def _false_alarms(baseline: int, trials: int = 400_000, seed: int = 0) -> float:
+    """How often `check`'s rule (3 robust sigmas, the 2% floor not binding) flags pure Gaussian noise: a latest
+    point against a baseline of `baseline` points, all drawn from one distribution."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    before, latest = rng.standard_normal((trials, baseline)), rng.standard_normal(trials)
+    center = np.median(before, axis=1)
+    noise = 1.4826 * np.median(np.abs(before - center[:, None]), axis=1)
+    return float(np.mean(np.abs(latest - center) > history.RULE.sigmas * noise))
+
+
+def test_the_minimum_baseline_and_why():
+    """The figures history.MIN_BASELINE's comment states: with 2 or 3 baseline points (the old minimum was 2)
+    3 robust sigmas is pure noise on about a quarter of nights; 5 is the least accepted; 7 (the window) about 9.5%."""
+    rates = {n: _false_alarms(n) for n in (2, 3, 5, 7)}
+    assert rates[2] == pytest.approx(0.23, abs=0.01) and rates[3] == pytest.approx(0.31, abs=0.01)
+    assert rates[5] == pytest.approx(0.15, abs=0.01) and rates[7] == pytest.approx(0.095, abs=0.01)
+    assert history.MIN_BASELINE == 5 and history.MIN_RUNS == 6
+    few = _rows([700, 701, 699, 700, 500])  # a -29% drop after only 4 runs: not judged
+    assert history.check(few, "tflops") == []
+    assert [s["runs"] for s in history.insufficient(few, "tflops")] == [5]
+
+
+@pytest.mark.parametrize(("extra", "label"), [({"contended": True, "contention": "load 3.1 on 2 cores"}, "contended"),
+                                              ({"cv": 0.2}, "noisy"),
+                                              ({"median_s": 1.0, "ci95_low_s": 0.8, "ci95_high_s": 1.2}, "noisy"),
+                                              ({"cv": 0.01}, None)])
+def test_a_flagged_change_carries_its_rows_own_evidence(extra, label):
+    rows = _rows([700, 701, 699, 700, 702, 698, 600])  # -14%
+    rows[-1].update(extra)
+    (flag,) = history.check(rows, "tflops")
+    assert flag.get("unreliable") == label
+    if label:
+        assert f"[unreliable: {label}: " in history.describe(flag)
+
+
+def test_check_exits_0_on_an_unreliable_change_unless_strict(tmp_path, cli):
+    from tests.suites.test_nightly import _night
+
+    store = tmp_path / "store"
+    for night in range(6):
+        history.add(store, read_bundle(_night(tmp_path, night, 700.0 + night % 2)), {})
+    history.add(store, read_bundle(_night(tmp_path, 6, 350.0, contended="another process took 2 cores")), {})
+    check = cli("history", "check", "--store", str(store), "--metric", "tflops")
+    assert check.returncode == 0 and "UNRELIABLE matmul" in check.stdout and "unreliable: contended" in check.stdout
+    strict = cli("history", "check", "--store", str(store), "--metric", "tflops", "--strict")
+    assert strict.returncode == 1 and "CHANGED matmul" in strict.stdout

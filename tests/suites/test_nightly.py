@@ -17,13 +17,20 @@ pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: str = "GPU A") -> Path:
-    """One night's matmul bundle at `tflops` (the row's time set to match), plus an attention row."""
+def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: str = "GPU A",
+           contended: str | None = None, cv: float | None = None) -> Path:
+    """One night's matmul bundle at `tflops` (the row's time set to match), plus an attention row; `contended`:
+    the reason the run marked the matmul row contended; `cv`: its samples' CV."""
     row = {**matmul_row(8192, 8192, 8192), "device": device}
     median = row["flops"] / (tflops * 1e12)
-    t = time_summary([median] * 3)  # the engine's statistics of the samples the bundle holds (validate re-derives)
+    spread = 0.0
+    if cv is not None:  # samples m(1-d), m, m(1+d): their CV is proportional to d
+        spread = cv / time_summary([0.5, 1.0, 1.5])["cv"] * 0.5
+    t = time_summary([median * (1 - spread), median, median * (1 + spread)])  # what validate re-derives
     tflops = row["flops"] / t["median"] / 1e12
     row = ci95({**row, "time_s": t, "tflops": tflops, "mfu": tflops / row["peak_tflops"]})
+    if contended:
+        row["contention"] = {"contended": True, "reason": contended}
     attention = {**matmul_row(64, 64, 64), "device": device, "workload": "attention", "backend": "triton",
                  "case_id": "att", "params": {"causal": True, "mode": "fwd"}}
     if status != "ok":
@@ -50,7 +57,7 @@ def store(tmp_path):
 def test_the_night_fails_on_a_regression_or_a_lost_cell_only(store, tmp_path, capsys, tflops, status, expected):
     suite_folder = tmp_path / "suite"
     _night(suite_folder / "host", 7, tflops, status)
-    problems = nightly.append_and_check(store, suite_folder, ["tflops", "busbw_gbps"])
+    problems = nightly.append_and_check(store, suite_folder, ["tflops", "busbw_gbps"]).problems
     assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected, strict=True))
     out = capsys.readouterr().out
     assert "night7 added" in out
@@ -59,19 +66,44 @@ def test_the_night_fails_on_a_regression_or_a_lost_cell_only(store, tmp_path, ca
     assert len({r["run_id"] for r in history.load(store)}) == 8
 
 
+@pytest.mark.parametrize(("factor", "contended", "cv", "label", "figures"), [
+    # the issue's third night: -90.2% on a row its run marked contended (CV 77%)
+    (0.098, "other processes used 180% of a core", 0.77, "unreliable: contended", ("-90.2%", "180% of a core")),
+    (0.8, None, 0.33, "unreliable: noisy", ("-20.0%", "cv 33.0%")),  # a drop inside the row's own spread
+])
+def test_a_drop_on_a_row_its_own_bundle_discounts_is_unreliable_not_a_regression(store, tmp_path, capsys, factor,
+                                                                                   contended, cv, label, figures):
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, factor * 701, contended=contended, cv=cv)
+    judged = nightly.append_and_check(store, suite_folder, ["tflops"])
+    assert judged.problems == []
+    (line,) = judged.unreliable
+    assert line.startswith(f"{label} matmul") and all(f in line for f in figures), line
+    assert label in capsys.readouterr().out
+    strict = nightly.judge(history.load(store), ["night7"], ["tflops"], strict=True)
+    assert [p.split(" ")[0] for p in strict.problems] == ["REGRESSION"] and strict.unreliable == []
+
+
+def test_a_drop_wider_than_the_rows_spread_is_still_a_regression(store, tmp_path):
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, 0.5 * 700, cv=0.33)  # -50%, the row's CV 33%: the drop is beyond it
+    judged = nightly.append_and_check(store, suite_folder, ["tflops"])
+    assert [p.split(" ")[0] for p in judged.problems] == ["REGRESSION"] and judged.unreliable == []
+
+
 def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
     for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
         nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])
     nightly.append(store, [_night(tmp_path / "a", 7, 701.0)])
     rows = history.load(store)
     assert [f["device"] for f in history.check(rows, "tflops")] == ["GPU B"]
-    assert nightly.judge(rows, ["night7"], ["tflops"]) == []
-    assert nightly.judge(rows, ["night6-b"], ["tflops"])[0].startswith("REGRESSION matmul")
+    assert nightly.judge(rows, ["night7"], ["tflops"]).problems == []
+    assert nightly.judge(rows, ["night6-b"], ["tflops"]).problems[0].startswith("REGRESSION matmul")
 
 
 def test_an_empty_suite_folder_is_a_problem(tmp_path):
     (tmp_path / "suite").mkdir()
-    (problem,) = nightly.append_and_check(tmp_path / "store", tmp_path / "suite", ["tflops"])
+    (problem,) = nightly.append_and_check(tmp_path / "store", tmp_path / "suite", ["tflops"]).problems
     assert "wrote no valid bundle" in problem
 
 
@@ -94,7 +126,7 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
 
     first = night()
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "history check tflops: 1 series with fewer than 3 runs" in first.stdout and "report: " in first.stdout
+    assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
     rows = history.load(tmp_path / "store")
     assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
     monkeypatch.chdir(ROOT)
@@ -117,3 +149,77 @@ def test_the_nightly_scripts_parse_and_run_the_nightly_suite():
     steps = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
     assert any("experiment=nightly" in s for s in steps) and any("history report" in s for s in steps)
     assert workflow["jobs"]["publish"]["if"] == "always()"
+
+
+TINY = ["suite.only=[matmul]", "suite.doctor=false", "backends=[torch]", "workload.sizes=[32]", "dtype=fp32",
+        "timing.max_time_s=0.3", "telemetry.enabled=false"]
+
+
+def _refused(tmp_path, capsys, store_arg: str) -> str:
+    """`xmfu run experiment=nightly store=...` (tiny) refused before any part runs: exit 2, one paragraph."""
+    from xmfu.harness.cli.main import main
+
+    code = main(["run", "experiment=nightly", store_arg, f"results_dir={tmp_path / 'r'}", *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()  # nothing ran
+    return err
+
+
+@pytest.mark.parametrize("store_arg", ["store=", "store=''"])
+def test_an_empty_store_is_refused_at_config_time(tmp_path, capsys, store_arg):
+    assert "store: '' is not a folder" in _refused(tmp_path, capsys, store_arg)
+
+
+def test_a_store_with_an_unreadable_or_foreign_parquet_file_is_refused_before_the_suite(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "x.parquet").write_text("not parquet")
+    assert "x.parquet is not a readable Parquet file" in _refused(tmp_path, capsys, f"store={tmp_path / 'bad'}")
+    (tmp_path / "other").mkdir()
+    pq.write_table(pa.table({"price": [1.0]}), tmp_path / "other" / "prices.parquet")
+    err = _refused(tmp_path, capsys, f"store={tmp_path / 'other'}")
+    assert "prices.parquet is a Parquet file of another schema (no run_id" in err
+
+
+@pytest.mark.parametrize(("broken", "errno_"), [("write_bytes", 30), ("flock", 37)])  # EROFS; ENOLCK
+def test_a_store_that_cannot_be_written_or_locked_is_refused_before_the_suite(tmp_path, capsys, monkeypatch,
+                                                                              broken, errno_):
+    """Running as root here, a chmod cannot stand in for a read-only filesystem: the call that would fail on one
+    (writing a file in the store; flock on NFS without a lock daemon) fails with its errno instead."""
+    import errno
+    import fcntl
+    import os
+
+    def fail(*args, **kwargs):
+        raise OSError(errno_, os.strerror(errno_))
+
+    if broken == "flock":
+        real = fcntl.flock
+
+        def flock(fd, op):  # the lock fails; unlocking (never reached) would not
+            return fail() if op & fcntl.LOCK_EX else real(fd, op)
+
+        monkeypatch.setattr(fcntl, "flock", flock)
+    else:
+        monkeypatch.setattr(Path, "write_bytes", fail)
+    err = _refused(tmp_path, capsys, f"store={tmp_path / 'store'}")
+    assert "cannot be written or locked" in err and os.strerror(errno_) in err
+    assert errno.errorcode[errno_] in ("EROFS", "ENOLCK")
+    assert not [p for p in (tmp_path / "store").iterdir() if p.name != ".lock"]
+
+
+def test_a_store_that_fails_during_the_append_is_a_problem_not_a_traceback(store, tmp_path, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(history, "_write", full)
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, 701.0)
+    problems = nightly.append_and_check(store, suite_folder, ["tflops"]).problems
+    assert "not appended" in problems[0] and "No space left on device" in problems[0]

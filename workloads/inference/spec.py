@@ -177,6 +177,8 @@ def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[Infe
         raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b")
     model = model_from_config(s.model)
     phases = as_list(s.phases)
+    if not phases:  # no phase is no case: refused here as bad input (exit 2), not found later as an empty run (1)
+        raise ConfigError("workload.phases", "is empty", f"one or more of {', '.join(PHASES)}")
     batches, prompts, gens = (_lengths(s, k) for k in ("batch", "prompt_len", "gen_len"))
     if s.check_steps > min(gens):
         raise ConfigError("workload.check_steps", f"{s.check_steps} exceeds the shortest gen_len {min(gens)}",
