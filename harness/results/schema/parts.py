@@ -54,6 +54,8 @@ class Correctness(Record, kw_only=True):
     tolerance: doc(float, "the largest error accepted")
     metric: doc(str, "what `error` measures (e.g. max relative error; '#wrong elements' for collectives)")
     checked: doc(str, "what was compared (all elements, which rows or steps)")
+    case_id: maybe(str, "the case that was checked where it is not the row's own: Triton's interpreter (a CPU run) "
+                        "checks a large matmul or attention case at a small size and does not time it") = None
 
 
 class Speedup(Record, kw_only=True):
