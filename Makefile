@@ -17,7 +17,7 @@ WHEELHOUSE_EXTRAS ?=
 WHEELHOUSE_ADD ?=
 WHEELHOUSE_NUMPY ?=
 
-.PHONY: install bench test test-fast lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
+.PHONY: install bench test test-fast test-trials lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
@@ -53,6 +53,11 @@ test: install
 test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e"
+
+# The seeded signal and rank trials, 8 times each instead of make test's one or two (tests/e2e/trials.py): a
+# rare race is hunted here, not in every make test. About 5 minutes on 2 cores.
+test-trials: install
+	XMFU_TRIALS=$${XMFU_TRIALS:-8} $(PY) -m pytest -n 2 --dist worksteal -m trials
 
 # The GPU reference set (benchmarks/gpu_reference.py) in parts of at most 8 minutes each on one GPU, outputs in
 # results/reference/<device>/; a part whose valid bundle is there is skipped, so running it again resumes. Without an

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import xla_flags
+from tests.e2e.trials import trials
 from xmfu.harness.results.reader import read_bundle
 from xmfu.harness.results.validator import validate_bundle
 
@@ -139,7 +140,8 @@ def _first_row(cases: Path, procs: list[subprocess.Popen], deadline: float) -> N
         time.sleep(0.2)
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.trials
+@pytest.mark.slow(seconds=20)
 def test_sigterm_stops_a_jax_distributed_run(tmp_path):
     """JAX's preemption notifier took SIGTERM ("SIGTERM caught") and the run went on to the end, exit 0. A bounded,
     seeded trial loop: SIGTERM to both processes at a drawn moment after the first row; rank 0 must end with 130
@@ -148,7 +150,7 @@ def test_sigterm_stops_a_jax_distributed_run(tmp_path):
     import signal
 
     draw = random.Random(26)
-    for trial in range(2):
+    for trial in range(trials(1)):  # XMFU_TRIALS: tests/e2e/trials.py
         port, run_id = _free_port(), f"sigterm-{trial}"
         procs = []
         for rank in (0, 1):
@@ -203,7 +205,8 @@ def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(
     assert "did not all join within 3 s" in bundle.cases[0]["reason"]
 
 
-@pytest.mark.slow(seconds=50)  # 2 trials x 2 processes; about 50 s on 2 loaded cores
+@pytest.mark.trials
+@pytest.mark.slow(seconds=15)  # a trial of 2 processes: about 12 s on 2 cores
 def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_path):
     """Two gloo ranks; once the first (small) case's row is written, rank 1 is frozen (SIGSTOP) at a drawn moment
     while it prepares the second, large case (its host-side inputs and expected output take longest there), so
@@ -214,7 +217,7 @@ def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_pa
     import signal
 
     draw = random.Random(6)
-    for trial in range(2):
+    for trial in range(trials(1)):  # XMFU_TRIALS: tests/e2e/trials.py
         port, run_id = _free_port(), f"frozen-{trial}"
         procs = []
         for rank in (0, 1):

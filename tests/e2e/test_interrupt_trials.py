@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.trials import trials
 from xmfu.harness.results.reader import read_bundle
 from xmfu.harness.results.schema import MANIFEST
 from xmfu.harness.results.validator import validate_bundle
@@ -103,32 +104,36 @@ def _trial(tmp_path: Path, args: list[str], signals: list[tuple[float, int]], ti
     assert read_bundle(folder).manifest["status"] == "partial"
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.trials
+@pytest.mark.slow(seconds=30)
 def test_double_ctrl_c_to_the_process_group_trials(tmp_path):
-    """3 runs; the second Ctrl-C follows the first after 0 to 40 ms (seeded), when the run is finishing its bundle.
-    Before the fix, 2 of 20 such trials left `manifest.json: checksum mismatch`."""
+    """2 runs (XMFU_TRIALS: tests/e2e/trials.py); the second Ctrl-C follows the first after 0 to 40 ms (seeded),
+    when the run is finishing its bundle. Before the fix, 2 of 20 such trials left `manifest.json: checksum
+    mismatch`."""
     rng = random.Random(SEED)
     sizes = "[" + ",".join(str(16 + i) for i in range(200)) + "]"
-    for trial in range(3):
+    for trial in range(trials(2)):
         folder = tmp_path / f"t{trial}"
         folder.mkdir()
         _trial(folder, ["backends=[torch]", f"workload.sizes={sizes}", *QUICK],
                [(0.0, signal.SIGINT), (rng.uniform(0, 0.04), signal.SIGINT)])
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.trials
+@pytest.mark.slow(seconds=30)
 def test_sigterm_to_a_torch_and_jax_training_run_trials(tmp_path):
     """torch and JAX both loaded (the tiny training step on both): SIGTERM after the first row, at a seeded extra
-    delay (2 runs); the second run gets a second SIGTERM 0 to 40 ms after the first. Exit 130 every time, and no
+    delay (1 run; XMFU_TRIALS: tests/e2e/trials.py); every other run, the first included, gets a second SIGTERM 0
+    to 40 ms after the first. Exit 130 every time, and no
     traceback: before the fix, 3 of 12 such runs ended in SIGSEGV (139) at shutdown after writing a valid bundle, a
     second SIGTERM during finishing ended the process as 143, and a SIGTERM that landed in JAX's gc callback printed
     "Exception ignored in: <function _xla_gc_callback ...>" with a traceback."""
     rng = random.Random(SEED)
-    for trial in range(2):
+    for trial in range(trials(1)):
         folder = tmp_path / f"t{trial}"
         folder.mkdir()
         signals = [(rng.uniform(0, 0.3), signal.SIGTERM)]
-        if trial == 1:
+        if trial % 2 == 0:
             signals.append((rng.uniform(0, 0.04), signal.SIGTERM))
         _trial(folder, ["workload=transformer", "model=tiny", "backends=[torch,jax]", "workload.batch=[1,2,3]",
                         *QUICK], signals)
