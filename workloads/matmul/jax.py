@@ -9,10 +9,9 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
-from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.workloads.matmul.spec import MatmulCase
+from xmfu.workloads.matmul.spec import MatmulCase, fp8_gemm_refused
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
@@ -38,19 +37,11 @@ FP8_AMD_ARCHES = ("gfx942", "gfx950")
 
 
 def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
-    """Why jnp.dot cannot run this fp8 case as an fp8 GEMM on `device`, or None (a CPU checks it, upcast)."""
-    cc = device.compute_capability
-    arch = (device.arch or "").split(":")[0]
+    """Why jnp.dot cannot run this fp8 case as an fp8 GEMM on `device`, or None (a CPU checks it, upcast). XLA: fp8
+    GEMMs through cuBLASLt from Hopper, on AMD gfx942 (fnuz) and gfx950 (OCP) (rocm_compute_capability.h)."""
     if kind == "tpu":
         return "fp8 matmul through JAX is not offered on TPUs by xmfu (not verified on any TPU generation)"
-    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < (9, 0):
-        return f"XLA runs fp8 dots as fp8 GEMMs (cuBLASLt) from compute capability 9.0; this device is {cc}"
-    if kind == "rocm" and arch not in FP8_AMD_ARCHES:
-        return f"XLA runs fp8 dots as fp8 GEMMs on AMD {'/'.join(FP8_AMD_ARCHES)} only; this device is {arch or '?'}"
-    wanted = fp8_format(kind, device.arch)
-    if case.fp8_format != wanted:
-        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
-    return None
+    return fp8_gemm_refused(case, kind, device, engine="XLA", min_cc=(9, 0), amd_arches=FP8_AMD_ARCHES)
 
 
 def _dot(case: MatmulCase):

@@ -141,6 +141,25 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Matmu
     return [MatmulCase(m, n, k, dtype, s.transpose_a, s.transpose_b, seed) for m, n, k in _shapes(s)]
 
 
+def fp8_gemm_refused(case: MatmulCase, kind: str, device: DeviceInfo, *, engine: str, min_cc: tuple[int, int],
+                     amd_arches: tuple[str, ...]) -> str | None:
+    """Why `engine` cannot run this fp8 case as an fp8 GEMM on `device`, or None: NVIDIA below `min_cc`, an AMD part
+    outside `amd_arches` (each backend names its own, from its compiler's source), or a case in another e4m3 variant
+    than the device's (machine/dtypes.fp8_format). A CPU passes: Triton's interpreter and XLA's CPU dot check it."""
+    arch = (device.arch or "").split(":")[0]
+    cc = device.compute_capability
+    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < min_cc:
+        return (f"{engine} runs fp8 as an fp8 GEMM from NVIDIA compute capability {min_cc[0]}.{min_cc[1]}; "
+                f"this device is {cc}")
+    if kind == "rocm" and arch not in amd_arches:
+        return (f"{engine} runs fp8 as an fp8 GEMM on AMD {'/'.join(amd_arches)} only; "
+                f"this device is {arch or 'unknown'}")
+    wanted = fp8_format(kind, device.arch)
+    if case.fp8_format != wanted:
+        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    return None
+
+
 def for_device(cases: Sequence[MatmulCase], device: DeviceInfo) -> list[MatmulCase]:
     """The cases as `device` runs them: fp8 cases take the device's e4m3 variant (machine/dtypes.fp8_format)."""
     fmt = fp8_format(device.kind, device.arch)

@@ -9,7 +9,6 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
-from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import (
     TRITON_INTERPRETER_NOTE,
     to_torch,
@@ -18,7 +17,7 @@ from xmfu.harness.machine.frameworks import (
     triton_unavailable,
 )
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.workloads.matmul.spec import MatmulCase
+from xmfu.workloads.matmul.spec import MatmulCase, fp8_gemm_refused
 
 INPUT_PRECISION = {"fp32": "ieee", "tf32": "tf32"}  # other dtypes: Triton's default for the target
 OUTPUT_DTYPE = {"fp8": "bf16"}
@@ -61,17 +60,9 @@ FP8_AMD_ARCHES = ("gfx942", "gfx950")
 
 
 def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
-    """Why xmfu's Triton GEMM cannot take this fp8 case on `device`, or None (the interpreter takes it on a CPU)."""
-    cc = device.compute_capability
-    arch = (device.arch or "").split(":")[0]
-    if kind == "cuda" and cc is not None and tuple(int(x) for x in cc.split(".")) < (8, 9):
-        return f"fp8 tl.dot needs NVIDIA compute capability 8.9+ (Triton's fp8e4nv), this device is {cc}"
-    if kind == "rocm" and arch not in FP8_AMD_ARCHES:
-        return f"fp8 tl.dot runs natively on AMD {'/'.join(FP8_AMD_ARCHES)} only; this device is {arch or 'unknown'}"
-    wanted = fp8_format(kind, device.arch)
-    if case.fp8_format != wanted:
-        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
-    return None
+    """Why xmfu's Triton GEMM cannot take this fp8 case on `device`, or None (the interpreter takes it on a CPU).
+    Triton: fp8e4nv from compute capability 8.9; AMD native fp8 on gfx942 (fnuz) and gfx950 (OCP)."""
+    return fp8_gemm_refused(case, kind, device, engine="Triton's tl.dot", min_cc=(8, 9), amd_arches=FP8_AMD_ARCHES)
 
 
 def tf32_unavailable(kind: str, device: DeviceInfo) -> str | None:
