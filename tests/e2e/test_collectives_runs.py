@@ -140,6 +140,20 @@ def _first_row(cases: Path, procs: list[subprocess.Popen], deadline: float) -> N
         time.sleep(0.2)
 
 
+def _two_ranks(tmp_path: Path, run_id: str, overrides: list[str], **env: str) -> list[subprocess.Popen]:
+    """Ranks 0 and 1 of a two-process collectives run of this checkout's xmfu (PYTHONPATH), out of place, started
+    as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT), their output piped."""
+    port, procs = _free_port(), []
+    for rank in (0, 1):
+        rank_env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                        MASTER_PORT=str(port), PYTHONPATH=str(REPO), **env)
+        cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", *SMALL, "workload.in_place=[false]",
+               *overrides, f"results_dir={tmp_path}", f"run_id={run_id}"]
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=rank_env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    return procs
+
+
 @pytest.mark.trials
 @pytest.mark.slow(seconds=20)
 def test_sigterm_stops_a_jax_distributed_run(tmp_path):
@@ -151,17 +165,10 @@ def test_sigterm_stops_a_jax_distributed_run(tmp_path):
 
     draw = random.Random(26)
     for trial in range(trials(1)):  # XMFU_TRIALS: tests/e2e/trials.py
-        port, run_id = _free_port(), f"sigterm-{trial}"
-        procs = []
-        for rank in (0, 1):
-            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
-            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
-                   "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K,2K,4K,8K]",
-                   "workload.samples=300", "workload.iters=20", "workload.timeout_s=20", f"results_dir={tmp_path}",
-                   f"run_id={run_id}"]
-            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+        run_id = f"sigterm-{trial}"
+        procs = _two_ranks(tmp_path, run_id, ["backends=[jax]", "workload.ops=[all_reduce]",
+                                              "workload.sizes=[1K,2K,4K,8K]", "workload.samples=300",
+                                              "workload.iters=20", "workload.timeout_s=20"], JAX_PLATFORMS="cpu")
         try:
             _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 240)
             time.sleep(draw.uniform(0.0, 1.0))
@@ -218,17 +225,10 @@ def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_pa
 
     draw = random.Random(6)
     for trial in range(trials(1)):  # XMFU_TRIALS: tests/e2e/trials.py
-        port, run_id = _free_port(), f"frozen-{trial}"
-        procs = []
-        for rank in (0, 1):
-            env = _env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), PYTHONPATH=str(REPO))  # this checkout's xmfu
-            cmd = [sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[torch_dist]", *SMALL,
-                   "workload.ops=[all_gather]", "workload.in_place=[false]", "workload.sizes=[1K,16M,1K]",
-                   "workload.samples=1", "workload.iters=1", "workload.timeout_s=3", f"results_dir={tmp_path}",
-                   f"run_id={run_id}"]
-            procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+        run_id = f"frozen-{trial}"
+        procs = _two_ranks(tmp_path, run_id, ["backends=[torch_dist]", "workload.ops=[all_gather]",
+                                              "workload.sizes=[1K,16M,1K]", "workload.samples=1",
+                                              "workload.iters=1", "workload.timeout_s=3"])
         try:
             _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 120)
             time.sleep(draw.uniform(0.0, 0.1))
