@@ -1,5 +1,18 @@
 """`python -m xmfu ARGS` is `xmfu ARGS` (torchrun and srun start it this way: `torchrun ... -m xmfu run ...`)."""
 
-from xmfu.harness.cli.main import run_as_module
+import os
+import signal
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    # Nothing is written before the command's own handlers are in place (run_as_module): an interrupt during the
+    # imports ends the process as an interrupted run does, 130 and no traceback (Ctrl-C at start-up).
+    os._exit(130)
+
+
+for _signal in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_signal, _interrupted_while_starting)
+
+from xmfu.harness.cli.main import run_as_module  # noqa: E402  (after the handlers, on purpose)
 
 run_as_module()

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness import __version__
-from xmfu.harness.cli import formulas
 from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import (
     Parser,
@@ -425,7 +424,12 @@ def _dispatch(args: list[str]) -> int:
     command = COMMANDS.get(args[0])
     if command is None:
         return usage_error(f"unknown command '{args[0]}'. Allowed: {', '.join(COMMANDS)}. See 'xmfu --help'.")
-    formulas.install()  # every bundle a command reads is checked against the workloads' FLOP and byte formulas
+    # Every bundle a command reads is checked against the workloads' FLOP and byte formulas. Imported here, not at
+    # the top: it brings the engine and numpy, and until run_as_module's handlers are in place a Ctrl-C at start-up
+    # would end the process with a traceback (test_ctrl_c_during_start_up_exits_130_without_a_traceback).
+    from xmfu.harness.cli import formulas
+
+    formulas.install()
     return command(args[1:])
 
 
