@@ -23,6 +23,7 @@ from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import (
     Parser,
     UsageFailure,
+    gathered_bundles,
     output_path,
     release_inputs,
     usage_error,
@@ -253,7 +254,7 @@ def cmd_export(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
-        rows = export.rows([b for path in ns.bundles for b in validated_bundles("export", path)])
+        rows = export.rows(gathered_bundles("export", ns.bundles))
         write_output("export", out, lambda path: export.write(rows, path))
     except UsageFailure as exc:
         return usage_error(str(exc))
