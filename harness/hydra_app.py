@@ -140,7 +140,16 @@ def split_jobs(overrides: Sequence[str], multirun: bool) -> list[list[str]]:
 
 def _check_group_choices(job: Sequence[str]) -> None:
     groups = config_groups()
-    for override in _parse(job):
+    parsed = _parse(job)
+    # Hydra keeps the last of two choices of one group without a word: `experiment=mamf experiment=smoke` would
+    # run the smoke suite alone, and the user believes they shrank mamf (issue 30)
+    experiments = [str(o.input_line) for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
+    if len(experiments) > 1:
+        raise UsageError(f"experiment is chosen {len(experiments)} times ({', '.join(experiments)}); Hydra would "
+                         f"keep only the last, {experiments[-1]}, and run it instead of the others. One experiment "
+                         "per run: keep the one you mean (experiment=smoke is its own experiment, the chosen "
+                         "workload at its smoke sizes; it does not shrink another experiment)")
+    for override in parsed:
         group = override.key_or_group
         if group in groups and override.value() not in (None, "null") and not override.is_delete():
             value = override.value()
