@@ -1,13 +1,16 @@
 """Do xmfu's verdicts hold up? A/A false positives and A/B sensitivity, measured on this machine.
 
-    python benchmarks/aa_test.py [--bundles 10] [--repeats 5] [--trials 10] [--out benchmarks/results/aa_test.txt]
+    python benchmarks/aa_test.py [--bundles 10] [--repeats 5] [--trials 10] [--out FILE]
 
 A/A: `--bundles` separate runs of one configuration (each `repeats=N`), compared pairwise with `xmfu compare`:
 every "faster" or "slower" is a false positive (the goal: at most 1 of 45).
 A/B in one run: the same matmul and a copy slowed by 10% (a sleep proportional to the call, through the Python
 API), interleaved with `baseline=`: how often the verdict is "slower" (the goal: 9 of 10 trials).
 A/B across bundles: the slowed copy in its own runs, each `repeats=N`: the detection rate, beside the load
-average recorded at the time. Everything is written under a temporary folder; the report goes to `--out`.
+average recorded at the time. Everything is written under a temporary folder; the report is printed and written
+to `--out` (to refresh the tracked record: `--out benchmarks/results/aa_test.txt`), else to a new file in the
+system's temporary folder, whose path is printed: a run on another machine must not overwrite the record that
+docs/reference-measurements.md quotes.
 """
 
 from __future__ import annotations
@@ -115,13 +118,13 @@ def ab_across(folder: Path, trials: int, repeats: int) -> list[str]:
             f"{calls}"]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundles", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "aa_test.txt"))
-    ns = parser.parse_args()
+    parser.add_argument("--out", help="write the report here (default: a new file in the temporary folder)")
+    ns = parser.parse_args(argv)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="xmfu-aa-") as tmp:
         folder = Path(tmp)
@@ -132,8 +135,15 @@ def main() -> int:
                  "widens the run-to-run spread)")
     report = "\n".join(lines) + "\n"
     print(report)
-    Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(ns.out).write_text(report)
+    if ns.out:
+        out = Path(ns.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        fd, name = tempfile.mkstemp(prefix="xmfu-aa_test-", suffix=".txt")
+        os.close(fd)
+        out = Path(name)
+    out.write_text(report)
+    print(f"report: {out}")
     return 0
 
 

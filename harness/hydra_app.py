@@ -140,7 +140,16 @@ def split_jobs(overrides: Sequence[str], multirun: bool) -> list[list[str]]:
 
 def _check_group_choices(job: Sequence[str]) -> None:
     groups = config_groups()
-    for override in _parse(job):
+    parsed = _parse(job)
+    # Hydra keeps the last of two choices of one group without a word: `experiment=mamf experiment=smoke` would
+    # run the smoke suite alone, and the user believes they shrank mamf (issue 30)
+    experiments = [str(o.input_line) for o in parsed if o.key_or_group == "experiment" and not o.is_delete()]
+    if len(experiments) > 1:
+        raise UsageError(f"experiment is chosen {len(experiments)} times ({', '.join(experiments)}); Hydra would "
+                         f"keep only the last, {experiments[-1]}, and run it instead of the others. One experiment "
+                         "per run: keep the one you mean (experiment=smoke is its own experiment, the chosen "
+                         "workload at its smoke sizes; it does not shrink another experiment)")
+    for override in parsed:
         group = override.key_or_group
         if group in groups and override.value() not in (None, "null") and not override.is_delete():
             value = override.value()
@@ -218,6 +227,7 @@ def run_command(args: Sequence[str], registry: Registry) -> int:
         raise UsageError(f"invalid configuration: {exc}") from None
     if not multirun or _is_info_request(args):
         return _launch(args, registry)
+    _check_launcher(overrides)
     sweep_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweep.dir=")), None)
     if sweep_dir is None:  # chosen here, so the jobs' outcomes can be read back whatever launcher ran them
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -225,6 +235,31 @@ def run_command(args: Sequence[str], registry: Registry) -> int:
         args = [*args, f"hydra.sweep.dir={sweep_dir}"]
     code = _launch(args, registry)
     return max(code, sweep_summary(Path(sweep_dir), len(configs)))
+
+
+def _check_launcher(overrides: Sequence[str]) -> None:
+    """A multirun through Hydra's Slurm launcher on a machine without Slurm: one paragraph, before any job.
+    submitit refuses it only inside Hydra's sweep, as a traceback: its SlurmExecutor.__init__ raises
+    RuntimeError('Could not detect "srun", are you indeed on a slurm cluster?') when `SlurmExecutor.affinity()`,
+    `-1 if shutil.which("srun") is None else 2`, is not > 0 (submitit 1.5.4, submitit/slurm/slurm.py)."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+
+    choices = [o for o in overrides if o.lstrip("+").startswith("hydra/launcher=")]
+    if not choices or shutil.which("srun") is not None:
+        return
+    register_configs()
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3", job_name="xmfu"):
+            target = str(compose("config", overrides=choices, return_hydra_config=True).hydra.launcher._target_)
+    except Exception:  # a launcher that does not compose (its plugin missing): Hydra names that itself
+        return
+    if target.endswith(".SlurmLauncher"):  # hydra_submitit_launcher 1.2's Slurm launcher class
+        raise UsageError(f"{choices[-1]} submits to Slurm, and this machine has no Slurm (no `srun` on PATH). "
+                         "Run it on a Slurm login node, or on this machine: hydra/launcher=submitit_local (the "
+                         "same tasks here), or torchrun (docs/distributed.md); `--cfg hydra` prints the job it "
+                         "would submit without submitting it")
 
 
 def _is_info_request(args: Sequence[str]) -> bool:

@@ -123,3 +123,11 @@ def test_a_value_omegaconf_refuses_while_composing_is_one_paragraph(override, me
     with pytest.raises(UsageError) as err:
         compose_job([override])
     assert str(err.value) == f"invalid configuration: {message}"
+
+
+def test_a_second_experiment_that_would_replace_the_first_is_refused():
+    registry = build_registry()
+    for job in (["experiment=mamf", "experiment=smoke"], ["experiment=attention-shootout", "experiment=smoke"]):
+        with pytest.raises(UsageError, match=r"experiment is chosen 2 times .*keep only the last, experiment=smoke"):
+            validate_job(job, registry)
+    validate_job(["experiment=smoke", "workload=matmul"], registry)  # one experiment: accepted

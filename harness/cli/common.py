@@ -9,7 +9,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,38 @@ def validated_bundles(command: str, path: str) -> list[Any]:
             raise UsageFailure(f"{command}: {path} holds a bundle that is not valid, {name}: {one.problems[0]} "
                                f"(xmfu validate {path})")
     return [one.bundle for _, one in loaded]
+
+
+def is_suite_folder(path: Path) -> bool:
+    """A suite's folder (harness/suites/suite.py): `suite.json` at its top once the suite ends, a `node.json` per
+    host folder as each node ends. Its bundles lie in its hosts' and parts' folders."""
+    return (path / "suite.json").is_file() or any(path.glob("*/node.json"))
+
+
+def gathered_bundles(command: str, paths: Sequence[str]) -> list[Any]:
+    """Every bundle at `paths`, all read and validated before the command uses any (a command that adds to a
+    store adds all or nothing). A path is a bundle folder, an archive, or a suite's folder (every bundle in it).
+    A shell glob (`results/*/`) also catches other folders (`results/reference/`, a stray file): with more than
+    one path, one that is none of those is skipped with a note on stderr; a lone path that is none of those, and
+    a bundle that is not valid, are a usage error."""
+    from xmfu.harness.results import archive
+
+    out: list[Any] = []
+    for path in paths:
+        folder = Path(path)
+        if archive.is_archive(path) or (folder / "manifest.json").exists():
+            out += validated_bundles(command, path)
+        elif folder.is_dir() and is_suite_folder(folder):
+            # the same walk as harness/suites/nightly.suite_bundles (cli may not import suites: tests/test_layout.py)
+            out += [validated_bundle(command, str(m.parent)) for m in sorted(folder.rglob("manifest.json"))]
+        elif len(paths) > 1:
+            print(f"xmfu: {command}: skipped {path}: not a bundle, a suite's folder or an archive", file=sys.stderr)
+        else:
+            out += validated_bundles(command, path)  # names what is wrong with it
+    if not out:
+        raise UsageFailure(f"{command}: no bundle in {', '.join(paths)}. Allowed: bundle folders "
+                           "(results/<run_id>), suite folders, archives made by `xmfu archive`")
+    return out
 
 
 def release_inputs() -> None:

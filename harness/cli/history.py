@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.cli.common import Parser, UsageFailure, output_path, usage_error, validated_bundles, write_output
+from xmfu.harness.cli.common import (
+    Parser,
+    UsageFailure,
+    gathered_bundles,
+    output_path,
+    usage_error,
+    write_output,
+)
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
@@ -31,17 +38,17 @@ def _history_add(ns: argparse.Namespace) -> int:
     from xmfu.harness.results import history
 
     store = store_path("history add", ns.store, must_hold_runs=False)
-    for path in ns.bundles:
-        for bundle in validated_bundles("history add", path):
-            try:
-                added = history.add(store, bundle, bundle.environment())
-            except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
-                raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
-            except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
-                print(f"xmfu: history add: {bundle.manifest['run_id']} could not be written to the store "
-                      f"{store} ({exc.strerror or exc}); the store holds what it held before it", file=sys.stderr)
-                return 1
-            print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
+    # every bundle is validated before the first is added: a glob that catches an invalid one adds nothing
+    for bundle in gathered_bundles("history add", ns.bundles):
+        try:
+            added = history.add(store, bundle, bundle.environment())
+        except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
+            raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
+        except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
+            print(f"xmfu: history add: {bundle.manifest['run_id']} could not be written to the store "
+                  f"{store} ({exc.strerror or exc}); the store holds what it held before it", file=sys.stderr)
+            return 1
+        print(f"{bundle.manifest['run_id']}: {'added' if added else 'already in the store'}")
     return 0
 
 

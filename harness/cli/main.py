@@ -22,6 +22,7 @@ from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import (
     Parser,
     UsageFailure,
+    gathered_bundles,
     output_path,
     release_inputs,
     usage_error,
@@ -167,6 +168,7 @@ def cmd_compare(args: Sequence[str]) -> int:
                             f"nor a position 0-{len(loaded) - 1}")
     result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
+        _unpriced_note(ns, {r.get("device") for s in loaded for b in s.bundles for r in b.cases})
         _add_costs(result, loaded, prices)
     print(render(result, ns.format))
     if result.unmatched and not result.rows and not result.refused:
@@ -186,6 +188,23 @@ def _prices(ns: argparse.Namespace) -> dict[str, float]:
         raise UsageFailure(f"compare: {exc}") from None
     except OSError as exc:  # the --prices file cannot be read; the error alone would name only the path
         raise UsageFailure(f"compare: --prices {ns.prices}: {exc.strerror or exc}") from None
+
+
+def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
+    """A price whose device no row has is named on stderr with the devices the rows have: prices are matched to
+    rows by the exact device name (docs/compare.md), and a misspelt one would otherwise leave the cost columns
+    empty without a word. A --prices file may list a whole fleet: it is named only when none of it matches."""
+    from xmfu.harness.results.cost import load_prices, parse_prices
+
+    # both were read once by _prices without error
+    missed = sorted(d for d in parse_prices(ns.price) if d not in devices)
+    if ns.prices and not set(load_prices(ns.prices)) & devices:
+        missed.append(f"every device in --prices {ns.prices}")
+    if missed:
+        have = ", ".join(sorted(repr(d) for d in devices if d)) or "none"
+        print(f"xmfu: compare: no row has the device of {', '.join(repr(m) for m in missed)}, so it is not "
+              f"priced (a price names the device exactly as rows record it). The rows' devices: {have}",
+              file=sys.stderr)
 
 
 def _history_noise(store: str) -> Any:
@@ -252,7 +271,7 @@ def cmd_export(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
-        rows = export.rows([b for path in ns.bundles for b in validated_bundles("export", path)])
+        rows = export.rows(gathered_bundles("export", ns.bundles))
         write_output("export", out, lambda path: export.write(rows, path))
     except UsageFailure as exc:
         return usage_error(str(exc))

@@ -13,6 +13,10 @@ COLUMNS = ("case_id", "backend", "run", "baseline_median_s", "median_s", "speedu
            "verdict", "variance_source", "mfu", "baseline_mfu")
 COST_COLUMNS = ("usd_per_million_tokens", "baseline_usd_per_million_tokens", "usd_per_realized_pflop_hour",
                 "baseline_usd_per_realized_pflop_hour", "break_even_price_ratio", "cost_per_work_ratio")
+# Inference rows' cost per token (harness/results/cost.py PER_MILLION), shown where a row carries one: training
+# and kernel comparisons keep their columns as they were
+INFERENCE_COST_COLUMNS = ("usd_per_million_prompt_tokens", "baseline_usd_per_million_prompt_tokens",
+                          "usd_per_million_generated_tokens", "baseline_usd_per_million_generated_tokens")
 
 
 def _cell(value: Any) -> str:
@@ -28,6 +32,8 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     out["usd_per_million_tokens"] = cost.get("usd_per_million_tokens")
     out["usd_per_million_prompt_tokens"] = cost.get("usd_per_million_prompt_tokens")  # inference prefill rows
     out["usd_per_million_generated_tokens"] = cost.get("usd_per_million_generated_tokens")  # decode rows
+    out["baseline_usd_per_million_prompt_tokens"] = base.get("usd_per_million_prompt_tokens")
+    out["baseline_usd_per_million_generated_tokens"] = base.get("usd_per_million_generated_tokens")
     out["baseline_usd_per_million_tokens"] = base.get("usd_per_million_tokens")
     out["usd_per_realized_pflop_hour"] = cost.get("usd_per_realized_pflop_hour")
     out["baseline_usd_per_realized_pflop_hour"] = base.get("usd_per_realized_pflop_hour")
@@ -39,7 +45,10 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 
 def _columns(result: Comparison) -> tuple[str, ...]:
     priced = any(r.get("cost") for r in result.rows)
-    return COLUMNS + (COST_COLUMNS if priced else ())
+    inference = tuple(c for c in INFERENCE_COST_COLUMNS
+                      if any((r.get("baseline_cost" if c.startswith("baseline_") else "cost") or {}).get(
+                          c.removeprefix("baseline_")) is not None for r in result.rows))
+    return COLUMNS + (COST_COLUMNS + inference if priced else ())
 
 
 def _notes(result: Comparison) -> list[str]:

@@ -128,6 +128,20 @@ def test_slurm_launcher_config_composes(tmp_path):
     assert "SlurmLauncher" in proc.stdout and "tasks_per_node: 8" in proc.stdout
 
 
+def test_slurm_launcher_without_slurm_is_one_paragraph(tmp_path):
+    """submitit 1.5.4 raises RuntimeError('Could not detect "srun"...') inside Hydra's sweep: a traceback."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    bare = tmp_path / "bin"  # a PATH with python and no srun, whatever this machine has
+    bare.mkdir()
+    (bare / "python").symlink_to(sys.executable)
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "-m", "hydra/launcher=slurm", "workload=allreduce",
+                           "backends=[torch_dist]"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=_env(PATH=str(bare)))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "no Slurm (no `srun` on PATH)" in proc.stderr
+    assert "hydra/launcher=submitit_local" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

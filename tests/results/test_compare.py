@@ -175,3 +175,28 @@ def test_a_verdict_on_a_contended_row_is_inconclusive_unless_strict(tmp_path):
     (strict,) = compare(_sides(a, b), strict=True).rows
     assert strict["verdict"] == "faster" and strict["contended"]
     assert "faster (beyond the 10% noise floor) (CONTENDED)" in render(compare(_sides(a, b), strict=True), "table")
+
+
+def test_price_for_a_device_no_row_has_is_named(tmp_path, capsys):
+    from tests.results.rows import matmul_row, write_bundle
+    from xmfu.harness.cli.main import main
+
+    a, b = (write_bundle(tmp_path, name, [matmul_row(256, 256, 256)]) for name in ("a", "b"))
+    assert main(["compare", str(a.folder), str(b.folder), "--price", "GPU B=2.0", "--price", "GPU A=1.0"]) == 0
+    err = capsys.readouterr().err
+    assert "no row has the device of 'GPU B'" in err and "The rows' devices: 'GPU A'" in err
+    assert main(["compare", str(a.folder), str(b.folder), "--price", "GPU A=1.0"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_inference_cost_per_token_in_every_format():
+    from xmfu.harness.results.compare import Comparison
+
+    row = {"case_id": "inference-decode", "backend": "torch", "run": "b", "baseline_run": "a", "speedup": 1.0,
+           "verdict": "same", "cost": cost_figures({"tflops": 2.0, "throughput": {"generated_tokens_per_s": 2e3}}, 3.6),
+           "baseline_cost": cost_figures({"tflops": 2.0, "throughput": {"generated_tokens_per_s": 1e3}}, 3.6)}
+    result = Comparison("a", rows=[row])
+    for fmt in ("table", "csv", "markdown"):
+        text = render(result, fmt)
+        assert "usd_per_million_generated_tokens" in text and "baseline_usd_per_million_generated_tokens" in text
+        assert "0.5" in text and "usd_per_million_prompt_tokens" not in text  # a decode row: no prompt tokens

@@ -48,3 +48,40 @@ def test_unknown_suffix_or_missing_folder_is_exit_2(tmp_path, capsys):
     assert f"the folder {tmp_path / 'no'} does not exist" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "nothing"), "-o", str(tmp_path / "rows.csv")]) == 2
     assert "is not a valid bundle" in capsys.readouterr().err
+
+
+def _results_tree(tmp_path):
+    """What `results/*/` catches after a suite and a run (issue 30): a bundle, a suite's folder (its bundles in a
+    host's part folder, a node.json beside them), and results/reference/ (folders of bundles, no bundle itself)."""
+    results = tmp_path / "results"
+    (results / "reference" / "cpu").mkdir(parents=True)
+    write_bundle(results, "run1", [matmul_row(256, 256, 256)])
+    part = results / "suite1" / "host0" / "matmul"
+    part.mkdir(parents=True)
+    write_bundle(part, "run2", [matmul_row(512, 512, 512)])
+    (results / "suite1" / "host0" / "node.json").write_text("{}\n")
+    write_bundle(results / "reference" / "cpu", "ref", [matmul_row(128, 128, 128)])
+    return results
+
+
+def test_export_takes_suite_folders_and_skips_non_bundles_of_a_glob(tmp_path, capsys):
+    results = _results_tree(tmp_path)
+    paths = sorted(str(p) + "/" for p in results.iterdir())  # as the shell expands results/*/
+    assert main(["export", *paths, "-o", str(tmp_path / "rows.csv")]) == 0
+    out = capsys.readouterr()
+    assert "export: 2 rows to" in out.out
+    assert f"skipped {results / 'reference'}/: not a bundle" in out.err
+    # a lone path that is not a bundle is still refused, naming it
+    assert main(["export", str(results / "reference"), "-o", str(tmp_path / "rows.csv")]) == 2
+
+
+def test_history_add_validates_every_bundle_before_adding_any(tmp_path, capsys):
+    pytest.importorskip("pyarrow", exc_type=ImportError)
+    results = _results_tree(tmp_path)
+    write_bundle(results, "zbad", [matmul_row(64, 64, 64)])
+    (results / "zbad" / "cases.jsonl").write_text("{}\n")  # the glob's last bundle no longer validates
+    store = tmp_path / "store"
+    paths = [str(results / name) for name in ("run1", "suite1", "zbad")]  # two good ones before the bad one
+    assert main(["history", "add", *paths, "--store", str(store)]) == 2
+    assert "zbad is not a valid bundle" in capsys.readouterr().err
+    assert not list(store.rglob("*.parquet"))  # nothing added: all or nothing
