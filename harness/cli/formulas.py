@@ -4,8 +4,9 @@ harness/results may not import a workload (tests/test_layout.py), so the front d
 config.yaml back into the cases the run measured, with the run's own planning (harness/run.py `plan_phases`:
 the config parsed as `xmfu run` parses it, the mamf sweep and the main workload, fitted to the device
 environment.json records), and gives the validator each row's params, FLOPs, bytes and the figures the workload's
-formulas fix at the row's median time (bandwidth, work units, hardware FLOPs, communication bytes). One definition
-serves the run and `xmfu validate`.
+formulas fix at the row's median time (bandwidth, work units, hardware FLOPs, communication bytes), and the timing
+protocol its comparability fields must name (the config's, as the runner's `_protocol` keys each row). One
+definition serves the run and `xmfu validate`.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def _device(devices: list[dict[str, Any]]) -> DeviceInfo | None:
     return None
 
 
-def _cases(config_text: str, devices: list[dict[str, Any]]) -> dict[tuple[str, str], Any] | str:
-    """(phase, case id) -> the case, as the run planned it from this config; or why it cannot be planned."""
+def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
+    """(phase, case id) -> the case, as the run planned it from this config, and the config's timing protocol; or
+    why it cannot be planned."""
     from xmfu.harness.config import parse_run_config
     from xmfu.harness.run import plan_phases
 
@@ -49,7 +51,7 @@ def _cases(config_text: str, devices: list[dict[str, Any]]) -> dict[tuple[str, s
         phases = plan_phases(cfg, registry, _device(devices))
     except (ConfigError, yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
-    return {(p.name, c.case_id): c for p in phases for c in p.cases}
+    return {(p.name, c.case_id): c for p in phases for c in p.cases}, cfg.timing.protocol()
 
 
 def _settled(case: Any, params: dict[str, Any]) -> Any:
@@ -78,9 +80,31 @@ def _at_time(case: Any, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _figures(case: Any, row: dict[str, Any]) -> dict[str, Any]:
+def _protocol(timing: dict[str, Any], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The protocol the runner keys this row with (harness/engine/runner.py `_protocol`): the config's timing
+    protocol, `cuda_graph` named only where the row's timer says graphs were replayed (a row without a timer, not
+    timed, is taken at its word there), and a suite's tag as the row states it (config.yaml does not hold it; the
+    suite's definition hash is checked where suites are). None: the row holds no comparability fields."""
+    fields = row.get("comparability")
+    if not isinstance(fields, dict) or not isinstance(fields.get("protocol"), dict):
+        return None
+    stated, out = fields["protocol"], dict(timing)
+    timer = row.get("timer")
+    if out.get("cuda_graph"):
+        replayed = timer.get("cuda_graph") is True if isinstance(timer, dict) else "cuda_graph" in stated
+        if not replayed:
+            del out["cuda_graph"]
+    if "suite" in stated:
+        out["suite"] = stated["suite"]
+    return out
+
+
+def _figures(case: Any, row: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention,
                            "bytes": case.bytes_moved()}
+    protocol = _protocol(timing, row)
+    if protocol is not None:  # the case parts are the row's own (rederive.key_problems checks them against it)
+        out["comparability"] = {**row["comparability"], "protocol": protocol}
     hardware = getattr(case, "hardware_flops", None)
     if hardware is not None and row.get("status") == "ok":
         out["hardware_flops"] = hardware()
@@ -94,9 +118,10 @@ def _figures(case: Any, row: dict[str, Any]) -> dict[str, Any]:
 
 def restate_rows(config_text: str, devices: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[Restated]:
     """The validator's `Formulas`: for each row, what its workload's formulas give (rederive.Restated)."""
-    cases = _cases(config_text, devices)
-    if isinstance(cases, str):
-        return [Restated(unchecked=cases) for _ in rows]
+    planned = _cases(config_text, devices)
+    if isinstance(planned, str):
+        return [Restated(unchecked=planned) for _ in rows]
+    cases, timing = planned
     out = []
     for row in rows:
         key = (row.get("phase") or "main", row.get("case_id"))
@@ -106,7 +131,7 @@ def restate_rows(config_text: str, devices: list[dict[str, Any]], rows: list[dic
             continue
         case = _settled(case, row.get("params"))
         try:
-            out.append(Restated(figures=_figures(case, row)))
+            out.append(Restated(figures=_figures(case, row, timing)))
         except Exception as exc:  # a formula that cannot take this row's values: not checked, and said
             out.append(Restated(unchecked=f"the formulas could not be applied ({type(exc).__name__}: {exc})"))
     return out

@@ -14,7 +14,10 @@ What is re-derived, and from what:
 - speedups and verdicts from both rows' samples by stats.paired_speedup_draws;
 - peak_tflops from the peak table (machine/peaks.py) for the device environment.json records, and for the device
   name the row states;
-- status against the correctness record; one row per (phase, case, backend); UTC ISO 8601 times.
+- status against the correctness record; one row per (phase, case, backend); UTC ISO 8601 times;
+- comparability_key from the row's `comparability` fields by comparability.comparability_key, the run's own
+  function, and those fields' workload, params, dtype and FLOP convention against the row's own (its protocol
+  against config.yaml's timing settings, by the front door's formulas).
 FLOPs, bytes and params come from the workload's formulas, which this layer may not import: the front door hands
 them in as `Formulas` (harness/cli/formulas.py).
 """
@@ -32,6 +35,7 @@ import yaml
 
 from xmfu.harness.machine.peaks import lookup, match_device
 from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.harness.results.comparability import comparability_key
 from xmfu.harness.results.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
@@ -231,6 +235,30 @@ def status_problems(row: dict[str, Any], where: str) -> list[str]:
     return out
 
 
+def key_problems(row: dict[str, Any], where: str, fields_required: bool) -> list[str]:
+    """The row's comparability_key against the hash of its `comparability` fields (the engine's runner computes
+    both with comparability.py; one definition), and those fields against the row they describe: a changed key
+    would let `xmfu compare` and a history store pair rows that do not mean the same thing, or split a series.
+    `fields_required`: the bundle's format has every row carry its fields (xmfu.bundle/2; /1 rows may predate
+    them, and their key is then not checked)."""
+    fields, stated = row.get("comparability"), row.get("comparability_key")
+    if not isinstance(fields, dict):
+        return [f"{where}: comparability_key {stated!r} is stated without the comparability fields it is the hash "
+                f"of"] if fields_required else []
+    out = []
+    for name in ("workload", "params", "dtype", "flop_convention"):
+        if name in row and not same(fields.get(name), row[name]):
+            out.append(f"{where}: comparability.{name} {fields.get(name)!r} is not the row's {name} {row[name]!r}")
+    try:
+        expected = comparability_key(fields)
+    except (TypeError, ValueError) as exc:  # fields json cannot hash (e.g. mixed key types)
+        return [*out, f"{where}: comparability cannot be hashed ({type(exc).__name__}: {exc})"]
+    if stated != expected:
+        out.append(f"{where}: comparability_key {stated!r} is not the hash of the row's comparability fields "
+                   f"({expected!r})")
+    return out
+
+
 def duplicate_problems(rows: list[dict[str, Any]], name: str) -> list[str]:
     seen: dict[tuple, int] = {}
     out = []
@@ -357,7 +385,10 @@ def restated_problems(row: dict[str, Any], restated: Restated, where: str) -> li
         return [f"{where}: {restated.problem}"]
     out = []
     for key, want in restated.figures.items():
-        if key in row and not same(row[key], want):
+        if key == "comparability" and isinstance(row.get(key), dict) and not same(row[key], want):
+            out.append(f"{where}: comparability.protocol {row[key].get('protocol')!r} is not the protocol "
+                       f"config.yaml's timing settings give ({want.get('protocol')!r})")
+        elif key in row and not same(row[key], want):
             out.append(f"{where}: {key} {row[key]!r} is not what the {row.get('workload')} workload's formula gives "
                        f"for the row's params ({want!r})")
     return out

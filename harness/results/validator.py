@@ -264,6 +264,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += rederive.status_problems(row, where)
         problems += rederive.peak_problems(row, devices, settings, where)
         problems += rederive.time_field_problems(row, ("started", "finished"), where)
+        problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
     problems += rederive.speedup_problems(rows, samples, settings, CASES)
     if formulas is None:
         return problems, ["params, FLOPs and bytes: no workload formulas were handed to the validator"]

@@ -15,6 +15,7 @@ import yaml
 
 from xmfu.harness.cli.formulas import restate_rows
 from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.results.comparability import comparability_key
 from xmfu.harness.results.rederive import restated_problems
 from xmfu.harness.results.validator import load_bundle
 from xmfu.workloads.transformer import parallel
@@ -153,6 +154,26 @@ def _telemetry_unlisted(bundle: Path) -> None:
     _write(bundle, "telemetry.jsonl", "".join(json.dumps(r) + "\n" for r in readings), listed=False)
 
 
+def _key_changed(rows):
+    for r in rows:
+        r["comparability_key"] = "0" * 16  # e.g. to join another run's series in a history store
+
+
+def _rekeyed(change):
+    """Change the comparability fields and re-hash them with the run's own function, as a careful forger would."""
+    def edit(rows):
+        for r in rows:
+            change(r["comparability"])
+            r["comparability_key"] = comparability_key(r["comparability"])
+    return edit
+
+
+def _fields_dropped(rows):
+    for r in rows:
+        r["comparability"] = None
+        r["comparability_key"] = "0" * 16
+
+
 FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
     "median halved, TFLOP/s and MFU doubled": ("matmul", lambda b: _rows(b, _halve_median),
                                                "time_s.median"),
@@ -172,6 +193,15 @@ FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
     "created: yesterday": ("matmul", _yesterday, "created 'yesterday' is not a UTC ISO 8601 time"),
     "telemetry.jsonl edited, its line dropped": ("matmul", _telemetry_unlisted, "SHA256SUMS does not list "
                                                                                 "telemetry.jsonl"),
+    "comparability key changed": ("matmul", lambda b: _rows(b, _key_changed),
+                                  "is not the hash of the row's comparability fields"),
+    "comparability dtype changed, key re-hashed": ("matmul", lambda b: _rows(b, _rekeyed(
+        lambda f: f.update(dtype="fp16"))), "comparability.dtype 'fp16' is not the row's dtype"),
+    "protocol cold_cache flipped, key re-hashed": ("matmul", lambda b: _rows(b, _rekeyed(
+        lambda f: f["protocol"].update(cold_cache=not f["protocol"]["cold_cache"]))),
+                                                   "is not the protocol config.yaml's timing settings give"),
+    "comparability fields dropped, key changed": ("matmul", lambda b: _rows(b, _fields_dropped),
+                                                  "without the comparability fields it is the hash of"),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xmfu.harness.results.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.stats import summarize
 
 MANIFEST = {"run_id": "r", "created": "2026-11-23T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
@@ -24,6 +25,18 @@ def samples_of(row: dict[str, Any]) -> list[float]:
     return [t["min"], t["median"], t["max"]] if t["n"] == 3 else [t["median"]] * t["n"]
 
 
+PROTOCOL = {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False, "sustained": False}
+
+
+def keyed(row: dict[str, Any], protocol: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The row with the comparability fields and key the engine's runner gives it (comparability.py), made from
+    its workload, params, dtype and FLOP convention: `xmfu validate` re-derives the key from them."""
+    fields = comparability_fields(row["workload"], row["params"], row["dtype"], row["flop_convention"],
+                                  protocol if protocol is not None else (row.get("comparability") or {}).get(
+                                      "protocol", PROTOCOL))
+    return {**row, "comparability": fields, "comparability_key": comparability_key(fields)}
+
+
 def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: float | None = 1.0,
               **fields: Any) -> dict[str, Any]:
     """An ok, timed row whose derived figures agree (tflops = flops / median, mfu = tflops / peak)."""
@@ -34,9 +47,9 @@ def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: floa
            "device": "cpu", "dtype": "fp32", "params": {"m": 1}, "status": "ok", "reason": None, "flops": flops,
            "flop_convention": "matmul-2mnk/1", "bytes": 1.0, "time_s": t, "tflops": tflops, "peak_tflops": peak,
            "peak_source": "s" if peak else None, "mfu": tflops / peak if peak else None, "mfu_vs_achievable": None,
-           "timing_valid": True, "comparability_key": "k"}
+           "timing_valid": True}
     row.update(fields)
-    return row
+    return keyed(row) if "comparability_key" not in fields else row
 
 
 def untimed_row(status: str = "skipped", **fields: Any) -> dict[str, Any]:

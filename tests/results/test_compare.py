@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.results.rows import valid_row
+from tests.results.rows import keyed, valid_row
 from xmfu.harness.results.compare import Side, compare, environment_diff
 from xmfu.harness.results.compare_render import render
 from xmfu.harness.results.cost import break_even, cost_figures, parse_prices
@@ -20,17 +20,20 @@ KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_c
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
 
 
-def _bundle(tmp_path, name, median, key="k1", fields=KEY_FIELDS, env=None, created="2026-11-23T00:00:00Z", spread=0.01,
+def _bundle(tmp_path, name, median, fields=KEY_FIELDS, env=None, created="2026-11-23T00:00:00Z", spread=0.01,
             repeats=1, case_id="c", seed=None):
+    """One row whose workload, params, dtype and convention are `fields`' and whose key is their hash (the
+    runner's comparability.py), as `xmfu validate` re-derives it."""
     rng = np.random.default_rng(len(name) if seed is None else seed)
     samples = list(median * (1 + spread * rng.standard_normal(40 * repeats)))
-    writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
-                                            "argv": [], "overrides": [], "comparability_key": key},
-                          "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
     groups = [i // 40 for i in range(len(samples))]
-    row = valid_row(samples, flops=1e12, peak=1000.0, run_id=name, case_id=case_id, platform="cuda", device="GPU",
-                    dtype="bf16", params={}, comparability_key=key, comparability=fields,
-                    throughput={"tokens_per_s": 1e6 / median})
+    row = keyed(valid_row(samples, flops=1e12, peak=1000.0, run_id=name, case_id=case_id, platform="cuda",
+                          device="GPU", workload=fields["workload"], dtype=fields["dtype"], params=fields["params"],
+                          flop_convention=fields["flop_convention"], throughput={"tokens_per_s": 1e6 / median}),
+                fields["protocol"])
+    writer = BundleWriter(tmp_path / name, {"run_id": name, "created": created, "xmfu_version": "0", "git_sha": None,
+                                            "argv": [], "overrides": [], "comparability_key": row["comparability_key"]},
+                          "", env or {"driver": "570", "packages": {"torch": "2.13.0"}})
     row["time_s"] = summarize(samples, groups=groups).as_dict()  # as the engine states it: repeats two-stage
     row["tflops"] = row["flops"] / row["time_s"]["median"] / 1e12
     row["mfu"] = row["tflops"] / row["peak_tflops"]
@@ -97,7 +100,7 @@ def test_nothing_in_common_is_said(tmp_path):
 
 def test_incomparable_rows_are_refused_with_the_fields_that_differ(tmp_path):
     other = {**KEY_FIELDS, "dtype": "fp16", "protocol": {**KEY_FIELDS["protocol"], "cold_cache": True}}
-    a, b = _bundle(tmp_path, "a", 1.0), _bundle(tmp_path, "b", 1.0, key="k2", fields=other)
+    a, b = _bundle(tmp_path, "a", 1.0), _bundle(tmp_path, "b", 1.0, fields=other)
     result = compare(_sides(a, b))
     assert not result.rows and result.refused
     assert result.refused[0]["differs"] == ["dtype: 'bf16' vs 'fp16'", "protocol.cold_cache: False vs True"]

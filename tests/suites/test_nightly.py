@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.results.rows import ci95, matmul_row, time_summary, untimed_row, write_bundle
+from tests.results.rows import ci95, keyed, matmul_row, time_summary, untimed_row, write_bundle
 from xmfu.harness.results import history
 from xmfu.harness.suites import nightly
 
@@ -31,8 +31,8 @@ def _night(folder: Path, night: int, tflops: float, status: str = "ok", device: 
     row = ci95({**row, "time_s": t, "tflops": tflops, "mfu": tflops / row["peak_tflops"]})
     if contended:
         row["contention"] = {"contended": True, "reason": contended}
-    attention = {**matmul_row(64, 64, 64), "device": device, "workload": "attention", "backend": "triton",
-                 "case_id": "att", "params": {"causal": True, "mode": "fwd"}}
+    attention = keyed({**matmul_row(64, 64, 64), "device": device, "workload": "attention", "backend": "triton",
+                       "case_id": "att", "params": {"causal": True, "mode": "fwd"}})  # its key re-made from these
     if status != "ok":
         attention = untimed_row(status, workload="attention", backend="triton", case_id="att", platform="cuda",
                                 device=device, dtype="bf16", params={"causal": True, "mode": "fwd"})
