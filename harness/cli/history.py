@@ -31,10 +31,14 @@ def _history_add(ns: argparse.Namespace) -> int:
     from xmfu.harness.results import history
 
     store = store_path("history add", ns.store, must_hold_runs=False)
+    upgraded = False
     for path in ns.bundles:
         for bundle in validated_bundles("history add", path):
             try:
-                added = history.add(store, bundle, bundle.environment())
+                if not upgraded:  # once per command, not once per bundle (history.add's docstring)
+                    history.upgrade(store)
+                    upgraded = True
+                added = history.add(store, bundle, bundle.environment(), upgrade=False)
             except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
                 raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
             except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
