@@ -9,7 +9,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,28 +72,37 @@ def is_suite_folder(path: Path) -> bool:
 
 def gathered_bundles(command: str, paths: Sequence[str]) -> list[Any]:
     """Every bundle at `paths`, all read and validated before the command uses any (a command that adds to a
-    store adds all or nothing). A path is a bundle folder, an archive, or a suite's folder (every bundle in it).
-    A shell glob (`results/*/`) also catches other folders (`results/reference/`, a stray file): with more than
-    one path, one that is none of those is skipped with a note on stderr; a lone path that is none of those, and
-    a bundle that is not valid, are a usage error."""
+    store adds all or nothing). What a path may be: `each_gathered_bundle`."""
+    return list(each_gathered_bundle(command, paths))
+
+
+def each_gathered_bundle(command: str, paths: Sequence[str]) -> Iterator[Any]:
+    """The bundles at `paths`, validated, one at a time (a command that streams holds one in memory). A path is a
+    bundle folder, an archive, or a suite's folder (every bundle in it). A shell glob (`results/*/`) also catches
+    other folders (`results/reference/`, a stray file): with more than one path, one that is none of those is
+    skipped with a note on stderr; a lone path that is none of those, and a bundle that is not valid, are a usage
+    error, and so is finding no bundle at all."""
     from xmfu.harness.results import archive
 
-    out: list[Any] = []
+    found = 0
     for path in paths:
         folder = Path(path)
         if archive.is_archive(path) or (folder / "manifest.json").exists():
-            out += validated_bundles(command, path)
+            bundles: Iterable[Any] = validated_bundles(command, path)
         elif folder.is_dir() and is_suite_folder(folder):
             # the same walk as harness/suites/nightly.suite_bundles (cli may not import suites: tests/test_layout.py)
-            out += [validated_bundle(command, str(m.parent)) for m in sorted(folder.rglob("manifest.json"))]
+            bundles = (validated_bundle(command, str(m.parent)) for m in sorted(folder.rglob("manifest.json")))
         elif len(paths) > 1:
             print(f"xmfu: {command}: skipped {path}: not a bundle, a suite's folder or an archive", file=sys.stderr)
+            continue
         else:
-            out += validated_bundles(command, path)  # names what is wrong with it
-    if not out:
+            bundles = validated_bundles(command, path)  # names what is wrong with it
+        for bundle in bundles:
+            found += 1
+            yield bundle
+    if not found:
         raise UsageFailure(f"{command}: no bundle in {', '.join(paths)}. Allowed: bundle folders "
                            "(results/<run_id>), suite folders, archives made by `xmfu archive`")
-    return out
 
 
 def release_inputs() -> None:

@@ -39,9 +39,14 @@ def _history_add(ns: argparse.Namespace) -> int:
 
     store = store_path("history add", ns.store, must_hold_runs=False)
     # every bundle is validated before the first is added: a glob that catches an invalid one adds nothing
-    for bundle in gathered_bundles("history add", ns.bundles):
+    bundles = gathered_bundles("history add", ns.bundles)
+    try:
+        history.upgrade(store)  # once per command, not once per bundle (history.add's docstring)
+    except ValueError as exc:  # a store file that is not Parquet
+        raise UsageFailure(f"history add: {store}: {exc}") from None
+    for bundle in bundles:
         try:
-            added = history.add(store, bundle, bundle.environment())
+            added = history.add(store, bundle, bundle.environment(), upgrade=False)
         except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
             raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
         except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is

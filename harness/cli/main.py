@@ -22,7 +22,7 @@ from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import (
     Parser,
     UsageFailure,
-    gathered_bundles,
+    each_gathered_bundle,
     output_path,
     release_inputs,
     usage_error,
@@ -264,6 +264,7 @@ def cmd_report(args: Sequence[str]) -> int:
 
 def cmd_export(args: Sequence[str]) -> int:
     from xmfu.harness.results import export
+    from xmfu.harness.results.reader import read_bundle
 
     parser = Parser(prog="xmfu export")
     parser.add_argument("bundles", nargs="+")
@@ -271,13 +272,22 @@ def cmd_export(args: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     try:
         out = output_path("export", ns.output, export.SUFFIXES)
-        rows = export.rows(gathered_bundles("export", ns.bundles))
-        write_output("export", out, lambda path: export.write(rows, path))
+        # Two passes, one bundle in memory at a time (export.write_streaming): the first validates every bundle
+        # and learns the columns and their types, the second re-reads each validated folder and writes its rows.
+        folders: list[Any] = []
+
+        def validated() -> Any:
+            for bundle in each_gathered_bundle("export", ns.bundles):
+                folders.append(bundle.folder)
+                yield bundle
+
+        kinds, count = export.survey(validated())
+        write_output("export", out, lambda path: export.write_streaming(kinds, map(read_bundle, folders), path))
     except UsageFailure as exc:
         return usage_error(str(exc))
     except RuntimeError as exc:  # pyarrow missing
         return usage_error(f"export: {exc}")
-    print(f"export: {len(rows)} rows to {out}")
+    print(f"export: {count} rows to {out}")
     return 0
 
 

@@ -8,7 +8,7 @@ among the rows drawn together (what is constant goes in the title), so they stay
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 from typing import Any
@@ -75,7 +75,7 @@ def labels(rows: Sequence[Row], names: Sequence[str] | None = None) -> list[str]
     names = list(names) if names is not None else [*IDENTITY, *param_names(rows)]
     shown = varying(rows, names) or ["backend"]
     out = [" ".join(word(n, value(r, n)) for n in shown if value(r, n) is not None) or "-" for r in rows]
-    twice = {s for s in out if out.count(s) > 1}
+    twice = {s for s, n in Counter(out).items() if n > 1}  # out.count per label was O(N^2)
     runs = short_runs({r["run_id"] for r in rows})
     return [f"{s} (run {runs[r['run_id']]})" if s in twice else s for s, r in zip(out, rows, strict=True)]
 

@@ -173,17 +173,26 @@ def _write(table: Any, target: Path) -> None:
         raise
 
 
-def add(store: Path, bundle: Bundle, environment: dict[str, Any]) -> bool:
-    """Append one bundle; False when its run id is already stored (idempotent)."""
+def add(store: Path, bundle: Bundle, environment: dict[str, Any], upgrade: bool = True) -> bool:
+    """Append one bundle; False when its run id is already stored (idempotent). `upgrade=False`: the caller has
+    already called `upgrade(store)` for this batch (`xmfu history add` does, once per command): upgrading reads
+    every stored file's schema, and doing that for each bundle made adding N bundles O(N^2) (issue 30, item 14).
+    Files another job adds meanwhile are written by `add`, in the one schema, so they need no upgrade."""
     pa = pyarrow_module()
     target = store_file(store, bundle.manifest.get("run_id"))
-    table = pa.Table.from_pylist(flatten(bundle, environment), schema=schema())
+    with locked(store):
+        if upgrade:
+            _upgrade(store)
+        if target.exists():  # checked before the rows are flattened: re-adding a stored run costs a stat
+            return False
+        _write(pa.Table.from_pylist(flatten(bundle, environment), schema=schema()), target)
+    return True
+
+
+def upgrade(store: Path) -> None:
+    """Rewrite the store's files of an older layout in the one schema, under the lock (see `_upgrade`)."""
     with locked(store):
         _upgrade(store)
-        if target.exists():
-            return False
-        _write(table, target)
-    return True
 
 
 def check_store(store: Path) -> list[Path]:
