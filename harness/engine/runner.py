@@ -138,7 +138,7 @@ def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tu
     """A row that the bundle format refuses, as a failed row that keeps what identifies it (and the raw samples,
     where they are plain numbers): the bundle stays valid and the defect is named in it."""
     keep = ("run_id", "phase", "case_id", "workload", "backend", "platform", "device", "device_index", "dtype",
-            "params", "flops", "flop_convention", "bytes", "comparability_key", "started", "finished")
+            "params", "flops", "flop_convention", "bytes", "comparability_key", "comparability", "started", "finished")
     failed = {k: row[k] for k in keep if k in row}
     failed.update(status="failed", reason=f"xmfu error, please report it: {exc}", time_s=None, tflops=None,
                   peak_tflops=None, peak_source=None, mfu=None, mfu_vs_achievable=None, timing_valid=False)
