@@ -67,6 +67,20 @@ def _and_dims(mask, d, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
     return mask
 
 
+@triton.jit
+def _kv_block(k_base, v_base, cols, offs_d, bound, stride_kn, stride_vn, HEAD_DIM: tl.constexpr,
+              BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+    """The keys at `cols` transposed (BLOCK_D, BLOCK_N) and the values (BLOCK_N, BLOCK_D), zero at a column from
+    `bound` on and past the head dim; in fp32 where UPCAST. The forward and the split-KV decode read them alike."""
+    k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None],
+                mask=_and_dims(cols[None, :] < bound, offs_d[:, None], HEAD_DIM, BLOCK_D), other=0.0)
+    v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
+                mask=_and_dims(cols[:, None] < bound, offs_d[None, :], HEAD_DIM, BLOCK_D), other=0.0)
+    if UPCAST:
+        k, v = k.to(tl.float32), v.to(tl.float32)
+    return k, v
+
+
 # CAUSAL_OFFSET not specialised (Triton would compile one kernel for 1, one for multiples of 16 and one for other
 # values): an inference decode step passes its cache position, and every position must run the same kernel.
 @triton.autotune(configs=FWD_CONFIGS, key=KEY)
@@ -98,12 +112,7 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
         hi = tl.minimum(SEQ_KV, (start_m + 1) * BLOCK_M + CAUSAL_OFFSET)
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
-        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None],
-                    mask=_and_dims(cols[None, :] < SEQ_KV, offs_d[:, None], HEAD_DIM, BLOCK_D), other=0.0)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
-                    mask=_and_dims(cols[:, None] < SEQ_KV, offs_d[None, :], HEAD_DIM, BLOCK_D), other=0.0)
-        if UPCAST:
-            k, v = k.to(tl.float32), v.to(tl.float32)
+        k, v = _kv_block(k_base, v_base, cols, offs_d, SEQ_KV, stride_kn, stride_vn, HEAD_DIM, BLOCK_D, UPCAST)
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N)
         keep = cols[None, :] < SEQ_KV
         if IS_CAUSAL:

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from xmfu.kernels.flash_attention import HEAD_DIMS, LOG2E, _and_dims, _head, interpreting
+from xmfu.kernels.flash_attention import HEAD_DIMS, LOG2E, _and_dims, _head, _kv_block, interpreting
 
 
 def _configs() -> list[triton.Config]:
@@ -67,12 +67,7 @@ def _decode_split(Q, K, V, O_PART, LSE_PART, qk_scale,
     hi = tl.minimum(lo + SPLIT_LEN, KV_LEN)  # a range past the context is empty: lse -inf, output 0
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        k = tl.load(k_base + cols[None, :] * stride_kn + offs_d[:, None],
-                    mask=_and_dims(cols[None, :] < hi, offs_d[:, None], HEAD_DIM, BLOCK_D), other=0.0)
-        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :],
-                    mask=_and_dims(cols[:, None] < hi, offs_d[None, :], HEAD_DIM, BLOCK_D), other=0.0)
-        if UPCAST:
-            k, v = k.to(tl.float32), v.to(tl.float32)
+        k, v = _kv_block(k_base, v_base, cols, offs_d, hi, stride_kn, stride_vn, HEAD_DIM, BLOCK_D, UPCAST)
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_G, BLOCK_N), log2 units
         s = tl.where(cols[None, :] < hi, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
