@@ -26,6 +26,7 @@ from typing import Any
 from xmfu.harness.results.coverage import variant
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import RUN_ID
+from xmfu.harness.results.stats import t999
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 # `check` judges a series only with at least MIN_BASELINE runs before the latest. The noise it compares a change
@@ -33,10 +34,12 @@ SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparabilit
 # of 2 points it is half their gap, of 3 the smaller distance to their median. Simulated on Gaussian noise
 # (seeded, 400,000 trials; tests/results/test_history.py pins it), a latest point beyond 3 such sigmas is pure
 # noise on 23% of nights with 2 baseline points, 31% with 3, 15% with 5 and 9.5% with 7, the default window.
+# (1.4826 = 1/Phi^-1(3/4) makes the MAD estimate a normal sigma: Rousseeuw & Croux, JASA 88, 1993.)
 # Below 5 points the rule is a coin toss weighted by how many points there happen to be; 5 is the least we
 # accept, and even there the rule alone leaves 15% of pure-noise nights flagged per series, which is why a
 # flagged point is then weighed against its own evidence (`unreliable`: contended, or a CI or CV as wide as
-# the change) before anyone calls it a regression. Fewer runs: "insufficient history", not judged.
+# the change, or a change within the run-to-run spread of the baseline runs themselves) before anyone calls it a
+# regression. Fewer runs: "insufficient history", not judged.
 MIN_BASELINE = 5
 MIN_RUNS = MIN_BASELINE + 1  # the baseline and the latest run
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
@@ -358,7 +361,7 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window
         found = _judge(points, len(points) - 1, window, sigmas, min_change)
         if found:
             flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
-                            **unreliable(latest[key], found["change"])})
+                            **unreliable(latest[key], found["change"], found["run_to_run"])})
     return flagged
 
 
@@ -382,19 +385,61 @@ def spread(row: dict[str, Any]) -> dict[str, float | None]:
     return {"ci95_half_width": half, "cv": row.get("cv")}
 
 
-def unreliable(row: dict[str, Any], change: float | None) -> dict[str, Any]:
-    """Whether a change the rule flagged is evidence of anything, by the row's own account: `contended` when the
-    run marked it measured under contention (another process on the CPU or GPU), `noisy` when its own 95% CI
-    half-width or its CV is at least as wide as the change (the point could be anywhere in that width). Empty
-    when the row vouches for itself. Every metric `check` judges is a time or proportional to 1/time, so the
-    time's relative spread is the metric's."""
-    figures = spread(row)
+# How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
+# central 99.8% prediction interval of its baseline runs (0.1% on the side of the worse). See `run_to_run`.
+PREDICTION_TAIL = 0.001
+
+
+def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
+    """Whether `latest` could be one more run like the `before` runs, judged by their own run-to-run spread:
+    {"sd", "runs", "bound", "within"} on natural-log values (sd and bound in log units, about fractions), or None
+    with fewer than 2 positive values.
+
+    Why: a row's CI and CV measure the spread of samples within one process, and processes differ by more
+    (collectives between CPU processes on a shared 2-core machine were bimodal from one run to the next, each
+    run's own CI narrow: -54% to -89% between runs of one build), while the MAD that `_judge` scales its limit
+    by is near 0 when 4 of 5 baseline runs agree, however far the fifth lies. So the baseline's spread is
+    taken as the sample standard deviation of its logs, which the fifth run does widen, and the latest run is
+    held against the prediction interval for one new observation from the same normal distribution, mean and
+    variance unknown: (y - mean) / (sd * sqrt(1 + 1/n)) follows Student's t with n - 1 degrees of freedom
+    (Hahn & Meeker, Statistical Intervals, Wiley 1991; the form R's EnvStats::predIntNorm computes). Logs, because
+    every judged metric is a time or proportional to 1/time, so a slowdown by a factor is one distance either
+    way. With the t quantile at 1 - PREDICTION_TAIL (t999) a run of an unchanged build lies beyond the bound on
+    the side of the worse on 0.1% of series-nights when its log-values are normal, whatever n (exact for the
+    t interval); at MIN_BASELINE = 5 runs the bound is 7.9 sds, at 7 (the window) 5.6: a 2x slowdown
+    (log 2 = 0.69) is still judged in series whose runs differ by up to 8.8% and 12.4%."""
+    logs = [math.log(v) for v in before if v > 0]
+    if len(logs) < 2 or latest <= 0:
+        return None
+    n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
+    bound = t999(n - 1) * sd * math.sqrt(1 + 1 / n)
+    return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
+
+
+def unreliable(row: dict[str, Any], change: float | None,
+               history_spread: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Whether a change the rule flagged is evidence of anything, by the row's own account and its series':
+    `contended` when the run marked it measured under contention (another process on the CPU or GPU), `noisy`
+    when its own 95% CI half-width or its CV is at least as wide as the change (the point could be anywhere in
+    that width), or when the latest run lies within the prediction interval of the baseline runs
+    (`history_spread`: run_to_run's answer; runs of this series have differed that much before). Empty when
+    neither discounts it. Every metric `check` judges is a time or proportional to 1/time, so the time's
+    relative spread is the metric's."""
+    figures: dict[str, Any] = spread(row)
+    if history_spread is not None:
+        figures["run_to_run_sd"] = history_spread["sd"]
     if row.get("contended"):
         return {"unreliable": "contended", "why": row.get("contention") or "contended", **figures}
     size = abs(change) if change is not None else 0.0
-    wide = {k: v for k, v in figures.items() if v is not None and v >= size}
+    wide = {k: v for k, v in figures.items() if k != "run_to_run_sd" and v is not None and v >= size}
     if wide:
         return {"unreliable": "noisy", "why": ", ".join(f"{k} {100 * v:.1f}%" for k, v in wide.items()), **figures}
+    if history_spread is not None and history_spread["within"]:
+        bound = history_spread["bound"]
+        why = (f"run-to-run sd {100 * history_spread['sd']:.1f}% over the {history_spread['runs']} runs before, "
+               f"{100 * (1 - 2 * PREDICTION_TAIL):g}% prediction interval {100 * (math.exp(-bound) - 1):+.0f}% to "
+               f"{100 * (math.exp(bound) - 1):+.0f}% of their geometric mean")
+        return {"unreliable": "noisy", "why": why, **figures}
     return {}
 
 
@@ -419,7 +464,7 @@ def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas
     if abs(latest - base) <= limit:
         return None
     return {"latest": latest, "baseline": base, "change": latest / base - 1 if base else None, "limit": limit,
-            "at": points[i][0], "previous_at": points[i - 1][0]}
+            "at": points[i][0], "previous_at": points[i - 1][0], "run_to_run": run_to_run(before, latest)}
 
 
 def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,

@@ -257,3 +257,62 @@ def test_check_exits_0_on_an_unreliable_change_unless_strict(tmp_path, cli):
     assert check.returncode == 0 and "UNRELIABLE matmul" in check.stdout and "unreliable: contended" in check.stdout
     strict = cli("history", "check", "--store", str(store), "--metric", "tflops", "--strict")
     assert strict.returncode == 1 and "CHANGED matmul" in strict.stdout
+
+
+# The gate's rule on synthetic histories (issue 26, item 13): an A/A of one build on a shared 2-core machine raised
+# 5 false regressions on rows neither contended nor noisy by their own account, because runs differed by far more
+# than the samples within one run, and the MAD of the baseline was near 0 when most of its runs agreed.
+BIMODAL = [0.0693, 0.0712, 0.0351, 0.0688, 0.0705, 0.0341, 0.0699]  # bus bandwidth: two levels, run to run
+
+
+@pytest.mark.parametrize(("values", "why"), [
+    ([*BIMODAL, 0.0317], "bimodal: the latest at the low level the series has visited before (-54%)"),
+    ([100, 101, 99, 100, 60, 62], "tiny MAD: 4 of 5 baseline runs agree, the fifth and the latest 40% lower"),
+])
+def test_a_change_within_the_runs_own_spread_is_noisy_not_a_regression(values, why):
+    rows = _rows(values)
+    for r in rows:
+        r.update({"median_s": 1.0, "ci95_low_s": 0.99, "ci95_high_s": 1.01, "cv": 0.01})  # each run sure of itself
+    (flag,) = history.check(rows, "tflops")
+    assert history.worse("tflops", flag["change"]), why
+    assert flag["unreliable"] == "noisy", why
+    assert "run-to-run sd" in flag["why"] and "prediction interval" in flag["why"]
+
+
+@pytest.mark.parametrize("values", [
+    [100, 101, 99, 100, 102, 98, 100, 50],  # steady runs, then 2x slower
+    [100, 101, 99, 100, 102, 50],  # the same after the least baseline (5 runs)
+    [100, 105, 95, 102, 97, 104, 96, 50],  # runs 4% apart, then 2x slower
+])
+def test_a_real_2x_regression_is_still_judged(values):
+    (flag,) = history.check(_rows(values), "tflops")
+    assert flag["change"] == pytest.approx(-0.5, abs=0.03) and not flag.get("unreliable")
+
+
+def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
+    """history.run_to_run's docstring: at 5 and 7 baseline runs the bound is 7.9 and 5.6 sds, and normal noise
+    crosses it on the side of the worse on 0.1% of nights (here with check's MAD rule in front of it)."""
+    import numpy as np
+
+    from xmfu.harness.results.stats import t999
+
+    assert t999(4) * (1 + 1 / 5) ** 0.5 == pytest.approx(7.86, abs=0.01)
+    assert t999(6) * (1 + 1 / 7) ** 0.5 == pytest.approx(5.57, abs=0.01)
+    rng = np.random.default_rng(1)
+    for n in (5, 7):
+        logs = 0.05 * rng.standard_normal((200_000, n + 1))
+        before, latest = logs[:, :n], logs[:, n]
+        center = np.median(before, axis=1)
+        mad_rule = np.abs(np.exp(latest) - np.exp(center)) > np.maximum(
+            3 * 1.4826 * np.median(np.abs(np.exp(before) - np.exp(center)[:, None]), axis=1), 0.02 * np.exp(center))
+        bound = t999(n - 1) * before.std(axis=1, ddof=1) * (1 + 1 / n) ** 0.5
+        worse = latest - before.mean(axis=1) < -bound
+        assert np.mean(mad_rule & worse) < 0.0012  # 0.1%, within the simulation's error
+
+
+def test_t999_is_students_quantile():
+    stats = pytest.importorskip("scipy.stats")
+    from xmfu.harness.results.stats import t999
+
+    for df in (1, 4, 6, 9, 30, 31, 45, 200):
+        assert t999(df) == pytest.approx(stats.t.ppf(0.999, df), abs=0.001)

@@ -91,6 +91,25 @@ def test_a_drop_wider_than_the_rows_spread_is_still_a_regression(store, tmp_path
     assert [p.split(" ")[0] for p in judged.problems] == ["REGRESSION"] and judged.unreliable == []
 
 
+@pytest.mark.parametrize(("tonight", "problems", "unreliable"), [
+    (355.0, [], ["unreliable: noisy matmul"]),  # the low level again (-49%): within the runs' own spread
+    (70.0, ["REGRESSION matmul"], []),  # 10x: beyond even this spread (2x is not; steady series: test_history)
+])
+def test_a_series_that_differs_run_to_run_is_labelled_and_a_real_drop_still_judged(tmp_path, tonight, problems,
+                                                                                   unreliable):
+    """The A/A's false regressions (issue 26, item 13): runs of one build at two levels, each run sure of itself
+    (CV 1%), so neither the row's spread nor the baseline's MAD (4 of 6 runs at one level) allowed for the other."""
+    store = tmp_path / "store"
+    for night, tflops in enumerate([700.0, 702.0, 360.0, 698.0, 701.0, 350.0, 699.0]):
+        nightly.append(store, [_night(tmp_path / "old", night, tflops, cv=0.01)])
+    suite_folder = tmp_path / "suite"
+    _night(suite_folder / "host", 7, tonight, cv=0.01)
+    judged = nightly.append_and_check(store, suite_folder, ["tflops"])
+    assert [p[:len(e)] for p, e in zip(judged.problems, problems, strict=True)] == problems
+    assert [u[:len(e)] for u, e in zip(judged.unreliable, unreliable, strict=True)] == unreliable
+    assert all("run-to-run sd" in u for u in judged.unreliable)
+
+
 def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
     for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
         nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])
