@@ -26,7 +26,7 @@ from typing import Any
 from xmfu.harness.results.coverage import variant
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import RUN_ID
-from xmfu.harness.results.stats import t999
+from xmfu.harness.results.stats import t_quantile
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 # `check` judges a series only with at least MIN_BASELINE runs before the latest. The noise it compares a change
@@ -386,8 +386,11 @@ def spread(row: dict[str, Any]) -> dict[str, float | None]:
 
 
 # How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
-# central 99.8% prediction interval of its baseline runs (0.1% on the side of the worse). See `run_to_run`.
-PREDICTION_TAIL = 0.001
+# central 99.98% prediction interval of its baseline runs (0.01% on the side of the worse; see `run_to_run`). Why
+# so far out: a nightly judges each series every night, 27 of them in suite version 1 at smoke sizes, about
+# 10,000 series-nights a year; at 1e-4 each, normal run-to-run noise alone pages someone about once a year
+# (a Bonferroni budget), where 0.001 would page about ten times.
+PREDICTION_TAIL = 1e-4
 
 
 def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
@@ -404,15 +407,15 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     variance unknown: (y - mean) / (sd * sqrt(1 + 1/n)) follows Student's t with n - 1 degrees of freedom
     (Hahn & Meeker, Statistical Intervals, Wiley 1991; the form R's EnvStats::predIntNorm computes). Logs, because
     every judged metric is a time or proportional to 1/time, so a slowdown by a factor is one distance either
-    way. With the t quantile at 1 - PREDICTION_TAIL (t999) a run of an unchanged build lies beyond the bound on
-    the side of the worse on 0.1% of series-nights when its log-values are normal, whatever n (exact for the
-    t interval); at MIN_BASELINE = 5 runs the bound is 7.9 sds, at 7 (the window) 5.6: a 2x slowdown
-    (log 2 = 0.69) is still judged in series whose runs differ by up to 8.8% and 12.4%."""
+    way. With the t quantile at 1 - PREDICTION_TAIL a run of an unchanged build lies beyond the bound on the
+    side of the worse on PREDICTION_TAIL of series-nights when its log-values are normal, whatever n (the t
+    interval is exact); at MIN_BASELINE = 5 runs the bound is 14.3 sds, at 7 (the window) 8.6: a 2x slowdown
+    (log 2 = 0.69) is still judged in series whose runs differ by up to 4.8% and 8.1% (sd)."""
     logs = [math.log(v) for v in before if v > 0]
     if len(logs) < 2 or latest <= 0:
         return None
     n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
-    bound = t999(n - 1) * sd * math.sqrt(1 + 1 / n)
+    bound = t_quantile(PREDICTION_TAIL, n - 1) * sd * math.sqrt(1 + 1 / n)
     return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
 
 

@@ -289,19 +289,36 @@ def t975(df: float) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-# Student's t 0.999 quantiles for 1..30 degrees of freedom (NIST/SEMATECH e-Handbook 1.3.6.7.2, the 0.999 column).
-T999 = (318.309, 22.327, 10.215, 7.173, 5.893, 5.208, 4.785, 4.501, 4.297, 4.144, 4.025, 3.930, 3.852, 3.787, 3.733,
-        3.686, 3.646, 3.610, 3.579, 3.552, 3.527, 3.505, 3.485, 3.467, 3.450, 3.435, 3.421, 3.408, 3.396, 3.385)
+def t_two_sided(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with an integer `df` >= 1, exactly: the finite series of Abramowitz & Stegun
+    26.7.3 (odd df) and 26.7.4 (even df) in theta = arctan(t / sqrt(df))."""
+    theta = math.atan(t / math.sqrt(df))
+    c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if df % 2 == 0:  # sin(theta) (1 + 1/2 cos^2 + 1.3/(2.4) cos^4 + ... up to cos^(df-2))
+        for k in range(2, df, 2):
+            term *= (k - 1) / k * c2
+            total += term
+        return math.sin(theta) * total
+    if df == 1:
+        return 2 * theta / math.pi
+    total = math.cos(theta)  # (2/pi) (theta + sin cos (1 + 2/3 cos^2 + 2.4/(3.5) cos^4 + ... up to cos^(df-3)))
+    term = total
+    for k in range(3, df - 1, 2):
+        term *= (k - 1) / k * c2
+        total += term
+    return 2 / math.pi * (theta + math.sin(theta) * total)
 
 
-def t999(df: float) -> float:
-    """The 0.999 quantile of Student's t; beyond the table, the Cornish-Fisher series in 1/df to its third term
-    (Abramowitz & Stegun 26.7.5), within 0.0001 of the exact value there (at df 31: 3.37484 for 3.37490)."""
-    if df <= 30:
-        return T999[max(math.floor(df), 1) - 1]
-    z = 3.090232  # the standard normal's 0.999 quantile
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+def t_quantile(upper_tail: float, df: int) -> float:
+    """The t with P(T > t) = `upper_tail` (0 < upper_tail < 0.5) for Student's t with integer `df` >= 1: the
+    exact two-sided probability above, inverted by bisection to 1e-9."""
+    target, low, high = 1 - 2 * upper_tail, 0.0, 1.0
+    while t_two_sided(high, df) < target:
+        high *= 2
+    while high - low > 1e-9 * high:
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_two_sided(mid, df) < target else (low, mid)
+    return (low + high) / 2
 
 
 def runs_ratio_ci(base: Sequence[float], cand: Sequence[float],

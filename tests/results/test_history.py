@@ -290,29 +290,36 @@ def test_a_real_2x_regression_is_still_judged(values):
 
 
 def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
-    """history.run_to_run's docstring: at 5 and 7 baseline runs the bound is 7.9 and 5.6 sds, and normal noise
-    crosses it on the side of the worse on 0.1% of nights (here with check's MAD rule in front of it)."""
+    """history.run_to_run's docstring: at 5 and 7 baseline runs the bound is 14.3 and 8.6 sds, and normal noise
+    crosses it on the side of the worse on PREDICTION_TAIL of nights (here at 0.01 for a simulation's sake)."""
     import numpy as np
 
-    from xmfu.harness.results.stats import t999
+    from xmfu.harness.results.stats import t_quantile
 
-    assert t999(4) * (1 + 1 / 5) ** 0.5 == pytest.approx(7.86, abs=0.01)
-    assert t999(6) * (1 + 1 / 7) ** 0.5 == pytest.approx(5.57, abs=0.01)
+    tail = history.PREDICTION_TAIL
+    assert tail == 1e-4 and t_quantile(tail, 4) * (1 + 1 / 5) ** 0.5 == pytest.approx(14.28, abs=0.01)
+    assert t_quantile(tail, 6) * (1 + 1 / 7) ** 0.5 == pytest.approx(8.58, abs=0.01)
     rng = np.random.default_rng(1)
     for n in (5, 7):
         logs = 0.05 * rng.standard_normal((200_000, n + 1))
         before, latest = logs[:, :n], logs[:, n]
-        center = np.median(before, axis=1)
-        mad_rule = np.abs(np.exp(latest) - np.exp(center)) > np.maximum(
-            3 * 1.4826 * np.median(np.abs(np.exp(before) - np.exp(center)[:, None]), axis=1), 0.02 * np.exp(center))
-        bound = t999(n - 1) * before.std(axis=1, ddof=1) * (1 + 1 / n) ** 0.5
-        worse = latest - before.mean(axis=1) < -bound
-        assert np.mean(mad_rule & worse) < 0.0012  # 0.1%, within the simulation's error
+        bound = t_quantile(0.01, n - 1) * before.std(axis=1, ddof=1) * (1 + 1 / n) ** 0.5
+        assert np.mean(latest - before.mean(axis=1) < -bound) == pytest.approx(0.01, abs=0.001)
 
 
-def test_t999_is_students_quantile():
-    stats = pytest.importorskip("scipy.stats")
-    from xmfu.harness.results.stats import t999
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 7, 10, 30, 31, 200])
+def test_t_quantile_is_students(df):
+    """Against NIST/SEMATECH e-Handbook 1.3.6.7.2's 0.975 and 0.999 columns, and scipy where installed."""
+    from xmfu.harness.results.stats import T975, t_quantile
 
-    for df in (1, 4, 6, 9, 30, 31, 45, 200):
-        assert t999(df) == pytest.approx(stats.t.ppf(0.999, df), abs=0.001)
+    nist_999 = {1: 318.309, 4: 7.173, 6: 5.208, 10: 4.144, 30: 3.385}
+    if df <= 30:
+        assert t_quantile(0.025, df) == pytest.approx(T975[df - 1], abs=0.0015)
+    if df in nist_999:
+        assert t_quantile(0.001, df) == pytest.approx(nist_999[df], abs=0.0015)
+    try:
+        from scipy.stats import t
+    except ImportError:
+        return
+    for tail in (0.025, 1e-3, 1e-4):
+        assert t_quantile(tail, df) == pytest.approx(t.ppf(1 - tail, df), rel=1e-6)
