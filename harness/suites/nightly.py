@@ -4,9 +4,10 @@ series they extended with `history check`, and compare each coverage cell with t
 Returns the problems found, each one line; the suite exits 1 when there is any. Only a change for the worse
 is a regression (a drop in TFLOP/s, bus bandwidth, tokens/s or MFU; a rise in time); a change for the better
 is printed and does not fail the night. A change for the worse on a row whose own evidence says its timing is
-not to be trusted (the run marked it contended, or its CI or CV is as wide as the change: history.unreliable)
-is listed as `unreliable: contended` / `unreliable: noisy` with its figures, and fails the night only under
-`suite.strict=true`: a nightly job must not page anyone for noise its own bundle recorded.
+not to be trusted (the run marked it contended, or its CI or CV is as wide as the change), or that lies within
+the run-to-run spread of the series' baseline runs (history.unreliable, history.run_to_run), is listed as
+`unreliable: contended` / `unreliable: noisy` with its figures, and fails the night only under
+`suite.strict=true`: a nightly job must not page anyone for noise its own bundle or history recorded.
 """
 
 from __future__ import annotations
