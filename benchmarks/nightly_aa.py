@@ -52,7 +52,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="xmfu-nightly-aa-") as tmp:
         store = Path(ns.store or Path(tmp) / "store")
         results = Path(ns.results or Path(tmp) / "results")
-        false, labelled, contended, failed, series = 0, 0, 0, 0, 0
+        false, labelled, contended, run_to_run, failed, series = 0, 0, 0, 0, 0, 0
         for i in range(1, ns.runs + 1):
             load = os.getloadavg()[0]
             code, judged, regressions, unreliable, seconds = night(store, results, ns.overrides)
@@ -65,10 +65,11 @@ def main() -> int:
             for line in regressions + unreliable:
                 print(f"  {line}")
             contended += sum(1 for line in unreliable if line.startswith("unreliable: contended"))
+            run_to_run += sum(1 for line in unreliable if "run-to-run sd" in line)
         print(f"A/A nightly: {ns.runs} runs of one build, {series} series-nights judged, {false} false regressions "
               f"raised by the gate, "
               f"{labelled} changes labelled unreliable, not judged ({contended} contended, {labelled - contended} "
-              f"noisy), {failed} runs that did not finish "
+              f"noisy, {run_to_run} of them within the runs' own run-to-run spread), {failed} runs that did not finish "
               f"(cores: {os.cpu_count()})")
     return 1 if false or failed else 0
 
