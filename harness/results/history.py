@@ -439,9 +439,9 @@ def unreliable(row: dict[str, Any], change: float | None,
         return {"unreliable": "noisy", "why": ", ".join(f"{k} {100 * v:.1f}%" for k, v in wide.items()), **figures}
     if history_spread is not None and history_spread["within"]:
         bound = history_spread["bound"]
-        why = (f"run-to-run sd {100 * history_spread['sd']:.1f}% over the {history_spread['runs']} runs before, "
-               f"{100 * (1 - 2 * PREDICTION_TAIL):g}% prediction interval {100 * (math.exp(-bound) - 1):+.0f}% to "
-               f"{100 * (math.exp(bound) - 1):+.0f}% of their geometric mean")
+        why = (f"run-to-run sd {100 * history_spread['sd']:.1f}% (of log values) over the {history_spread['runs']} "
+               f"runs before; their {100 * (1 - 2 * PREDICTION_TAIL):g}% prediction interval reaches a factor "
+               f"{math.exp(bound):.3g} either side of their geometric mean")
         return {"unreliable": "noisy", "why": why, **figures}
     return {}
 
