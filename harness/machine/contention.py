@@ -1,11 +1,9 @@
 """Was anything else competing for the device while a case was measured?
 
 On a host: the load average and the CPU time every other process used between two snapshots (Linux
-/proc/<pid>/stat, fields utime + stime in clock ticks, proc(5)). Other processes than xmfu's own that used more
-than 10% of one core during a CPU case, one of them or all of them together, mark it `contended`: a co-tenant of
-several processes each under 10% (a test runner's workers, a build) takes a core as surely as one busy process.
-On a GPU: any other compute process on the timed device (NVML / amdsmi process lists through the telemetry
-sampler) marks it. xmfu's own processes are itself and
+/proc/<pid>/stat, fields utime + stime in clock ticks, proc(5)). A process other than xmfu's own that used more
+than 10% of one core during a CPU case marks it `contended`. On a GPU: any other compute process on the timed
+device (NVML / amdsmi process lists through the telemetry sampler) marks it. xmfu's own processes are itself and
 its children, and under torchrun every rank of the same launch (the launcher's descendants).
 
 In a container with its own PID namespace (docker run without --pid=host, the README's own lines) the GPU process
@@ -96,9 +94,8 @@ def own_processes(snap: Snapshot, pid: int | None = None, under_launcher: bool |
     return own
 
 
-def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int | None = 3) -> list[dict[str, Any]]:
-    """Other processes by the share of one core they used between the snapshots, busiest first (`top` of them;
-    None: all)."""
+def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int = 3) -> list[dict[str, Any]]:
+    """Other processes by the share of one core they used between the snapshots, busiest first."""
     seconds = max(end.t - start.t, 1e-6)
     used = []
     for pid, ticks in end.cpu_ticks.items():
@@ -110,19 +107,6 @@ def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int | None = 3) 
     return sorted(used, key=lambda u: -u["core_share"])[:top]
 
 
-def _cpu_reason(others: list[dict[str, Any]]) -> str | None:
-    """Why the other processes (all of them, busiest first) count as contention on a CPU case, or None."""
-    if not others:
-        return None
-    top, total = others[0], sum(o["core_share"] for o in others)
-    if top["core_share"] > CPU_SHARE_LIMIT:
-        return f"{top['name']} (pid {top['pid']}) used {100 * top['core_share']:.0f}% of a core"
-    if total > CPU_SHARE_LIMIT:
-        return (f"{len(others)} other processes together used {100 * total:.0f}% of a core (busiest: {top['name']} "
-                f"(pid {top['pid']}) {100 * top['core_share']:.0f}%)")
-    return None
-
-
 UNATTRIBUTED = ("this process runs in its own PID namespace (a container without --pid=host) and the driver "
                 "lists host PIDs, so which listed process is xmfu's cannot be told: recorded, not counted as "
                 "contention")
@@ -132,8 +116,7 @@ def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[di
            on_gpu: bool, pid_ns: dict[str, Any] | None = None) -> dict[str, Any]:
     """The contention record of one case: the busiest other processes, the load average, other GPU compute
     processes, and whether it counts as contended (with why). `pid_ns`: pid_namespace()'s answer."""
-    every = busiest(start, end, own, top=None)
-    others = every[:3]
+    others = busiest(start, end, own)
     foreign = pid_ns is not None and pid_ns.get("initial") is False
     if foreign:  # host PIDs: none can be matched to ours, and the is_self test compared PIDs of two namespaces
         gpu_others = [{**p, "is_self": None} for p in gpu_processes or []]
@@ -143,9 +126,9 @@ def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[di
     if on_gpu and gpu_others and not foreign:
         reasons.append(f"{len(gpu_others)} other process(es) on the timed GPU: "
                        + ", ".join(f"{p.get('name') or '?'} (pid {p['pid']})" for p in gpu_others))
-    cpu = None if on_gpu else _cpu_reason(every)
-    if cpu:
-        reasons.append(cpu)
+    if not on_gpu and others and others[0]["core_share"] > CPU_SHARE_LIMIT:
+        top = others[0]
+        reasons.append(f"{top['name']} (pid {top['pid']}) used {100 * top['core_share']:.0f}% of a core")
     return {"contended": bool(reasons), "reason": "; ".join(reasons) or None, "busiest_others": others,
             "load_avg": end.load_avg, "gpu_processes": gpu_others if gpu_processes is not None else None,
             "gpu_processes_attributed": None if gpu_processes is None else not foreign,
