@@ -3,17 +3,25 @@ between the runs, so every `REGRESSION` the gate raises is a false one; the goal
 because a row its own bundle marks contended or noisy is labelled `unreliable`, not judged.
 
     python benchmarks/nightly_aa.py [--runs 6] [--store PATH] [--results PATH] [-- OVERRIDES...]
+    python benchmarks/nightly_aa.py --replay STORE... [--ignore-contention]
 
 Each run is `xmfu run experiment=nightly store=STORE results_dir=RESULTS` (smoke sizes where there is no
 accelerator), as a process of its own, one after the other. The store and the results go to a temporary folder
 unless --store / --results name one. Prints, per run: its exit status, the regressions it raised, the changes it
 labelled unreliable and the load average; then the figure: false regressions over the runs the gate could judge
 (a series is judged from its history.MIN_RUNS-th run on).
+
+--replay judges every run already in a store (or several stores' files read as one history) with this checkout's
+gate, as the nightly would have after each: the same figure without running anything, for a rule changed since
+the runs were made. --ignore-contention judges as if no row had been marked contended: what the rest of the rule
+does on a machine quiet enough for the detector to find nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -42,13 +50,45 @@ def night(store: Path, results: Path, extra: list[str]) -> tuple[int, int, list[
     return proc.returncode, judged, regressions, unreliable, seconds
 
 
+def replay(stores: list[Path], ignore_contention: bool, metrics: tuple[str, ...] = ("tflops", "busbw_gbps")) -> int:
+    """Print what the gate (harness/suites/nightly.judge) said of each bundle in the stores, in time order."""
+    sys.path.insert(0, str(ROOT))
+    from xmfu.harness.results import history
+    from xmfu.harness.suites import nightly
+
+    rows = [r for store in stores for r in history.load(store)]
+    for r in rows:
+        r["contended"] = r["contended"] and not ignore_contention
+    runs = sorted({(history.when(r["created"]), r["run_id"]) for r in rows})
+    false = labelled = judged = 0
+    for at, run_id in runs:
+        upto = [r for r in rows if (history.when(r["created"]), r["run_id"]) <= (at, run_id)]
+        mine = {tuple(r.get(k) for k in history.SERIES_KEY) for r in upto if r["run_id"] == run_id}
+        for metric in metrics:
+            found = history.series(upto, metric)
+            judged += sum(1 for key in mine if len(found.get(key, ())) >= history.MIN_RUNS)
+        with contextlib.redirect_stdout(io.StringIO()):
+            verdict = nightly.judge(upto, [run_id], metrics)
+        regressions = [p for p in verdict.problems if p.startswith("REGRESSION")]
+        false, labelled = false + len(regressions), labelled + len(verdict.unreliable)
+        for line in regressions + verdict.unreliable:
+            print(f"{run_id}: {line}")
+    print(f"replay of {len(runs)} bundles: {judged} series-nights judged, {false} false regressions, {labelled} "
+          f"changes labelled unreliable{' (contention marks ignored)' if ignore_contention else ''}")
+    return 1 if false else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=6, help="nightly runs of the one build (at least 6)")
     parser.add_argument("--store", help="the history store (default: a temporary folder)")
     parser.add_argument("--results", help="results_dir (default: a temporary folder)")
+    parser.add_argument("--replay", nargs="+", metavar="STORE", help="judge the runs already in these stores")
+    parser.add_argument("--ignore-contention", action="store_true", help="with --replay: as if no row were contended")
     parser.add_argument("overrides", nargs="*", help="more `xmfu run` overrides, after --")
     ns = parser.parse_args()
+    if ns.replay:
+        return replay([Path(s) for s in ns.replay], ns.ignore_contention)
     with tempfile.TemporaryDirectory(prefix="xmfu-nightly-aa-") as tmp:
         store = Path(ns.store or Path(tmp) / "store")
         results = Path(ns.results or Path(tmp) / "results")
