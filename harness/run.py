@@ -27,7 +27,7 @@ from xmfu.harness.engine.interrupts import (
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
-from xmfu.harness.machine import compat, contention, environment, stack
+from xmfu.harness.machine import compat, contention, environment, stack, threads
 from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
@@ -215,6 +215,9 @@ def _say_outside_range(findings: Sequence[str]) -> None:
 
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
+    # Outside the restored environment: the variables stay for later jobs (OpenMP read them once) and the records.
+    # The Python API and Hydra's submitit tasks reach a run here first (machine/threads.py).
+    threads.prepare_environment()
     with restored_environment():
         return _execute(cfg, registry, config_yaml, argv, overrides)
 

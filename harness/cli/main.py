@@ -473,6 +473,9 @@ def _record_signal(signum: int, frame: Any) -> None:
 
 def run_as_module() -> None:
     """The `xmfu` console script and `python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    from xmfu.harness.machine.threads import prepare_environment
+
+    prepare_environment()  # the console script's first chance, before any command imports torch (threads.py)
     if threading.current_thread() is threading.main_thread():
         for s in _CtrlC.SIGNALS:
             signal.signal(s, _record_signal)

@@ -29,6 +29,7 @@ from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.recorder import Recorder
+from xmfu.harness.machine.threads import threads_record
 from xmfu.harness.results.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.stats import paired_speedup, spread, summarize
 from xmfu.harness.results.writer import BundleWriter, RecordError, utc_now
@@ -183,7 +184,7 @@ class CaseRunner:
         order rotating between repeats), then write one row per backend from all of its repeats."""
         started, repeats = utc_now(), self.ctx.config.repeats
         self.readings = []
-        before = contention.snapshot()
+        before = contention.snapshot(own=self.own_pids)
         self.case_count += 1
         per_repeat: list[list[Attempt]] = []
         timed_out = False
@@ -260,7 +261,7 @@ class CaseRunner:
             except Exception:  # a process list that cannot be read is unknown, not empty
                 gpu = None
         on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
-        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu,
+        return contention.assess(before, contention.snapshot(own=self.own_pids), self.own_pids, gpu, on_gpu,
                                  contention.pid_namespace() if on_gpu else None)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
@@ -347,6 +348,7 @@ class CaseRunner:
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
             "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
+            "threads": threads_record(p.framework) if p and self.ctx.platform.kind == "cpu" else None,
         }
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}

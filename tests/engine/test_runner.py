@@ -264,3 +264,13 @@ def test_a_step_that_cannot_be_captured_is_timed_with_events_and_its_row_says_so
     assert row["status"] == "ok" and row["time_s"]["median"] == pytest.approx(1e-3)
     assert row["timer"]["name"] == "torch.cuda.Event" and row["timer"]["cuda_graph"] == f"not applied: {why}"
     assert "cuda_graph" not in row["comparability"]["protocol"]
+
+
+def test_a_cpu_row_records_its_threads_and_whether_the_host_was_oversubscribed(tmp_path):
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    writer.finalize("complete")
+    row = read_bundle(tmp_path / "b").cases[0]
+    assert row["threads"]["framework"] == "host" and "omp_wait_policy" in row["threads"]
+    assert row["contention"]["oversubscribed"] in (True, False) and row["contention"]["run_queue"]["threads"] >= 1
+    assert validate_bundle(tmp_path / "b") == []

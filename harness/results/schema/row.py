@@ -22,6 +22,7 @@ from xmfu.harness.results.schema.parts import (
     Speedup,
     SteadyState,
     Telemetry,
+    Threads,
     Timer,
     TimeStats,
     Variant,
@@ -76,6 +77,8 @@ class Row(Record, kw_only=True):
     clocks_locked: maybe(bool, "whether the device's clocks were locked (see clocks); null unknown") = None
     clocks: maybe(Clocks, "the clock-lock reading behind clocks_locked") = None
     contention: maybe(Contention, "other work on the host and GPU during the case") = None
+    threads: maybe(Threads, "a CPU row: its framework's intra-op threads and the OpenMP wait policy; null off "
+                            "CPUs") = None
     timer: maybe(Timer, "how it was timed; absent when it was not") = None
     repeats: maybe(Repeats, "repeats > 1: each repeat's median and their spread; null for one measurement") = None
     tflops_ci95: maybe(list[float], "the 95% CI of tflops [low, high] (the time CI mapped through 1/t)") = None
