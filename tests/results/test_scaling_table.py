@@ -28,6 +28,17 @@ def test_each_strategy_row_shows_its_scaling_efficiency_and_exposed_communicatio
             assert "clamped" in row["overlap"]
 
 
+def test_a_scaling_efficiency_above_one_is_marked_not_credible_with_its_note():
+    r = {"workload": "transformer", "status": "ok", "params": {"parallel": "fsdp", "world_size": 2},
+         "time_s": {"median": 0.0036}, "timing_valid": True, "mfu": 0.1, "scaling_efficiency": 16.7,
+         "scaling_credible": False, "scaling_note": "not credible: scaling efficiency 16.7 > 1", "comm": {}}
+    row = dict(zip(scaling_table.HEAD, scaling_table.cells(r), strict=True))
+    assert row["scaling efficiency"] == "1670.0% (not credible: above 100%)"
+    assert row["how exposed was measured / reason"].startswith("not credible: scaling efficiency 16.7 > 1")
+    old = dict(r, scaling_credible=None, scaling_note=None)  # a bundle from before the flag
+    assert "not credible" in dict(zip(scaling_table.HEAD, scaling_table.cells(old), strict=True))["scaling efficiency"]
+
+
 def test_missing_figures_stay_blank_and_a_failed_row_gives_its_reason():
     failed = {"workload": "transformer", "status": "failed", "reason": "rank 1 never joined <in time>",
               "params": {"parallel": "fsdp", "world_size": 2}, "time_s": {}, "timing_valid": False}

@@ -129,7 +129,9 @@ class Row(Record, kw_only=True):
     flops_global: maybe(NonNeg, "distributed training: flops x world size, per step") = None
     peak_memory_per_rank_bytes: maybe(list[int | None], "distributed training: every rank's peak memory") = None
     scaling_efficiency: maybe(NonNeg, "distributed training: MFU per device / the single-device step's") = None
-    scaling_note: maybe(str, "why scaling_efficiency is null") = None
+    scaling_note: maybe(str, "why scaling_efficiency is null, or why it is not credible (above 1)") = None
+    scaling_credible: maybe(bool, "false: scaling_efficiency is above 1 (scaling_note says why that is not "
+                                  "credible); null without a scaling_efficiency") = None
     scaling_baseline: maybe(ScalingBaseline, "the single-device step it is measured against") = None
     comm_bytes_per_rank: maybe(NonNeg, "distributed training: bytes each rank sends per step (torch: the "
                                        "strategy's schedule as it issues it; JAX: the collectives XLA "
