@@ -248,7 +248,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
-    runner = CaseRunner(ctx, writer, run_id, progress, sampler)
+    runner = CaseRunner(ctx, writer, run_id, progress, sampler, on_step=progress.step)
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
     # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
@@ -256,6 +256,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         try:
             stopped = _measure(runner, phases)
         except BaseException:
+            progress.close()  # the live line and its ticker end before the error is reported
             writer.finalize("partial")
             raise
         progress.close()
