@@ -27,7 +27,7 @@ from xmfu.harness.engine.declare import (
     choice,
     setting,
 )
-from xmfu.harness.engine.settings import MamfConfig, RocmConfig, RunConfig, TelemetryConfig, TimingConfig
+from xmfu.harness.engine.settings import MamfConfig, OutputConfig, RocmConfig, RunConfig, TelemetryConfig, TimingConfig
 from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 from xmfu.harness.results.schema import RUN_ID
@@ -81,6 +81,7 @@ class RunSettings:
     workload: Any = setting(None, "the workload's own settings (workload=NAME chooses it; below)")
     timing: TimingConfig = setting(TimingConfig(), TimingConfig.__doc__)
     model: Any = setting(None, "the transformer and inference presets (model=NAME); other workloads ignore it")
+    output: OutputConfig = setting(OutputConfig(), OutputConfig.__doc__)
 
 
 SUITE_ONLY = {"price": "xmfu compare --price", "store": "xmfu history add"}  # meaningless in a single run
@@ -197,7 +198,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), seed=s.seed,
         peak_tflops=s.peak_tflops, peak_membw_gbps=s.peak_membw_gbps, achievable_tflops=s.achievable_tflops,
         cpu_clock_ghz=s.cpu_clock_ghz, baseline=s.baseline, telemetry=s.telemetry, rocm=s.rocm, repeats=s.repeats,
-        equivalence_margin=s.equivalence_margin, device_index=s.device_index)
+        equivalence_margin=s.equivalence_margin, device_index=s.device_index, output=s.output)
 
 
 def _suite_settings_need_a_suite(s: RunSettings) -> None:

@@ -131,7 +131,7 @@ def _run_conditions(runner: CaseRunner, start: contention.Snapshot) -> dict[str,
 
 
 def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo,
-            start: contention.Snapshot | None = None) -> None:
+            start: contention.Snapshot | None = None, wide: bool = False) -> None:
     if start is not None:
         writer.update(conditions=_run_conditions(runner, start))
     if (writer.manifest.get("tunableop") or {}).get("applied"):
@@ -144,7 +144,7 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
     writer.finalize(status)
     if not proc.writes_bundle:
         return
-    print(table(runner.rows))
+    print(table(runner.rows, wide=wide))
     for name, items in summary.items():
         for key, value in items.items():
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
@@ -251,7 +251,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
-    runner = CaseRunner(ctx, writer, run_id, progress, sampler)
+    runner = CaseRunner(ctx, writer, run_id, progress, sampler, on_step=progress.step)
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
     # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
@@ -259,13 +259,15 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         try:
             stopped = _measure(runner, phases)
         except BaseException:
+            progress.close()  # the live line and its ticker end before the error is reported
             writer.finalize("partial")
             raise
         progress.close()
         if isinstance(stopped, BundleWriteError):
             return _write_failed(writer, folder, stopped)
         try:
-            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start)
+            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
+                    cfg.output.wide)
         except BundleWriteError as exc:
             return _write_failed(writer, folder, exc)
         late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)

@@ -48,19 +48,29 @@ def _failure_reason(exc: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
-def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
+def _quiet(step: str) -> None:
+    return None
+
+
+def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str,
+                      on_step: Callable[[str], None] = _quiet) -> Attempt:
+    """Prepare the backend's callable, call it once untimed, check its result; `on_step` hears each step as it
+    begins (preparing, compiling/first call, checking), so a display can say what a long case is doing."""
     attempt = Attempt(backend)
     impl = workload.implementations[backend]
     try:
         ok, why = impl.available(case, ctx)
         if not ok:
             return Attempt(backend, "skipped", why)
+        on_step("preparing")
         attempt.prepared = impl.prepare(case, ctx)
         if attempt.prepared.timing_valid:
+            on_step("compiling/first call")
             start = time.perf_counter()
             attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
             attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
         checked = attempt.prepared.check_case or case
+        on_step("checking")
         check = checked.check(attempt.prepared.result(checked.check_rows()))
         attempt.check = check.as_dict()
         if checked is not case:

@@ -34,6 +34,8 @@ from xmfu.harness.results.comparability import comparability_fields, comparabili
 from xmfu.harness.results.stats import paired_speedup, spread, summarize
 from xmfu.harness.results.writer import BundleWriter, RecordError, utc_now
 
+StepListener = Callable[[str, str, str, str], None]  # (phase, case_id, backend, step): ("main", id, "jax", "checking")
+
 
 @dataclass
 class Phase:
@@ -153,8 +155,10 @@ class CaseRunner:
     """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
 
     def __init__(self, ctx: RunContext, writer: BundleWriter, run_id: str,
-                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None) -> None:
+                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None,
+                 on_step: StepListener | None = None) -> None:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
+        self.on_step = on_step  # hears (phase, case_id, backend, step) as each step of a case begins
         self.sampler = sampler
         self.clocks = _clocks(sampler)
         self.own_pids = contention.own_processes(contention.snapshot())
@@ -231,8 +235,12 @@ class CaseRunner:
         attempts in the phase's order and whether the time budget ran out."""
         shift = repeat % len(phase.backends)
         order = list(phase.backends[shift:]) + list(phase.backends[:shift])
-        by_backend = {b: prepare_and_check(case, self.ctx, phase.workload, b) for b in order}
+        by_backend = {b: prepare_and_check(case, self.ctx, phase.workload, b, self._listener(phase, case, b))
+                      for b in order}
         ready = [by_backend[b] for b in order if by_backend[b].status == "ok"]
+        timed = [a.backend for a in ready if a.prepared and a.prepared.timing_valid]
+        if timed:
+            self._listener(phase, case, ",".join(timed))("timing")
         recorder = self._recorder() if ready else None
         try:
             # JAX's timer never flushes: a JAX-only run allocates no (torch) flush buffer, so imports no torch
@@ -251,6 +259,17 @@ class CaseRunner:
             gc.collect()
             release_cached_memory()
         return attempts, timed_out
+
+    def _listener(self, phase: Phase, case: Case, backend: str) -> Callable[[str], None]:
+        """The step listener for one backend of one case: a display error never costs the measurement."""
+        def heard(step: str) -> None:
+            if self.on_step is None:
+                return
+            try:
+                self.on_step(phase.name, case.case_id, backend, step)
+            except Exception:  # the display is not the measurement: a row never fails for it
+                self.on_step = None
+        return heard
 
     def _contention(self, before: contention.Snapshot) -> dict[str, Any]:
         """Other processes on this host (and on the timed GPU) during the case just measured."""

@@ -65,6 +65,14 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True)
+class OutputConfig:
+    """What a run prints at its end (the bundle keeps every field whatever is printed)."""
+
+    wide: bool = setting(False, "the end table with every column, one line per row; false: the columns that vary "
+                         "and the figures, fitted to 120 columns")
+
+
+@dataclass(frozen=True)
 class RocmConfig:
     """AMD only: PyTorch TunableOp's tuning pass before timing (tuning time recorded, not timed; the tuned GEMM
     solutions kept in the bundle as tunableop_results.csv). Rows record the setting either way, so "ROCm with
@@ -128,6 +136,7 @@ class RunConfig:
     equivalence_margin: float  # speedups within 1 +- this count as equivalent
     device_index: int | None  # measure this local device instead of the local rank's
     suite: SuiteTag | None = field(default=None)  # set by harness/suites/suite.py for its parts
+    output: OutputConfig = field(default_factory=OutputConfig)  # what the run prints; no figure depends on it
 
     def protocol(self) -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability

@@ -16,13 +16,13 @@ def _figure(series: list[dict[str, Any]], name: str) -> str:
     kept, cut = figures.shown(series, 12, "series")
     for s in kept:
         xs, ys = zip(*s["points"], strict=True)
-        ax.plot(xs, ys, marker="o", label=figures.text(s["label"], 70))
+        ax.plot(xs, ys, marker="o", label=figures.label(s["label"]))
     ax.set_xscale("log", base=2)
     figures.log_ticks(ax.xaxis, lambda v: f"{v:g}")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("batch (sequences decoded together, log scale)")
     ax.set_ylabel(figures.text(series[0]["y_label"], 80))
-    ax.legend(fontsize=7, loc="best")
+    figures.legend(ax, len(kept))  # beside the axes: over the lines ("best") it hid points
     figures.title(fig, f"Decode: {series[0]['y_label']} against batch")
     figures.note(ax, cut)
     return figures.svg(fig, name)

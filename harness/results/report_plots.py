@@ -52,7 +52,7 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     bars = ax.barh(y, mfu, xerr=err, color=figures.COLORS[0], height=0.7, error_kw={"elinewidth": 0.8,
                                                                                      "capsize": 2})
     ax.bar_label(bars, labels=[f"{100 * m:.1f}%" for m in mfu], padding=4, fontsize=7)
-    ax.set_yticks(y, [figures.text(s) for s in grouping.labels(rows, names)])
+    ax.set_yticks(y, [figures.label(s, 60) for s in grouping.labels(rows, names)])
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     if max(m + e for m, e in zip(mfu, err[1], strict=True)) >= 0.7:  # only then is 100% near the data
         ax.axvline(1.0, color="#555", linestyle="--", linewidth=1, label="datasheet peak (100%)")
@@ -88,7 +88,7 @@ def _draw_series(ax: Any, found: dict[str, list[Row]], x: Any, y: Any, err: Any)
     items, cut = figures.shown(sorted(found.items()), MAX_SERIES, "series")
     for k, (label, part) in enumerate(items):
         below, above = zip(*(err(r) for r in part), strict=True)
-        ax.errorbar([x(r) for r in part], [y(r) for r in part], yerr=[below, above], label=figures.text(label),
+        ax.errorbar([x(r) for r in part], [y(r) for r in part], yerr=[below, above], label=figures.label(label),
                     color=figures.COLORS[k % len(figures.COLORS)], marker=figures.MARKERS[k // 10 % 10],
                     markersize=4, linewidth=1.2 if len(part) > 1 else 0, capsize=2, elinewidth=0.8)
     figures.legend(ax, len(items))

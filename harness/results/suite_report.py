@@ -225,7 +225,7 @@ def _matmul_figure(found: dict[str, dict[str, Any]]) -> Any:
     y = list(range(len(bars)))[::-1]
     drawn = ax.barh(y, [b[1] for b in bars], color=[b[2] for b in bars], height=0.7)
     ax.bar_label(drawn, labels=[f"{b[1]:.4g}" for b in bars], padding=4, fontsize=7)
-    ax.set_yticks(y, [figures.text(b[0]) for b in bars])
+    ax.set_yticks(y, [figures.label(b[0], 60) for b in bars])
     ax.set_xlabel("TFLOP/s (matmul: each backend's best case)")
     dtypes = sorted({f["matmul"]["dtype"] for f in found.values() if f.get("matmul")})
     figures.title(fig, "Matmul: datasheet peak, achievable (mamf) and achieved", f"dtype {', '.join(dtypes)}")

@@ -98,7 +98,7 @@ def figure(groups: Groups, title: str, ylabel: str, parity: bool = False,
     for ax, (workload, lines) in zip(axes, sorted(groups.items()), strict=True):
         items, cut = figures.shown(sorted(lines.items()), MAX_SERIES, "series (--workload narrows the plot)")
         for k, (label, points) in enumerate(items):
-            ax.plot([moment(t) for t, _ in points], [v for _, v in points], label=figures.text(label, 70),
+            ax.plot([moment(t) for t, _ in points], [v for _, v in points], label=figures.label(label),
                     color=figures.COLORS[k % len(figures.COLORS)], marker=figures.MARKERS[k // 10 % 10],
                     markersize=4, linewidth=1.2)
         if parity:

@@ -274,3 +274,45 @@ def test_a_cpu_row_records_its_threads_and_whether_the_host_was_oversubscribed(t
     assert row["threads"]["framework"] == "host" and "omp_wait_policy" in row["threads"]
     assert row["contention"]["oversubscribed"] in (True, False) and row["contention"]["run_queue"]["threads"] >= 1
     assert validate_bundle(tmp_path / "b") == []
+
+
+def test_a_slow_case_says_which_step_it_is_in_while_it_runs(tmp_path):
+    """The issue's 1b model: minutes in prepare and compile with nothing on screen. The display hears each step as it
+    begins and its live line counts the step's time while the step runs."""
+    import io
+    import time
+
+    from xmfu.harness.results.progress import Progress
+
+    out, now = io.StringIO(), [0.0]
+    progress = Progress(1, stream=out, live=True, tick_s=0.01, clock=lambda: now[0])
+
+    def slow_prepare(case, ctx):
+        now[0] += 125  # two minutes building the model, as the display's clock sees it
+        deadline = time.monotonic() + 3
+        while "fake-1 good: preparing 2:05" not in out.getvalue().replace("\n", "") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return _prepared(1.0)
+
+    steps = []
+    runner, _ = _runner(tmp_path)
+    runner.on_step = lambda *a: (steps.append(a[1:]), progress.step(*a))
+    slow = WorkloadDef("fake", FAKE.expand, {"good": Implementation("good", always, slow_prepare)})
+    try:
+        runner.run_phase(Phase("main", slow, [FakeCase(1)], ["good"]))
+    finally:
+        progress.close()
+    assert "fake-1 good: preparing 2:05" in out.getvalue().replace("\n", "")  # the ticker redrew the line mid-step
+    assert steps == [("fake-1", "good", s) for s in ("preparing", "compiling/first call", "checking", "timing")]
+    assert [r["status"] for r in runner.rows] == ["ok"]
+
+
+def test_a_display_that_fails_costs_no_row(tmp_path):
+    runner, _ = _runner(tmp_path)
+
+    def broken(*args):
+        raise OSError("stderr closed")
+
+    runner.on_step = broken
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert [r["status"] for r in runner.rows] == ["ok"]

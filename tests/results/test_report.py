@@ -97,8 +97,10 @@ def test_roofs_memory_where_known_compute_where_only_that_is(tmp_path):
     gpu = {**matmul_row(1024, 1024, 1024), "peak_entry": "nvidia-h100-sxm", "device": "NVIDIA H100"}
     cpu = {**matmul_row(512, 512, 512), "peak_entry": "cpu-estimate", "device": "AMD EPYC", "platform": "cpu"}
     html = report.build([write_bundle(tmp_path, "gpu", [gpu, cpu])], [{}], {})
-    assert "compute and memory roof: bf16 100 TFLOP/s on NVIDIA H100" in html
-    assert "compute roof: bf16 100 TFLOP/s on AMD EPYC (CPU estimate)" in html
+    # a legend entry longer than a line wraps between words (one <text> per line): read them joined
+    texts = " ".join(el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text"))
+    assert "compute and memory roof: bf16 100 TFLOP/s on NVIDIA H100" in texts
+    assert "compute roof: bf16 100 TFLOP/s on AMD EPYC (CPU estimate)" in texts
     assert "Memory roof not drawn for AMD EPYC" in html
 
 
