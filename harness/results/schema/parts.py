@@ -196,7 +196,7 @@ class Contention(OpenRecord, kw_only=True):
                              "procs_running (/proc/stat at the end)") = None
 
 
-class Threads(OpenRecord, kw_only=True):
+class Threads(Record, kw_only=True):
     """How the host's threads were set for this row's framework on a CPU (harness/machine/threads.py)."""
 
     framework: maybe(str, "the backend's framework (torch, jax...)") = None
