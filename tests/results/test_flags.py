@@ -1,0 +1,36 @@
+"""A row's quality flags named in one place (harness/results/flags.py), from the row record's own fields."""
+
+from __future__ import annotations
+
+from tests.results.rows import untimed_row, valid_row
+from xmfu.harness.results import flags
+
+
+def test_a_clean_row_has_no_flags():
+    assert flags.row_flags(valid_row(peak=100.0)) == [] and flags.flags_text(valid_row(peak=100.0)) == ""
+
+
+def test_every_flag_is_read_from_the_row_record_in_one_order():
+    row = valid_row(contention={"contended": True, "reason": "pid 7 (yes) used 95% of a core"},
+                    timing_valid=False, timing_note="Triton interpreter",
+                    timer={"ci_target_met": False, "stop": "max_samples=10 reached", "launch_bound": True,
+                           "host_launch_s": 2e-5},
+                    steady_state={"reached": False}, mfu=1.3, mfu_reason="above 1: peak too low",
+                    non_finite_fields=["tflops"])
+    assert flags.row_flags(row) == list(flags.ORDER)
+    why = {f.name: f.why for f in flags.flags_of(row)}
+    assert why["contended"] == "pid 7 (yes) used 95% of a core" and why["CI missed"] == "max_samples=10 reached"
+    assert why["timing not valid"] == "Triton interpreter" and "20 us per call" in why["launch-bound"]
+    assert flags.unjudged(row) == ["contended", "timing not valid"]
+    assert flags.flags_text(row).startswith("contended, timing not valid, CI missed, launch-bound")
+
+
+def test_an_untimed_row_is_not_flagged_for_its_timing_and_a_tally_counts_in_order():
+    skipped = untimed_row(timing_valid=False)
+    assert flags.row_flags(skipped) == []  # its status and reason say why it has no figure
+    met = valid_row(peak=100.0, timer={"ci_target_met": True, "launch_bound": False})
+    rows = [valid_row(peak=100.0, timer={"ci_target_met": False}),
+            valid_row(peak=100.0, contention={"contended": True}), met, skipped,
+            valid_row(peak=100.0, contention={"contended": False}, timer={"ci_target_met": None})]
+    assert flags.tally(rows) == {"contended": 1, "CI missed": 1}
+    assert list(flags.tally(rows)) == ["contended", "CI missed"]
