@@ -90,3 +90,14 @@ def tally(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         for name in row_flags(row):
             counts[name] = counts.get(name, 0) + 1
     return {name: counts[name] for name in ORDER if name in counts}
+
+
+def summary(rows: Iterable[Mapping[str, Any]]) -> str:
+    """'3 of 10 rows flagged: contended 2, CI missed 1'; '' when no row carries a flag."""
+    rows = list(rows)
+    counts = tally(rows)
+    if not counts:
+        return ""
+    flagged = sum(1 for r in rows if row_flags(r))
+    return (f"{flagged} of {len(rows)} rows flagged: "
+            + ", ".join(f"{name} {n}" for name, n in counts.items()))
