@@ -30,7 +30,8 @@ table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}h2{margin-top:32px}.bad{color:#b00}pre{font-size:11px;white-space:pre-wrap}
 svg.plot{display:block;max-width:100%;height:auto;margin:12px 0}.note{color:#a00;font-size:13px}
 .cov-ok{background:#e3f4e3}.cov-incorrect{background:#f8d0d0}.cov-failed{background:#fbe3cf}
-.cov-skipped{background:#f1f1d6}.cov-not-run{background:#eee;color:#777}.flagged{background:#fff1cc}"""
+.cov-skipped{background:#f1f1d6}.cov-not-run{background:#eee;color:#777}.flagged{background:#fff1cc}
+.judgement{font-size:20px;margin:0 0 8px}"""
 HEAD = ("run", "workload", "backend", "device", "dtype", "case", "status", "flags", "median ms", "TFLOP/s",
         "TFLOP/s 95% CI", "peak TFLOP/s", "MFU", "busbw GB/s", "reason / note")
 
@@ -77,8 +78,9 @@ def _environments(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]]) -> 
 
 def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
           telemetry: dict[str, list[dict[str, Any]]], lead: Sequence[tuple[str, str]] = (),
-          title: str = "xmfu report") -> str:
-    """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped."""
+          title: str = "xmfu report", first: str = "") -> str:
+    """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped;
+    `first`: HTML (escaped) put before everything, the title included (a suite's PASS / FAIL / NOT JUDGED)."""
     rows = [r for b in bundles for r in b.cases]
     where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
     sections = (
@@ -100,4 +102,4 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
     )
     body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-            f"</head><body><h1>{escape(title)}</h1>{body}</body></html>")
+            f"</head><body>{first}<h1>{escape(title)}</h1>{body}</body></html>")

@@ -9,6 +9,7 @@ named, never shown. Every text is escaped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from xmfu.harness.results import figures, report, verdict
+from xmfu.harness.results import figures, judgement, report, verdict
 from xmfu.harness.results.html_table import html_table
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema.records import NodeRecord
@@ -248,14 +249,27 @@ def verdict_html(nodes: list[Node], v: dict[str, Any]) -> str:
             + "".join(_node_html(n, v["nodes"][n.host], v["price"]) for n in nodes))
 
 
-def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD) -> tuple[str, dict[str, Any]]:
-    """(the report's HTML, the verdict's figures) of the suite folder `root`."""
-    nodes, problems = load(root)
+def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD,
+          problems: Sequence[str] = (), unreliable: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+    """(the report's HTML, the verdict's figures) of the suite folder `root`. `problems` and `unreliable`: what the
+    suite found beside the folder (parts that exited non-zero, missing ranks, `history check`'s regressions and
+    discounted changes); with the folder's own problems and every row's flags they make the verdict's first line
+    (harness/results/judgement.py), `v["judgement"]`."""
+    nodes, found = load(root)
     v = figures_of(nodes, price, threshold)
-    v["problems"] = problems + v["problems"]
+    v["problems"] = found + v["problems"]
     bundles = list({b.folder: b for n in nodes for _, bs in n.parts.values() for b in bs}.values())
+    judged = judgement.judge([r for b in bundles for r in b.cases], [*problems, *v["problems"]], unreliable)
+    v["judgement"] = judged.as_dict()
     envs = [b.environment() for b in bundles]
     telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
     title = f"xmfu suite {root.name}"
-    html = report.build(bundles, envs, telemetry, lead=[("Verdict", verdict_html(nodes, v))], title=title)
+    html = report.build(bundles, envs, telemetry, lead=[("Verdict", verdict_html(nodes, v))], title=title,
+                        first=judgement_html(judged))
     return html, v
+
+
+def judgement_html(judged: judgement.Judgement) -> str:
+    """The page's first line: the verdict in bold, then its reasons and caveats (escaped)."""
+    rest = judged.line().removeprefix(judged.verdict)
+    return f'<p class="judgement"><b>{escape(judged.verdict)}</b>{escape(rest)}</p>'

@@ -34,3 +34,22 @@ def test_an_untimed_row_is_not_flagged_for_its_timing_and_a_tally_counts_in_orde
             valid_row(peak=100.0, contention={"contended": False}, timer={"ci_target_met": None})]
     assert flags.tally(rows) == {"contended": 1, "CI missed": 1}
     assert list(flags.tally(rows)) == ["contended", "CI missed"]
+
+
+def test_the_judgement_of_rows_problems_and_discounted_changes():
+    """harness/results/judgement.py: FAIL on a problem, NOT JUDGED on contended or invalidly timed rows (or none
+    timed), PASS otherwise, with the caveats named (issue 30, item 7)."""
+    from xmfu.harness.results.judgement import judge
+
+    clean, busy = valid_row(peak=100.0), valid_row(peak=100.0, contention={"contended": True, "reason": "load"})
+    interpreted = valid_row(peak=100.0, case_id="c2", timing_valid=False, timing_note="Triton interpreter")
+    assert judge([clean]).line() == "PASS"
+    assert judge([clean], unreliable=["unreliable: noisy x"]).line() == \
+        "PASS: caveat: 1 changes for the worse discounted as unreliable (listed as NOTE)"
+    assert judge([clean, busy, interpreted]).line() == (
+        "NOT JUDGED: 1 of 3 rows contended (first: c1 torch: load); 1 of 3 rows timing not valid (first: c2 torch: "
+        "Triton interpreter)")
+    assert judge([untimed_row()]).line() == "NOT JUDGED: no row has a valid timed figure (1 rows)"
+    failed = judge([busy], problems=["a", "b", "c", "d"])
+    assert failed.verdict == "FAIL" and failed.line() == "FAIL: a; b; c; and 2 more"
+    assert failed.reasons[-1].startswith("1 of 1 rows contended")
