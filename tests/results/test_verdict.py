@@ -169,6 +169,10 @@ def test_the_verdict_page_starts_with_pass_fail_or_not_judged(tmp_path, suite_fo
     assert _first_line(html) == ("NOT JUDGED: 1 of 2 rows contended (first: matmul-bf16-1024x1024x1024-NN torch: "
                                  "pid 9 (stress) used 97% of a core)")
     assert v["judgement"]["reasons"] == [v["judgement"]["line"].removeprefix("NOT JUDGED: ")]
+    # the best matmul's row is the contended one: its flag beside its figure, in the headline and the table
+    assert v["headlines"][0].endswith("achievable not measured (no mamf sweep) [contended]")
+    assert "<td>torch</td><td>matmul-bf16-1024x1024x1024-NN</td><td>700</td>" in html
+    assert "<td>contended</td></tr>" in html and "<th>flags</th>" in html
     html, v = suite_report.build(suite_folder, price=2.0)
     assert _first_line(html).startswith("FAIL: node-a: device 3: NVIDIA H100 is 5.6% below the node's median")
     html, v = suite_report.build(busy, price=None, problems=["part training exited 1"])
