@@ -4,10 +4,11 @@ device, dtype and shape (xmfu.harness.results.inference_figures builds the serie
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
-from xmfu.harness.results import figures
-from xmfu.harness.results.inference_figures import inference_series
+from xmfu.harness.results import figures, flags
+from xmfu.harness.results.inference_figures import inference_series, plotted
 
 
 @figures.styled
@@ -41,4 +42,6 @@ def inference(rows: Sequence[dict[str, Any]]) -> str:
         out.append(_figure(part, f"inference-{i}") if part else
                    f"<p class='note'>No {metric} figure: the device's peak memory bandwidth is not known here "
                    "(pass peak_membw_gbps=).</p>")
-    return "".join(out)
+    said = flags.summary(r for r in rows if plotted(r))  # the decode rows drawn: their flags, counted
+    return "".join(out) + (f"<p class='note'>Drawn: {escape(said)} (the table below names each row's)</p>"
+                           if said else "")

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from xmfu.harness.results.flags import flags_text
 from xmfu.harness.results.html_table import html_table
 
 HEAD = ("run", "backend", "device", "dtype", "model", "strategy", "scaling", "devices", "global batch", "status",
-        "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank", "comm alone ms",
-        "comm exposed ms", "overlap", "comm GB/s", "how exposed was measured / reason")
+        "flags", "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank",
+        "comm alone ms", "comm exposed ms", "overlap", "comm GB/s", "how exposed was measured / reason")
 
 
 def distributed_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -57,7 +58,7 @@ def cells(r: Mapping[str, Any]) -> tuple[str, ...]:
         how = f"{r.get('scaling_note') or 'scaling efficiency above 1: not credible'}; {how}"
     return tuple(str(c) for c in (
         r.get("run_id"), r.get("backend"), r.get("device"), r.get("dtype"), p.get("name"), p.get("parallel"),
-        p.get("scaling"), p.get("world_size"), p.get("global_batch"), r.get("status"), _ms(median),
+        p.get("scaling"), p.get("world_size"), p.get("global_batch"), r.get("status"), flags_text(r), _ms(median),
         _pct(r.get("mfu")) if r.get("timing_valid") else "", efficiency,
         _bytes(r.get("comm_bytes_per_rank")), _ms(r.get("comm_total_s")), _ms(r.get("comm_exposed_s")), overlap,
         "" if r.get("comm_achieved_gbps") is None else f"{r['comm_achieved_gbps']:.4g}", how))

@@ -18,7 +18,11 @@ MAX_SERIES = 20  # lines per axes
 METRIC_LABELS = {"mfu": "MFU (of the dense datasheet peak)", "tflops": "achieved TFLOP/s",
                  "median_s": "median time per call (s)", "ci95_low_s": "95% CI low of the time (s)",
                  "ci95_high_s": "95% CI high of the time (s)", "cv": "coefficient of variation of the time",
-                 "busbw_gbps": "bus bandwidth (GB/s)", "tokens_per_s": "training tokens per second"}
+                 "busbw_gbps": "bus bandwidth (GB/s)",
+                 "tokens_per_s": "tokens per second (training; inference: prompt tokens prefill, generated decode)",
+                 "ttft_s": "time to first token, median (s)", "ttft_p99_s": "time to first token, p99 (s)",
+                 "tpot_s": "time per output token, median (s)", "tpot_p99_s": "time per output token, p99 (s)",
+                 "mbu": "MBU (of the peak memory bandwidth)"}
 Point = tuple[datetime | date, float]
 Groups = dict[str, dict[str, list[Point]]]  # workload -> line label -> points in time order
 

@@ -55,3 +55,13 @@ def test_the_report_has_the_section_and_says_when_no_row_is_distributed():
     assert "ddp" in page and "fsdp" in page
     assert "No distributed training rows" in scaling_table.scaling_table(
         [{**bundle.cases[0], "params": {**bundle.cases[0]["params"], "parallel": "none"}}])
+
+
+def test_a_distributed_row_shows_its_flags():
+    """The scaling table shows a row's quality flags beside its figures (issue 30, item 7)."""
+    from tests.results.rows import valid_row
+
+    row = valid_row(peak=100.0, workload="transformer", params={"parallel": "ddp", "name": "tiny"},
+                    contention={"contended": True, "reason": "load"})
+    cells = dict(zip(scaling_table.HEAD, scaling_table.cells(row), strict=True))
+    assert cells["flags"] == "contended"
