@@ -51,7 +51,8 @@ def test_the_judgement_of_rows_problems_and_discounted_changes():
     assert judge([clean, busy, interpreted]).line() == (
         "NOT JUDGED: 1 of 3 rows contended (first: c1 torch: load); caveat: timing not valid 1 of 3 rows")
     assert judge([clean, interpreted]).line() == "PASS: caveat: timing not valid 1 of 2 rows"
-    assert judge([interpreted]).line() == "NOT JUDGED: no row has a valid timed figure (1 rows)"
+    assert judge([interpreted]).line() == \
+        "NOT JUDGED: no row has a valid timed figure (1 rows); caveat: timing not valid 1 of 1 rows"
     assert judge([untimed_row()]).line() == "NOT JUDGED: no row has a valid timed figure (1 rows)"
     failed = judge([busy], problems=["a", "b", "c", "d"])
     assert failed.verdict == "FAIL" and failed.line() == "FAIL: a; b; c; and 2 more"
