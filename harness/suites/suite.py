@@ -343,7 +343,7 @@ NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own
 
 
 def exit_status(verdict: str, interrupted: bool) -> int:
-    """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended or not validly timed, changes
+    """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
     discounted: harness/results/judgement.py); 0 PASS."""
     if interrupted:
         return 130
