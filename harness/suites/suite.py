@@ -344,7 +344,7 @@ NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own
 
 def exit_status(verdict: str, interrupted: bool) -> int:
     """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
-    discounted: harness/results/judgement.py); 0 PASS."""
+    harness/results/judgement.py); 0 PASS."""
     if interrupted:
         return 130
     return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT}.get(verdict, 0)
