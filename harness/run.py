@@ -85,7 +85,18 @@ def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Seque
            "comparability_key": key, "achievable": None}
     if cfg.suite is not None:
         out["suite"] = asdict(cfg.suite)
+    if cfg.scale == "smoke":  # named only when shrunk: full-size bundles keep the manifest they always had
+        out["scale"] = {"scale": cfg.scale, "notes": {phase: list(n) for phase, n in cfg.scale_notes.items()}}
     return out
+
+
+def _say_scale(cfg: RunConfig) -> None:
+    """scale=smoke: what was shrunk, in the run's output (the manifest and every row say it too)."""
+    if cfg.scale != "smoke":
+        return
+    notes = list(dict.fromkeys(n for phase in cfg.scale_notes.values() for n in phase))  # each shrink once
+    for note in notes or ["the workload's own sizes are already its smoke sizes"]:
+        print(f"xmfu: scale=smoke: {note}", file=sys.stderr)
 
 
 def _rounded(value: Any) -> Any:
@@ -145,6 +156,9 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
     if not proc.writes_bundle:
         return
     print(table(runner.rows))
+    if runner.ctx.config.scale == "smoke":
+        print("scale=smoke: every row above ran at smoke sizes (each row's scale_note says what was shrunk); they "
+              "are not the full sizes' figures")
     for name, items in summary.items():
         for key, value in items.items():
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
@@ -244,6 +258,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+        _say_scale(cfg)
         _say_outside_range(env["compat"]["outside"])
     else:
         writer = NullWriter(folder, manifest)

@@ -348,6 +348,9 @@ class CaseRunner:
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
             "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
         }
+        if cfg.scale == "smoke":  # a smoke row says so: it is not the figure of the sizes the user named
+            row["scale"] = "smoke"
+            row["scale_note"] = "; ".join(cfg.scale_notes.get(phase.name, ())) or "run at its smoke sizes"
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
         if a.status == "ok" and s and s.samples:

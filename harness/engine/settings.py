@@ -17,6 +17,7 @@ from xmfu.harness.results.stats import BOOTSTRAP_RESAMPLES
 
 MAX_RESAMPLES = 100_000
 MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
+MAMF_SMOKE_SIZES = (256, 512)  # scale=smoke's sweep (harness/config.py): 8 shapes, seconds on a CPU
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,9 @@ class RunConfig:
     equivalence_margin: float  # speedups within 1 +- this count as equivalent
     device_index: int | None  # measure this local device instead of the local rank's
     suite: SuiteTag | None = field(default=None)  # set by harness/suites/suite.py for its parts
+    scale: str = "full"  # full, or smoke: shrunk by harness/config.py apply_scale (scale=smoke)
+    # what scale=smoke shrank, in words, by phase ("mamf", "main"): printed, and kept in the manifest and the rows
+    scale_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def protocol(self) -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability

@@ -36,6 +36,13 @@ class Achievable(Record, kw_only=True):
     params: maybe(AnyMap, "the best row's parameters") = None
 
 
+class Scale(Record, kw_only=True):
+    """scale=smoke: the run was shrunk (harness/config.py apply_scale), and what was shrunk."""
+
+    scale: doc(Literal["smoke"], "smoke sizes")
+    notes: doc(dict[str, list[str]], "what was shrunk, in words, by phase (mamf, main)")
+
+
 class Process(Record, kw_only=True):
     """The process that wrote the bundle (rank 0 of a distributed run)."""
 
@@ -97,6 +104,7 @@ class Manifest(Record, kw_only=True):
     backends: maybe(list[str], "the backends run") = None
     achievable: maybe(Achievable, "the achievable peak of mfu_vs_achievable; null without one") = None
     suite: maybe(SuitePart, "the suite this run is a part of") = None
+    scale: maybe(Scale, "scale=smoke: what was shrunk; absent at full scale") = None
     process: maybe(Process, "the process that wrote the bundle") = None
     tunableop: maybe(AnyMap, "rocm.tunableop: whether it applied and its settings; null when not asked for") = None
     conditions: maybe(Conditions, "load, contention and drift over the run") = None

@@ -90,6 +90,10 @@ class Row(Record, kw_only=True):
                                 "timed") = None
     attachments: maybe(list[str], "files of the bundle belonging to this row (a profiler trace)") = None
     non_finite_fields: maybe(list[str], "fields a backend returned as NaN or infinity, kept as null") = None
+    scale: maybe(Literal["smoke"], "smoke: run at smoke sizes (scale=smoke), not the sizes the command named; "
+                                   "absent at full scale") = None
+    scale_note: maybe(str, "scale=smoke: what was shrunk (the model preset asked for, the mamf sweep's "
+                           "sizes...)") = None
 
     # Workloads' own figures.
     hardware_flops: maybe(NonNeg, "FLOPs the hardware executes, recomputation included (training with "
