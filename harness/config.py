@@ -32,6 +32,7 @@ from xmfu.harness.engine.declare import (
     setting,
 )
 from xmfu.harness.engine.settings import (
+    ACHIEVABLE_METHODS,
     MAMF_SIZES,
     MAMF_SMOKE_SIZES,
     MamfConfig,
@@ -73,6 +74,9 @@ class RunSettings:
                                             "not in the table", POSITIVE)
     achievable_tflops: float | None = setting(None, "achievable peak from an earlier mamf run, for "
                                               "mfu_vs_achievable", POSITIVE)
+    achievable_method: str = setting("not stated", "how achievable_tflops was measured (its mamf rows' "
+                                     "achievable_method): flushed | warm | not stated",
+                                     OneOf((*ACHIEVABLE_METHODS, "not stated")))
     cpu_clock_ghz: float | None = setting(None, "CPU peak estimate: the clock to assume instead of the one read "
                                           "from the OS", POSITIVE)
     baseline: str | None = setting(None, "a backend of this run: the others get a speedup against it, with a 95% "
@@ -312,6 +316,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         mamf=check_mamf(s.mamf, backends_by_workload.get("matmul", [])), device=s.device,
         results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), seed=s.seed,
         peak_tflops=s.peak_tflops, peak_membw_gbps=s.peak_membw_gbps, achievable_tflops=s.achievable_tflops,
+        achievable_method=s.achievable_method,
         cpu_clock_ghz=s.cpu_clock_ghz, baseline=s.baseline, telemetry=s.telemetry, rocm=s.rocm, repeats=s.repeats,
         equivalence_margin=s.equivalence_margin, device_index=s.device_index, scale=s.scale,
         scale_notes=scaled.notes)

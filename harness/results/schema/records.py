@@ -34,10 +34,12 @@ class Achievable(Record, kw_only=True):
     backend: maybe(str, "the backend of the best row") = None
     case_id: maybe(str, "the best row's case") = None
     params: maybe(AnyMap, "the best row's parameters") = None
+    method: maybe(str, "flushed (the cache overwritten before every call, as mamf-finder), warm (back-to-back "
+                       "calls) or not stated (config achievable_tflops without achievable_method)") = None
 
 
 class Scale(Record, kw_only=True):
-    """scale=smoke: the run was shrunk (harness/config.py apply_scale), and what was shrunk."""
+    """scale=smoke: the run was shrunk (harness/config.py), and what was shrunk."""
 
     scale: doc(Literal["smoke"], "smoke sizes")
     notes: doc(dict[str, list[str]], "what was shrunk, in words, by phase (mamf, main)")
