@@ -154,13 +154,14 @@ def parse_results_dir(value: Any) -> str:
 
 # `scale=smoke`: one switch that shrinks whatever a run would measure to sizes that take seconds on a CPU.
 #
-# A composed config is shrunk in three places, each only where the command line did not name the setting itself
+# A composed config is shrunk in four places, each only where the command line did not name the setting itself
 # (what is named explicitly wins over the smoke sizes):
 # - the workload: its file's `smoke:` block (configs/workload/<name>.yaml) is folded over its settings, so an
 #   experiment's sizes (experiment=mamf's 4096/8192, the shoot-out's batch_seq) give way too;
 # - the mamf sweep: m, n and k become MAMF_SMOKE_SIZES instead of 4096..16384 (64 shapes, hours on a CPU);
 # - the model preset (transformer, inference): any preset is replaced by configs/model/tiny.yaml's shapes, and the
-#   preset asked for is named in the run's record, so a row never passes for the preset's figure.
+#   preset asked for is named in the run's record, so a row never passes for the preset's figure;
+# - the timing, where it is the default (10 s a case): timing=quick's budget (2 s a case).
 # Each shrink is described in words (`Scaled.notes`, by phase), which the run prints and writes into the manifest
 # and into every row it applies to.
 
