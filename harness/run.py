@@ -39,6 +39,8 @@ from xmfu.harness.results.writer import BundleWriteError, BundleWriter, NullWrit
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
+METHOD_WORDS = {"flushed": "cache flushed before every call, as mamf-finder's published table",
+                "warm": "warm back-to-back calls (mamf.method=warm): above mamf-finder's published method"}
 
 
 @dataclass
@@ -85,7 +87,18 @@ def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Seque
            "comparability_key": key, "achievable": None}
     if cfg.suite is not None:
         out["suite"] = asdict(cfg.suite)
+    if cfg.scale == "smoke":  # named only when shrunk: full-size bundles keep the manifest they always had
+        out["scale"] = {"scale": cfg.scale, "notes": {phase: list(n) for phase, n in cfg.scale_notes.items()}}
     return out
+
+
+def _say_scale(cfg: RunConfig) -> None:
+    """scale=smoke: what was shrunk, in the run's output (the manifest and every row say it too)."""
+    if cfg.scale != "smoke":
+        return
+    notes = list(dict.fromkeys(n for phase in cfg.scale_notes.values() for n in phase))  # each shrink once
+    for note in notes or ["the workload's own sizes are already its smoke sizes"]:
+        print(f"xmfu: scale=smoke: {note}", file=sys.stderr)
 
 
 def _rounded(value: Any) -> Any:
@@ -145,12 +158,19 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
     if not proc.writes_bundle:
         return
     print(table(runner.rows, wide=wide))
+    if runner.ctx.config.scale == "smoke":
+        print("scale=smoke: every row above ran at smoke sizes (each row's scale_note says what was shrunk); they "
+              "are not the full sizes' figures")
     for name, items in summary.items():
         for key, value in items.items():
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
-    if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
-        a = runner.achievable
-        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")
+    a = runner.achievable
+    if a and a.get("source", "").startswith("mamf"):
+        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']}; "
+              f"{METHOD_WORDS.get(a['method'], a['method'])})")
+    elif a:  # a denominator says how it was measured, wherever it is used
+        print(f"vs achievable: divided by achievable_tflops={a['tflops']:g} TFLOP/s (from the config; "
+              f"{METHOD_WORDS.get(a['method'], 'method ' + a['method'])})")
     print(f"bundle: {writer.folder}", flush=True)
 
 
@@ -247,6 +267,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+        _say_scale(cfg)
         _say_outside_range(env["compat"]["outside"])
     else:
         writer = NullWriter(folder, manifest)

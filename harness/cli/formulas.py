@@ -39,8 +39,8 @@ def _device(devices: list[dict[str, Any]]) -> DeviceInfo | None:
 
 
 def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
-    """(phase, case id) -> the case, as the run planned it from this config, and the config's timing protocol; or
-    why it cannot be planned."""
+    """(phase, case id) -> the case, as the run planned it from this config, and phase -> the config's timing
+    protocol (the mamf sweep's follows mamf.method); or why it cannot be planned."""
     from xmfu.harness.config import parse_run_config
     from xmfu.harness.run import plan_phases
 
@@ -51,7 +51,8 @@ def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[
         phases = plan_phases(cfg, registry, _device(devices))
     except (ConfigError, yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
-    return {(p.name, c.case_id): c for p in phases for c in p.cases}, cfg.timing.protocol()
+    cases = {(p.name, c.case_id): c for p in phases for c in p.cases}
+    return cases, {p.name: cfg.protocol(p.name) for p in phases}  # parsed from config.yaml: no suite tag
 
 
 def _settled(case: Any, params: dict[str, Any]) -> Any:
@@ -121,7 +122,7 @@ def restate_rows(config_text: str, devices: list[dict[str, Any]], rows: list[dic
     planned = _cases(config_text, devices)
     if isinstance(planned, str):
         return [Restated(unchecked=planned) for _ in rows]
-    cases, timing = planned
+    cases, protocols = planned
     out = []
     for row in rows:
         key = (row.get("phase") or "main", row.get("case_id"))
@@ -131,7 +132,7 @@ def restate_rows(config_text: str, devices: list[dict[str, Any]], rows: list[dic
             continue
         case = _settled(case, row.get("params"))
         try:
-            out.append(Restated(figures=_figures(case, row, timing)))
+            out.append(Restated(figures=_figures(case, row, protocols[key[0]])))
         except Exception as exc:  # a formula that cannot take this row's values: not checked, and said
             out.append(Restated(unchecked=f"the formulas could not be applied ({type(exc).__name__}: {exc})"))
     return out

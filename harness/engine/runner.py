@@ -169,7 +169,8 @@ class CaseRunner:
         self.readings: list[Reading] = []
         self.achievable: dict[str, Any] | None = None
         if ctx.config.achievable_tflops:
-            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
+            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops",
+                               "method": ctx.config.achievable_method}
         self.rows: list[dict[str, Any]] = []
         self._flush_fn: Callable[[], Any] | None = None
         self.flush_bytes: int | None = None
@@ -244,7 +245,7 @@ class CaseRunner:
         recorder = self._recorder() if ready else None
         try:
             # JAX's timer never flushes: a JAX-only run allocates no (torch) flush buffer, so imports no torch
-            flushed = any(a.prepared.framework != "jax" for a in ready)
+            flushed = self._flushes(phase) and any(a.prepared.framework != "jax" for a in ready)
             timed_out = time_attempts(ready, self.ctx, self._flush() if flushed else None, repeat) if ready else False
         finally:
             new = recorder.stop() if recorder else []
@@ -292,10 +293,15 @@ class CaseRunner:
         self.rows.append(row)
         self.progress(row)
 
-    def _flush(self) -> Callable[[], Any] | None:
-        """The last-level-cache flush of `timing.flush_l2`, allocated once per run."""
-        if not self.ctx.config.timing.flush_l2:
-            return None
+    def _flushes(self, phase: Phase) -> bool:
+        """Whether the phase's calls are timed after a last-level-cache flush: the mamf sweep as `mamf.method` says
+        (flushed by default, as mamf-finder measures the published achievable figures), the rest as
+        `timing.flush_l2` says."""
+        cfg = self.ctx.config
+        return cfg.mamf.method == "flushed" if phase.name == "mamf" else cfg.timing.flush_l2
+
+    def _flush(self) -> Callable[[], Any]:
+        """The last-level-cache flush, allocated once per run."""
         if self._flush_fn is None:
             on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
             self._flush_fn, self.flush_bytes = flush_buffer(self.ctx.device.cache_bytes,
@@ -353,7 +359,7 @@ class CaseRunner:
         flops = case.flops()
         p = a.prepared
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      self._protocol(p))
+                                      self._protocol(p, phase))
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
@@ -369,6 +375,9 @@ class CaseRunner:
             "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
             "threads": threads_record(p.framework) if p and self.ctx.platform.kind == "cpu" else None,
         }
+        if cfg.scale == "smoke":  # a smoke row says so: it is not the figure of the sizes the user named
+            row["scale"] = "smoke"
+            row["scale_note"] = "; ".join(cfg.scale_notes.get(phase.name, ())) or "run at its smoke sizes"
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
         if a.status == "ok" and s and s.samples:
@@ -376,7 +385,7 @@ class CaseRunner:
             row["time_s"] = summary.as_dict()
             row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
                             "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
-                            **_launch_fields(s, summary.median), **self._method_fields(p)}
+                            **_launch_fields(s, summary.median), **self._method_fields(p, phase)}
             row["repeats"] = _repeat_fields(s)
             if a.variants:
                 row["variants"] = _variant_fields(a, cfg.timing.bootstrap_resamples)
@@ -396,6 +405,7 @@ class CaseRunner:
                                                flops)
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
+        row.update(self._achievable_method(phase, p, row))
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
         row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
         if flops == 0:
@@ -425,25 +435,40 @@ class CaseRunner:
         membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
         return figures(time_s, samples, membw, None if timing_valid else note)
 
-    def _protocol(self, p: Prepared | None) -> dict[str, Any]:
+    def _protocol(self, p: Prepared | None, phase: Phase) -> dict[str, Any]:
         """The run's protocol as this row was timed: `cuda_graph` is named only where graphs were replayed, so a
-        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph."""
-        out = self.ctx.config.protocol()
-        if out.get("cuda_graph") and (p is None or self._method_fields(p).get("cuda_graph") is not True):
+        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph. The
+        mamf sweep names `flush_l2` as `mamf.method` chose it (RunConfig.protocol)."""
+        out = self.ctx.config.protocol(phase.name)
+        if out.get("cuda_graph") and (p is None or self._method_fields(p, phase).get("cuda_graph") is not True):
             del out["cuda_graph"]
         return out
 
-    def _method_fields(self, p: Prepared) -> dict[str, Any]:
+    def _method_fields(self, p: Prepared, phase: Phase) -> dict[str, Any]:
         """Which of the optional timing methods applied to this backend, and why not where asked for."""
         t, torch_gpu = self.ctx.config.timing, p.framework == "torch" and self.ctx.platform.kind in ("cuda", "rocm")
+        flushed = self._flushes(phase)
         out: dict[str, Any] = {}
         if t.cuda_graph:
+            # a flushed sweep times each call alone after its flush: a graph's back-to-back replays would skip it
             out["cuda_graph"] = (f"not applied: {p.framework} on {self.ctx.platform.kind}" if not torch_gpu
-                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph else True)
-        if t.flush_l2:
+                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph
+                                 else "not applied: mamf.method=flushed times each call alone after a cache flush "
+                                      "(mamf.method=warm replays graphs)" if flushed else True)
+        if flushed:
             out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
                 "not applied: JAX runs whole compiled programs, which a flush cannot split")
         return out
+
+    def _achievable_method(self, phase: Phase, p: Prepared | None, row: dict[str, Any]) -> dict[str, Any]:
+        """A sweep row: how it was timed (`flushed` only where the flush ran: never for JAX). A row divided by an
+        achievable peak: how that peak was measured, beside the figure it divides by."""
+        if phase.name == "mamf":
+            flushed = self._flushes(phase) and p is not None and p.framework != "jax"
+            return {"achievable_method": "flushed" if flushed else "warm"}
+        if row.get("achievable_tflops") is not None and self.achievable:
+            return {"achievable_method": self.achievable.get("method", "not stated")}
+        return {}
 
     def _set_achievable(self, phase: Phase) -> None:
         best = max((r for r in self.rows if r["phase"] == phase.name and r["status"] == "ok"
@@ -451,7 +476,8 @@ class CaseRunner:
         if best is None:
             return
         self.achievable = {"tflops": best["tflops"], "source": "mamf sweep in this run", "dtype": best["dtype"],
-                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"]}
+                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"],
+                           "method": best["achievable_method"]}
         self.writer.update(achievable=self.achievable)
 
     def drift(self) -> dict[str, Any]:

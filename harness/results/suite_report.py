@@ -94,12 +94,19 @@ def _num(x: Any, unit: str = "") -> str:
     return "not measured" if x is None else f"{x:.4g}{unit}"
 
 
+def _method(achievable: dict[str, Any]) -> str:
+    """How the achievable peak was measured (manifest `achievable.method`; bundles before it: not stated)."""
+    method = achievable.get("method")
+    return {"flushed": "cache flushed before each call, as mamf-finder", "warm": "warm calls"}.get(
+        method, f"method {method or 'not stated'}")
+
+
 def _matmul_line(m: dict[str, Any] | None) -> str:
     if not m:
         return "matmul: not measured"
     best, mamf = m["best"], m["achievable"]
-    ach = (f", {_pct(best['of_achievable'])} of the achievable {mamf['tflops']:.4g} (mamf, {mamf['case_id']})"
-           if mamf else ", achievable not measured (no mamf sweep)")
+    ach = (f", {_pct(best['of_achievable'])} of the achievable {mamf['tflops']:.4g} (mamf, {mamf['case_id']}, "
+           f"{_method(mamf)})" if mamf else ", achievable not measured (no mamf sweep)")
     return (f"matmul {m['dtype']}: best {best['tflops']:.4g} TFLOP/s ({best['backend']}, {best['case_id']}) = "
             f"{_pct(best['of_datasheet'])} of the datasheet {_num(m['datasheet_tflops'])}{ach}{_flags(best)}")
 
@@ -155,9 +162,11 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
     out = [f"<h3>{escape(node.host)}</h3>",
            "<h4>Matmul: achieved against the datasheet and the achievable peak</h4>",
            _table(["backend", "case", "TFLOP/s", f"of datasheet ({_num(m.get('datasheet_tflops'))})",
-                   f"of achievable ({_num((m.get('achievable') or {}).get('tflops'))}, mamf)", "flags"],
+                   f"of achievable ({_num((m.get('achievable') or {}).get('tflops'))}, mamf, "
+                   f"{_method(m.get('achievable') or {})})", "flags"],
                   [[b["backend"], b["case_id"], _num(b["tflops"]), _pct(b["of_datasheet"]), _pct(b["of_achievable"]),
-                    b.get("flags", "")] for b in m.get("backends", [])]),
+                    b.get("flags", "")]
+                   for b in m.get("backends", [])]),
            "<h4>Per-device outliers (the same matmul on each device)</h4>",
            _table(["device", "identity", "TFLOP/s", "vs node median", "flagged (> threshold below)", "flags"],
                   [[d["label"], d["identity"], _num(d["value"]), _pct(d["vs_median"]), "yes" if d["flagged"] else "",

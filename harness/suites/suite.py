@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,7 @@ def maybe_run(args: Sequence[str], registry: Registry) -> int | None:
         raise UsageError("a suite (experiment=acceptance, experiment=nightly) runs its parts itself: run it "
                          "without -m")
     try:
-        spec, settings = parse_suite(data["suite"]), _settings(data)
+        spec, settings = with_run_scale(parse_suite(data["suite"]), data.get("scale")), _settings(data)
     except ConfigError as exc:
         raise UsageError(f"invalid configuration: {exc}") from None
     if spec.needs_store and settings.store is None:
@@ -150,10 +150,22 @@ def suite_id(name: str, run_id: str | None, proc: ProcessInfo, environ: dict[str
     return f"{stamp}-{name}-{secrets.token_hex(3)}"
 
 
+def with_run_scale(spec: SuiteSpec, scale: Any) -> SuiteSpec:
+    """`scale=smoke` is one switch for every run, a suite's too: it means suite.scale=smoke, so every part runs
+    its `smoke` overrides (without this, each part got scale=smoke alone and missed them). Asking for both
+    scale=smoke and suite.scale=full is refused rather than one of them silently winning."""
+    if scale != "smoke" or spec.scale == "smoke":
+        return spec
+    if spec.scale == "full":
+        raise ConfigError("scale", "is smoke while suite.scale is full: the two ask for opposite sizes",
+                          "scale=smoke (every part at its smoke sizes), or suite.scale=full without scale=smoke")
+    return replace(spec, scale="smoke")
+
+
 def scale_of(spec: SuiteSpec, plat: Platform) -> tuple[bool, str]:
     """(smoke sizes?, why), said in the output and the report."""
     if spec.scale == "smoke":
-        return True, "smoke sizes (suite.scale=smoke)"
+        return True, "smoke sizes (scale=smoke or suite.scale=smoke)"
     if spec.scale == "full":
         return False, "full sizes (suite.scale=full)"
     if plat.has_accelerator:

@@ -87,12 +87,20 @@ class Row(Record, kw_only=True):
     peak_note: maybe(str, "why peak_tflops is null, or a caveat about it") = None
     mfu_reason: maybe(str, "why mfu is null (or above 1)") = None
     achievable_tflops: maybe(NonNeg, "the achievable peak mfu_vs_achievable divides by, TFLOP/s") = None
+    achievable_method: maybe(str, "a mamf sweep row: how it was timed; a row with achievable_tflops: how that "
+                                  "peak was measured. flushed: the cache overwritten before every call "
+                                  "(mamf-finder's method, which the published table uses); warm: back-to-back "
+                                  "calls; not stated: given as achievable_tflops without achievable_method") = None
     speedup: maybe(Speedup, "against the run's baseline backend; null for the baseline itself, or without "
                             "one") = None
     telemetry: maybe(Telemetry, "power, clocks, temperature over this backend's timed window; null when not "
                                 "timed") = None
     attachments: maybe(list[str], "files of the bundle belonging to this row (a profiler trace)") = None
     non_finite_fields: maybe(list[str], "fields a backend returned as NaN or infinity, kept as null") = None
+    scale: maybe(Literal["smoke"], "smoke: run at smoke sizes (scale=smoke), not the sizes the command named; "
+                                   "absent at full scale") = None
+    scale_note: maybe(str, "scale=smoke: what was shrunk (the model preset asked for, the mamf sweep's "
+                           "sizes...)") = None
 
     # Workloads' own figures.
     hardware_flops: maybe(NonNeg, "FLOPs the hardware executes, recomputation included (training with "
