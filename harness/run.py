@@ -76,9 +76,15 @@ def new_run_id(cfg: RunConfig) -> str:
     return f"{stamp}-{cfg.workload_name}-{cfg.dtype}-{secrets.token_hex(3)}"
 
 
+def run_key(cfg: RunConfig) -> str:
+    """The manifest's comparability_key: the run's workload settings, dtype, protocol (its suite's tag included)
+    and whether the mamf sweep ran. `xmfu validate` re-hashes it from config.yaml (harness/cli/formulas.py)."""
+    return comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
+                              "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+
+
 def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
-    key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
-                             "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+    key = run_key(cfg)
     out = {"run_id": run_id, "created": utc_now(), "xmfu_version": __version__,
            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),

@@ -387,8 +387,8 @@ class CaseRunner:
                    "samples": s.samples if s else [], "rounds": s.rounds if s else [],
                    "repeats": s.sample_repeats if s else []}
         if a.variants:
-            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name)}
-                                   for name, v in a.variants.items()}
+            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
+                                          "repeats": v.sample_repeats} for name, v in a.variants.items()}
         return row, samples
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,
