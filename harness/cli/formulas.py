@@ -186,11 +186,9 @@ def restate_run(config_text: str, manifest: dict[str, Any]) -> Restated:
     if isinstance(cfg, str):
         return Restated(unchecked=f"comparability_key not re-derived: {cfg}")
     suite = manifest.get("suite")
-    if isinstance(suite, dict):
-        try:
-            cfg = dataclasses.replace(cfg, suite=SuiteTag(**suite))
-        except TypeError as exc:
-            return Restated(problem=f"suite {suite!r} is not a suite tag ({exc})")
+    if isinstance(suite, dict):  # only name, version and definition_sha join the key (SuiteTag.key)
+        tag = {f.name: suite.get(f.name, "") for f in dataclasses.fields(SuiteTag)}
+        cfg = dataclasses.replace(cfg, suite=SuiteTag(**tag))
     return Restated(figures={"comparability_key": run_key(cfg)})
 
 
