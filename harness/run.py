@@ -28,7 +28,12 @@ from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.machine import compat, contention, environment, stack, threads
-from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
+from xmfu.harness.machine.frameworks import (
+    JaxJoinFailed,
+    jax_join_in_flight,
+    jax_processes_joined,
+    use_triton_interpreter,
+)
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
@@ -78,9 +83,15 @@ def new_run_id(cfg: RunConfig) -> str:
     return f"{stamp}-{cfg.workload_name}-{cfg.dtype}-{secrets.token_hex(3)}"
 
 
+def run_key(cfg: RunConfig) -> str:
+    """The manifest's comparability_key: the run's workload settings, dtype, protocol (its suite's tag included)
+    and whether the mamf sweep ran. `xmfu validate` re-hashes it from config.yaml (harness/cli/formulas.py)."""
+    return comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
+                              "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+
+
 def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
-    key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
-                             "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+    key = run_key(cfg)
     out = {"run_id": run_id, "created": utc_now(), "xmfu_version": __version__,
            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
@@ -273,6 +284,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
     runner = CaseRunner(ctx, writer, run_id, progress, sampler, on_step=progress.step)
+    _watch_ranks(runner, writer, proc, cfg.workload.get("timeout_s"))
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
     # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
@@ -301,13 +313,42 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         print(f"xmfu: aborted ({stopped}); finished cases are kept, bundle status partial", file=sys.stderr)
         code = 1
     if code is not None:
-        if jax_join_in_flight():  # JAX would abort the process when its own join bound passes: leave first
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        # A join still in flight: JAX aborts the process when its own join bound passes. A multi-process JAX run
+        # that ended early: a process may be lost, and JAX's shutdown barrier at exit would wait for it and abort.
+        if jax_join_in_flight() or jax_processes_joined() > 1:
+            _leave(code)
         return Outcome(folder, code)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)
+
+
+def _leave(code: int) -> None:
+    """End the process now, with `code`, without Python's shutdown (JAX's exit hook, whose barrier waits for
+    every process, and whose end is an abort)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _watch_ranks(runner: CaseRunner, writer: Any, proc: ProcessInfo, timeout_s: Any) -> None:
+    """A multi-process JAX run: a case that stalls for the workload's timeout_s (a process froze or died after
+    joining; engine/stall.py) has its rows failed and the run ended here, bundle partial, exit status 1, before
+    JAX's own bound (its heartbeat) ends the process by an abort. Called from the watching thread."""
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or proc.world_size < 2:
+        return
+
+    def stalled(reason: str) -> None:
+        code = 1
+        try:
+            hold_signals()  # the bundle is finished whatever arrives now
+            writer.finalize("partial")
+            print(f"xmfu: aborted ({reason}); finished cases are kept, bundle status partial", file=sys.stderr)
+        except BaseException as exc:  # the bundle could not be finished: said, and the run still ends
+            print(f"xmfu: aborted ({reason}); the bundle could not be finished: {exc}", file=sys.stderr)
+        finally:
+            _leave(code)
+
+    runner.stall_limit_s, runner.on_stall = float(timeout_s), stalled
 
 
 def _measure(runner: CaseRunner, phases: list[Phase]) -> BaseException | None:

@@ -13,7 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.engine.attempts import Attempt, gather_ranks, merge_repeats, prepare_and_check, release, time_attempts
+from xmfu.harness.engine import stall
+from xmfu.harness.engine.attempts import (
+    Attempt,
+    gather_ranks,
+    lockstep,
+    merge_repeats,
+    prepare_and_check,
+    release,
+    time_attempts,
+)
 from xmfu.harness.engine.case import Case, Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import raise_if_interrupted
@@ -24,7 +33,7 @@ from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
 from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention, stack
-from xmfu.harness.machine.frameworks import release_cached_memory
+from xmfu.harness.machine.frameworks import jax_processes_joined, release_cached_memory
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
@@ -151,6 +160,10 @@ def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tu
                     "samples": values if plain else []}
 
 
+def _jax_spans_processes() -> bool:
+    return jax_processes_joined() > 1
+
+
 class CaseRunner:
     """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
 
@@ -174,6 +187,10 @@ class CaseRunner:
         self.rows: list[dict[str, Any]] = []
         self._flush_fn: Callable[[], Any] | None = None
         self.flush_bytes: int | None = None
+        # A multi-process JAX run (the front door sets these): a case whose calls stall for stall_limit_s (the
+        # workload's timeout_s) has its rows failed and the run ended by `on_stall(reason)` (engine/stall.py).
+        self.stall_limit_s: float | None = None
+        self.on_stall: Callable[[str], None] | None = None
 
     def run_phase(self, phase: Phase) -> None:
         for case in phase.cases:
@@ -193,11 +210,13 @@ class CaseRunner:
         self.case_count += 1
         per_repeat: list[list[Attempt]] = []
         timed_out = False
+        limit = self.stall_limit_s if self.on_stall is not None else None
         try:
-            for r in range(repeats):
-                attempts, out = self._measure(phase, case, r)
-                per_repeat.append(attempts)
-                timed_out = timed_out or out
+            with stall.watched(limit, lambda idle: self._stalled(phase, case, started, idle), _jax_spans_processes):
+                for r in range(repeats):
+                    attempts, out = self._measure(phase, case, r)
+                    per_repeat.append(attempts)
+                    timed_out = timed_out or out
         except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
             for b in phase.backends:
                 self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started))
@@ -214,6 +233,16 @@ class CaseRunner:
             if phase.workload.derive:
                 row.update(phase.workload.derive(row, self.rows))
             self._emit(row, samples)
+
+    def _stalled(self, phase: Phase, case: Case, started: str, idle: float) -> None:
+        """From the watching thread (the main one is stuck in a collective): every backend of the case fails with
+        the reason, as for RunAborted, and the front door ends the run."""
+        reason = (f"jax.distributed: no call of this case completed for {idle:.0f} s (workload.timeout_s="
+                  f"{self.stall_limit_s:g}): a process froze or died after joining")
+        for b in phase.backends:
+            self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {reason}"), False, started))
+        assert self.on_stall is not None
+        self.on_stall(reason)
 
     def _attach(self, row: dict[str, Any], files: dict[str, bytes | str]) -> list[str]:
         """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to. A name
@@ -255,6 +284,10 @@ class CaseRunner:
                 self.last_reading = new[-1]
         gather_ranks(ready)
         attempts = [by_backend[b] for b in phase.backends]
+        if self.on_stall is not None and _jax_spans_processes():
+            for a in attempts:
+                if a.status == "failed" and lockstep(phase.workload, a.backend):
+                    raise RunAborted(f"{a.backend} failed in a multi-process JAX run: {a.reason}")
         if self.ctx.config.repeats > 1:
             release(attempts)
             gc.collect()
@@ -418,8 +451,8 @@ class CaseRunner:
                    "samples": s.samples if s else [], "rounds": s.rounds if s else [],
                    "repeats": s.sample_repeats if s else []}
         if a.variants:
-            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name)}
-                                   for name, v in a.variants.items()}
+            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
+                                          "repeats": v.sample_repeats} for name, v in a.variants.items()}
         return row, samples
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,

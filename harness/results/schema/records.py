@@ -121,6 +121,8 @@ class VariantSamples(Record, kw_only=True):
 
     samples: doc(list[float], "per-sample seconds (combined over ranks)")
     rank_samples: maybe(list[list[float]], "every rank's samples") = None
+    repeats: maybe(list[int], "the repeat of each sample (its time_s is re-derived with them); absent in bundles "
+                              "written before xmfu recorded it") = None
 
 
 class Samples(Record, kw_only=True):
