@@ -215,8 +215,8 @@ def run_part(part: Part, out: Path, smoke: bool, device: str, gpus: int, budget_
     sizes = "smoke" if smoke else "full"
     folder.supersede(out, part.name)
     run_id = f"{part.name}.{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
-    achievable = folder.achievable_tflops(out, part.achievable_from, sizes, device) if part.achievable_from else None
-    cmd = command(part, out, run_id, smoke, gpus, [f"achievable_tflops={achievable}"] if achievable else [])
+    achievable = folder.achievable_overrides(out, part.achievable_from, sizes, device) if part.achievable_from else []
+    cmd = command(part, out, run_id, smoke, gpus, achievable)
     state: dict[str, Any] = {"part": part.name, "sizes": sizes, "device": device, "bundle": run_id,
                              "command": cmd, "budget_s": budget_s, "estimate_min": estimate(part.name).minutes,
                              "started": utc_now(), "finished": None,

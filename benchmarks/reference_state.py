@@ -71,13 +71,17 @@ def supersede(out: Path, name: str) -> None:
             shutil.move(str(old), str(out / SUPERSEDED / old.name))
 
 
-def achievable_tflops(out: Path, name: str, sizes: str, device: str) -> float | None:
-    """The achievable peak the mamf part `name` found, where its bundle is done and its sweep finished."""
+def achievable_overrides(out: Path, name: str, sizes: str, device: str) -> list[str]:
+    """`achievable_tflops=` and `achievable_method=` from the achievable peak the mamf part `name` found, where its
+    bundle is done and its sweep finished (the method travels with the figure: it is a denominator); [] if none."""
     if not done(out, next(p for p in PARTS if p.name == name), sizes, device)[0]:
-        return None
+        return []
     found = load(out, (read_state(out, name) or {}).get("bundle")).bundle
     achievable = (found.manifest.get("achievable") or {}) if found else {}
-    return achievable.get("tflops") if str(achievable.get("source", "")).startswith("mamf") else None
+    if not (achievable.get("tflops") and str(achievable.get("source", "")).startswith("mamf")):
+        return []
+    method = achievable.get("method") or "'not stated'"  # bundles from before the method was recorded
+    return [f"achievable_tflops={achievable['tflops']}", f"achievable_method={method}"]
 
 
 def state_line(out: Path, part: Part) -> str:

@@ -16,28 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import RunSettings, apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.config import CONFIG_DIR, RunSettings, apply_scale, explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.engine.structured import schema_of, translate
 
-
-def _config_dir() -> Path:
-    """The config groups: `harness/conf/` in an installed package (a wheel or `pip install .`: pyproject.toml's
-    package-dir ships the repository's configs/ as the package `xmfu.harness.conf`), else the checkout's own
-    configs/ (a source tree, or `pip install -e .`, which leaves every file where it is).
-
-    Hydra gets the folder as an absolute path (file://): hydra.main and initialize_config_dir take one as is
-    (hydra 1.3.8 _internal/utils.py compute_search_path_dir). `pkg://harness.conf` would need configs/ importable
-    as that module, which a source checkout on PYTHONPATH never is.
-    """
-    here = Path(__file__).resolve().parent
-    packaged = here / "conf"
-    return packaged if packaged.is_dir() else here.parent / "configs"
-
-
-CONFIG_DIR = _config_dir()
 MULTIRUN_FLAGS = ("-m", "--multirun")
 # Hydra flags whose next word is theirs, not an override
 VALUE_FLAGS = ("-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name", "-cd",
@@ -212,7 +196,7 @@ def validate_job(job: Sequence[str], registry: Registry) -> RunConfig:
     from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(job)
-    cfg = parse_run_config(data, registry.backends_by_workload(), explicit_workload_keys(job))
+    cfg = parse_run_config(data, registry.backends_by_workload(), explicit_keys(job))
     plan_phases(cfg, registry)  # workload sizes are checked when they expand into cases
     return cfg
 
@@ -321,9 +305,9 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     def _job(cfg: DictConfig) -> None:
         data = OmegaConf.to_container(cfg, resolve=True)
         task_overrides = list(HydraConfig.get().overrides.task)
-        explicit = explicit_workload_keys(task_overrides)
+        explicit = explicit_keys(task_overrides)
         run_cfg = parse_run_config(data, registry.backends_by_workload(), explicit)
-        resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit)))  # what actually ran
+        resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit).data))  # what actually ran
         try:
             outcome = execute(run_cfg, registry, resolved, ["xmfu", "run", *args], task_overrides)
         except (NoAcceleratorError, SetupError) as exc:

@@ -27,8 +27,13 @@ from xmfu.harness.engine.interrupts import (
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
-from xmfu.harness.machine import compat, contention, environment, stack
-from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_join_in_flight, use_triton_interpreter
+from xmfu.harness.machine import compat, contention, environment, stack, threads
+from xmfu.harness.machine.frameworks import (
+    JaxJoinFailed,
+    jax_join_in_flight,
+    jax_processes_joined,
+    use_triton_interpreter,
+)
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
@@ -39,6 +44,8 @@ from xmfu.harness.results.writer import BundleWriteError, BundleWriter, NullWrit
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
+METHOD_WORDS = {"flushed": "cache flushed before every call, as mamf-finder's published table",
+                "warm": "warm back-to-back calls (mamf.method=warm): above mamf-finder's published method"}
 
 
 @dataclass
@@ -76,16 +83,33 @@ def new_run_id(cfg: RunConfig) -> str:
     return f"{stamp}-{cfg.workload_name}-{cfg.dtype}-{secrets.token_hex(3)}"
 
 
+def run_key(cfg: RunConfig) -> str:
+    """The manifest's comparability_key: the run's workload settings, dtype, protocol (its suite's tag included)
+    and whether the mamf sweep ran. `xmfu validate` re-hashes it from config.yaml (harness/cli/formulas.py)."""
+    return comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
+                              "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+
+
 def _manifest(cfg: RunConfig, run_id: str, argv: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
-    key = comparability_key({"workload": dict(cfg.workload), "dtype": cfg.dtype,
-                             "protocol": cfg.protocol(), "mamf": cfg.mamf.enabled})
+    key = run_key(cfg)
     out = {"run_id": run_id, "created": utc_now(), "xmfu_version": __version__,
            "git_sha": environment.git_sha(PROJECT_ROOT), "argv": list(argv), "overrides": list(overrides),
            "workload": cfg.workload_name, "dtype": cfg.dtype, "backends": list(cfg.backends),
            "comparability_key": key, "achievable": None}
     if cfg.suite is not None:
         out["suite"] = asdict(cfg.suite)
+    if cfg.scale == "smoke":  # named only when shrunk: full-size bundles keep the manifest they always had
+        out["scale"] = {"scale": cfg.scale, "notes": {phase: list(n) for phase, n in cfg.scale_notes.items()}}
     return out
+
+
+def _say_scale(cfg: RunConfig) -> None:
+    """scale=smoke: what was shrunk, in the run's output (the manifest and every row say it too)."""
+    if cfg.scale != "smoke":
+        return
+    notes = list(dict.fromkeys(n for phase in cfg.scale_notes.values() for n in phase))  # each shrink once
+    for note in notes or ["the workload's own sizes are already its smoke sizes"]:
+        print(f"xmfu: scale=smoke: {note}", file=sys.stderr)
 
 
 def _rounded(value: Any) -> Any:
@@ -131,7 +155,7 @@ def _run_conditions(runner: CaseRunner, start: contention.Snapshot) -> dict[str,
 
 
 def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo,
-            start: contention.Snapshot | None = None) -> None:
+            start: contention.Snapshot | None = None, wide: bool = False) -> None:
     if start is not None:
         writer.update(conditions=_run_conditions(runner, start))
     if (writer.manifest.get("tunableop") or {}).get("applied"):
@@ -144,13 +168,20 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
     writer.finalize(status)
     if not proc.writes_bundle:
         return
-    print(table(runner.rows))
+    print(table(runner.rows, wide=wide))
+    if runner.ctx.config.scale == "smoke":
+        print("scale=smoke: every row above ran at smoke sizes (each row's scale_note says what was shrunk); they "
+              "are not the full sizes' figures")
     for name, items in summary.items():
         for key, value in items.items():
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
-    if runner.achievable and runner.achievable.get("source", "").startswith("mamf"):
-        a = runner.achievable
-        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']})")
+    a = runner.achievable
+    if a and a.get("source", "").startswith("mamf"):
+        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']}; "
+              f"{METHOD_WORDS.get(a['method'], a['method'])})")
+    elif a:  # a denominator says how it was measured, wherever it is used
+        print(f"vs achievable: divided by achievable_tflops={a['tflops']:g} TFLOP/s (from the config; "
+              f"{METHOD_WORDS.get(a['method'], 'method ' + a['method'])})")
     print(f"bundle: {writer.folder}", flush=True)
 
 
@@ -215,6 +246,9 @@ def _say_outside_range(findings: Sequence[str]) -> None:
 
 def execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequence[str],
             overrides: Sequence[str]) -> Outcome:
+    # Outside the restored environment: the variables stay for later jobs (OpenMP read them once) and the records.
+    # The Python API and Hydra's submitit tasks reach a run here first (machine/threads.py).
+    threads.prepare_environment()
     with restored_environment():
         return _execute(cfg, registry, config_yaml, argv, overrides)
 
@@ -244,11 +278,13 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         env = environment.capture(plat, cfg.cpu_clock_ghz, sampler, frameworks)
         writer: Any = _open_bundle(folder, manifest, config_yaml, env)
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
+        _say_scale(cfg)
         _say_outside_range(env["compat"]["outside"])
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
-    runner = CaseRunner(ctx, writer, run_id, progress, sampler)
+    runner = CaseRunner(ctx, writer, run_id, progress, sampler, on_step=progress.step)
+    _watch_ranks(runner, writer, proc, cfg.workload.get("timeout_s"))
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
     # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
@@ -256,13 +292,15 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         try:
             stopped = _measure(runner, phases)
         except BaseException:
+            progress.close()  # the live line and its ticker end before the error is reported
             writer.finalize("partial")
             raise
         progress.close()
         if isinstance(stopped, BundleWriteError):
             return _write_failed(writer, folder, stopped)
         try:
-            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start)
+            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
+                    cfg.output.wide)
         except BundleWriteError as exc:
             return _write_failed(writer, folder, exc)
         late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
@@ -275,13 +313,42 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         print(f"xmfu: aborted ({stopped}); finished cases are kept, bundle status partial", file=sys.stderr)
         code = 1
     if code is not None:
-        if jax_join_in_flight():  # JAX would abort the process when its own join bound passes: leave first
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        # A join still in flight: JAX aborts the process when its own join bound passes. A multi-process JAX run
+        # that ended early: a process may be lost, and JAX's shutdown barrier at exit would wait for it and abort.
+        if jax_join_in_flight() or jax_processes_joined() > 1:
+            _leave(code)
         return Outcome(folder, code)
     any_ok = any(r["status"] == "ok" for r in runner.rows)
     return Outcome(folder, 0 if any_ok else 1)
+
+
+def _leave(code: int) -> None:
+    """End the process now, with `code`, without Python's shutdown (JAX's exit hook, whose barrier waits for
+    every process, and whose end is an abort)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _watch_ranks(runner: CaseRunner, writer: Any, proc: ProcessInfo, timeout_s: Any) -> None:
+    """A multi-process JAX run: a case that stalls for the workload's timeout_s (a process froze or died after
+    joining; engine/stall.py) has its rows failed and the run ended here, bundle partial, exit status 1, before
+    JAX's own bound (its heartbeat) ends the process by an abort. Called from the watching thread."""
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or proc.world_size < 2:
+        return
+
+    def stalled(reason: str) -> None:
+        code = 1
+        try:
+            hold_signals()  # the bundle is finished whatever arrives now
+            writer.finalize("partial")
+            print(f"xmfu: aborted ({reason}); finished cases are kept, bundle status partial", file=sys.stderr)
+        except BaseException as exc:  # the bundle could not be finished: said, and the run still ends
+            print(f"xmfu: aborted ({reason}); the bundle could not be finished: {exc}", file=sys.stderr)
+        finally:
+            _leave(code)
+
+    runner.stall_limit_s, runner.on_stall = float(timeout_s), stalled
 
 
 def _measure(runner: CaseRunner, phases: list[Phase]) -> BaseException | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_config
-from xmfu.harness.config import explicit_workload_keys, parse_run_config
+from xmfu.harness.config import explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.hydra_app import UsageError, compose_job, config_groups, validate_job
 from xmfu.workloads.catalog import build_registry
@@ -81,9 +81,10 @@ def test_sizes_named_on_the_command_line_win_over_the_smoke_sizes():
     assert cfg.workload["sizes"] == [64] and cfg.workload["shapes"] == [[96, 80, 72]]
 
 
-def test_explicit_workload_keys():
-    assert explicit_workload_keys(["workload.sizes=[1]", "+workload.x=2", "dtype=bf16", "workload=matmul"]) == {
-        "sizes", "x"}
+def test_explicit_keys():
+    assert explicit_keys(["workload.sizes=[1]", "+workload.x=2", "dtype=bf16", "workload=matmul", "mamf.m=[8]",
+                          "model.seq_len=16", "model=1b", "hydra.run.dir=x"]) == {
+        "workload.sizes", "workload.x", "mamf.m", "model.seq_len"}
 
 
 @pytest.mark.parametrize(("override", "needle"), [

@@ -171,6 +171,7 @@ def test_parts_resume_redo_and_stop_at_their_budget(tmp_path, capsys):
     matmul = json.loads((out / "parts" / "matmul.json").read_text())
     assert matmul["status"] == "complete" and matmul["stopped"] is None and (out / matmul["bundle"]).is_dir()
     assert any(a.startswith("achievable_tflops=") for a in matmul["command"])  # from mamf-bf16's bundle
+    assert "achievable_method=flushed" in matmul["command"]  # with the method it was measured by
     assert (out / "report.html").exists() and "| matmul | " in (out / "summary.md").read_text()
 
     capsys.readouterr()

@@ -25,9 +25,9 @@ def _registry() -> Registry:
     return registry
 
 
-def _run(tmp_path, registry, run_id):
+def _run(tmp_path, registry, run_id, **extra):
     data = {"workload": {"name": "fake"}, "backends": ["good"], "dtype": "fp32", "timing": dict(QUICK_TIMING),
-            "mamf": {}, "results_dir": str(tmp_path), "run_id": run_id, "device": "cpu"}
+            "mamf": {}, "results_dir": str(tmp_path), "run_id": run_id, "device": "cpu", **extra}
     cfg = parse_run_config(data, registry.backends_by_workload())
     return execute(cfg, registry, "", ["test"], [])
 
@@ -63,3 +63,9 @@ def test_rows_and_manifest_record_contention_and_drift(tmp_path):
     assert set(record) >= {"contended", "reason", "busiest_others", "load_avg", "gpu_processes"}
     conditions = bundle.manifest["conditions"]
     assert conditions["load_avg"]["start"] and "contended_rows" in conditions and "drift" in conditions
+
+
+def test_an_achievable_peak_from_the_config_is_printed_with_its_method(tmp_path, capsys):
+    outcome = _run(tmp_path, _registry(), "given", achievable_tflops=2.0, achievable_method="warm")
+    assert outcome.exit_code == 0
+    assert "divided by achievable_tflops=2 TFLOP/s (from the config; warm back-to-back calls" in capsys.readouterr().out

@@ -13,6 +13,12 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 for _signal in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_signal, _interrupted_while_starting)
 
+# Before anything loads torch (and its OpenMP runtime, which reads OMP_WAIT_POLICY once, as it loads): CPU threads
+# that do not spin while another framework runs (harness/machine/threads.py). torchrun's ranks start here too.
+from xmfu.harness.machine.threads import prepare_environment  # noqa: E402
+
+prepare_environment()
+
 from xmfu.harness.cli.main import run_as_module  # noqa: E402  (after the handlers, on purpose)
 
 run_as_module()

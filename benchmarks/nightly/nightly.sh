@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xmfu nightly from cron: run the nightly suite on this machine's devices, append to the history store,
 # publish the history page and the ROCm/CUDA gap, and exit as the suite did (1: a regression or a lost
-# coverage cell; 2: bad settings; 130: interrupted). One run at a time (flock).
+# coverage cell; 3: not judged, the night's rows contended or not validly timed; 2: bad settings; 130:
+# interrupted). One run at a time (flock).
 #
 #   crontab -e
 #   30 2 * * * XMFU_STORE=/shared/xmfu/history XMFU_PUBLISH=/var/www/xmfu /opt/xmfu/benchmarks/nightly/nightly.sh >> /var/log/xmfu-nightly.log 2>&1

@@ -111,6 +111,8 @@ def _history_check(ns: argparse.Namespace) -> int:
     judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
     for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
         print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {history.describe(f)}")
+    for key, said in history.flagged_within_noise(rows, ns.metric, flagged):  # the verdict "no change" with its flags
+        print(f"FLAGGED {history.series_label(key, keys)}: within the noise; the latest run's row: {said}")
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
     return 1 if judged else 0

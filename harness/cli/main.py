@@ -31,6 +31,7 @@ from xmfu.harness.cli.common import (
 )
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.sign import cmd_sign
+from xmfu.harness.cli.table import cmd_table
 from xmfu.harness.engine import interrupts
 
 USAGE = """usage: xmfu <command> [arguments]
@@ -52,6 +53,8 @@ commands:
   history report            plot a metric over time or the gap between platforms (--gap rocm cuda;
                             -o F.svg or F.html), exit 1 when the latest value moved beyond the noise;
                             report -o F.html: every series, regressions, software changes, coverage over time
+  table BUNDLES [--wide]    the end-of-run table again, from the bundles' rows (120 columns; --wide: every
+                            column)
   export BUNDLES -o F       every row flattened, one per case and backend: F.parquet or F.csv (for pandas)
   validate BUNDLE...        check a result bundle: files, checksums, records, and every figure re-derived from
                             its samples, formulas and the peak table (exit 1 naming each problem);
@@ -369,7 +372,7 @@ def cmd_run(args: Sequence[str]) -> int:
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
             "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "sign": cmd_sign,
-            "doctor": cmd_doctor,
+            "doctor": cmd_doctor, "table": cmd_table,
             "peaks": cmd_peaks, "env": cmd_env}
 
 
@@ -473,6 +476,9 @@ def _record_signal(signum: int, frame: Any) -> None:
 
 def run_as_module() -> None:
     """The `xmfu` console script and `python -m xmfu` (torchrun's form): `main`, then leave with its status."""
+    from xmfu.harness.machine.threads import prepare_environment
+
+    prepare_environment()  # the console script's first chance, before any command imports torch (threads.py)
     if threading.current_thread() is threading.main_thread():
         for s in _CtrlC.SIGNALS:
             signal.signal(s, _record_signal)

@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xmfu.harness.engine import stall
 from xmfu.harness.engine.case import Case, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.registry import WorkloadDef
 from xmfu.harness.engine.sampler import sample_fixed_group, sample_interleaved
 from xmfu.harness.engine.timers import timer_for
 from xmfu.harness.engine.timing import Series, merged_series
+from xmfu.harness.machine.frameworks import jax_processes_joined
 
 STATUS_ORDER = ("failed", "incorrect", "skipped", "ok")  # the worst status of a backend's repeats is its row's
 
@@ -48,20 +50,42 @@ def _failure_reason(exc: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
-def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str) -> Attempt:
+def lockstep(workload: WorkloadDef, backend: str) -> bool:
+    """Whether `backend` runs JAX alone: in a multi-process JAX run its processes run every case in lockstep, so
+    its failure ends the run (RunAborted). One that failed where another did not would wait for the other in
+    different collectives, and a peer that died makes gloo fail every later collective at once ("Connection
+    closed by peer", seen with jax 0.10.2 on CPU), as a torch process group is broken for good
+    (workloads/collectives/torch_dist.py `guarded`)."""
+    return workload.implementations[backend].frameworks == ("jax",)
+
+
+def _quiet(step: str) -> None:
+    return None
+
+
+def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backend: str,
+                      on_step: Callable[[str], None] = _quiet) -> Attempt:
+    """Prepare the backend's callable, call it once untimed, check its result; `on_step` hears each step as it
+    begins (preparing, compiling/first call, checking), so a display can say what a long case is doing."""
     attempt = Attempt(backend)
     impl = workload.implementations[backend]
     try:
         ok, why = impl.available(case, ctx)
         if not ok:
             return Attempt(backend, "skipped", why)
+        on_step("preparing")
         attempt.prepared = impl.prepare(case, ctx)
+        stall.kick()
         if attempt.prepared.timing_valid:
+            on_step("compiling/first call")
             start = time.perf_counter()
             attempt.prepared.fn()  # first call: compile / autotune / TunableOp tuning / lazy init, never timed
             attempt.prepared.notes["first_call_s"] = time.perf_counter() - start
+            stall.kick()
         checked = attempt.prepared.check_case or case
+        on_step("checking")
         check = checked.check(attempt.prepared.result(checked.check_rows()))
+        stall.kick()
         attempt.check = check.as_dict()
         if checked is not case:
             attempt.check["case_id"] = checked.case_id
@@ -76,6 +100,8 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
     except (Exception, SystemExit) as exc:  # compile errors, unsupported dtypes, OOM: this row fails, the sweep
         # goes on. SystemExit too: a backend's (or a Python API candidate's) sys.exit() is its own failure, not the
         # end of every other backend's measurement. Signals arrive as KeyboardInterrupt (engine/interrupts.py).
+        if lockstep(workload, backend) and jax_processes_joined() > 1:
+            raise RunAborted(f"{backend} failed in a multi-process JAX run: {_failure_reason(exc)}") from None
         traceback.print_exc(limit=3, file=sys.stderr)
         return Attempt(backend, "failed", _failure_reason(exc), check=attempt.check)
     return attempt
@@ -118,6 +144,7 @@ def gather_ranks(attempts: list[Attempt]) -> None:
             continue
         a.rank_samples = _gathered(p, s)
         a.variant_rank_samples = {name: _gathered(p, v) for name, v in a.variants.items()}
+        stall.kick()
 
 
 def _gathered(p: Prepared, s: Series) -> list[list[float]]:

@@ -13,7 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.engine.attempts import Attempt, gather_ranks, merge_repeats, prepare_and_check, release, time_attempts
+from xmfu.harness.engine import stall
+from xmfu.harness.engine.attempts import (
+    Attempt,
+    gather_ranks,
+    lockstep,
+    merge_repeats,
+    prepare_and_check,
+    release,
+    time_attempts,
+)
 from xmfu.harness.engine.case import Case, Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import raise_if_interrupted
@@ -24,14 +33,17 @@ from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
 from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention, stack
-from xmfu.harness.machine.frameworks import release_cached_memory
+from xmfu.harness.machine.frameworks import jax_processes_joined, release_cached_memory
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.recorder import Recorder
+from xmfu.harness.machine.threads import threads_record
 from xmfu.harness.results.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.stats import paired_speedup, spread, summarize
 from xmfu.harness.results.writer import BundleWriter, RecordError, utc_now
+
+StepListener = Callable[[str, str, str, str], None]  # (phase, case_id, backend, step): ("main", id, "jax", "checking")
 
 
 @dataclass
@@ -148,12 +160,18 @@ def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tu
                     "samples": values if plain else []}
 
 
+def _jax_spans_processes() -> bool:
+    return jax_processes_joined() > 1
+
+
 class CaseRunner:
     """Runs cases and appends their rows to a bundle; keeps the achievable peak found so far."""
 
     def __init__(self, ctx: RunContext, writer: BundleWriter, run_id: str,
-                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None) -> None:
+                 progress: Callable[[dict[str, Any]], None], sampler: Sampler | None = None,
+                 on_step: StepListener | None = None) -> None:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
+        self.on_step = on_step  # hears (phase, case_id, backend, step) as each step of a case begins
         self.sampler = sampler
         self.clocks = _clocks(sampler)
         self.own_pids = contention.own_processes(contention.snapshot())
@@ -164,10 +182,15 @@ class CaseRunner:
         self.readings: list[Reading] = []
         self.achievable: dict[str, Any] | None = None
         if ctx.config.achievable_tflops:
-            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops"}
+            self.achievable = {"tflops": ctx.config.achievable_tflops, "source": "config achievable_tflops",
+                               "method": ctx.config.achievable_method}
         self.rows: list[dict[str, Any]] = []
         self._flush_fn: Callable[[], Any] | None = None
         self.flush_bytes: int | None = None
+        # A multi-process JAX run (the front door sets these): a case whose calls stall for stall_limit_s (the
+        # workload's timeout_s) has its rows failed and the run ended by `on_stall(reason)` (engine/stall.py).
+        self.stall_limit_s: float | None = None
+        self.on_stall: Callable[[str], None] | None = None
 
     def run_phase(self, phase: Phase) -> None:
         for case in phase.cases:
@@ -183,15 +206,17 @@ class CaseRunner:
         order rotating between repeats), then write one row per backend from all of its repeats."""
         started, repeats = utc_now(), self.ctx.config.repeats
         self.readings = []
-        before = contention.snapshot()
+        before = contention.snapshot(own=self.own_pids)
         self.case_count += 1
         per_repeat: list[list[Attempt]] = []
         timed_out = False
+        limit = self.stall_limit_s if self.on_stall is not None else None
         try:
-            for r in range(repeats):
-                attempts, out = self._measure(phase, case, r)
-                per_repeat.append(attempts)
-                timed_out = timed_out or out
+            with stall.watched(limit, lambda idle: self._stalled(phase, case, started, idle), _jax_spans_processes):
+                for r in range(repeats):
+                    attempts, out = self._measure(phase, case, r)
+                    per_repeat.append(attempts)
+                    timed_out = timed_out or out
         except RunAborted as exc:  # every backend of this case fails with the reason; the run then ends
             for b in phase.backends:
                 self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started))
@@ -208,6 +233,16 @@ class CaseRunner:
             if phase.workload.derive:
                 row.update(phase.workload.derive(row, self.rows))
             self._emit(row, samples)
+
+    def _stalled(self, phase: Phase, case: Case, started: str, idle: float) -> None:
+        """From the watching thread (the main one is stuck in a collective): every backend of the case fails with
+        the reason, as for RunAborted, and the front door ends the run."""
+        reason = (f"jax.distributed: no call of this case completed for {idle:.0f} s (workload.timeout_s="
+                  f"{self.stall_limit_s:g}): a process froze or died after joining")
+        for b in phase.backends:
+            self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {reason}"), False, started))
+        assert self.on_stall is not None
+        self.on_stall(reason)
 
     def _attach(self, row: dict[str, Any], files: dict[str, bytes | str]) -> list[str]:
         """A backend's files (e.g. a profiler trace) into the bundle, named after the row they belong to. A name
@@ -230,12 +265,16 @@ class CaseRunner:
         attempts in the phase's order and whether the time budget ran out."""
         shift = repeat % len(phase.backends)
         order = list(phase.backends[shift:]) + list(phase.backends[:shift])
-        by_backend = {b: prepare_and_check(case, self.ctx, phase.workload, b) for b in order}
+        by_backend = {b: prepare_and_check(case, self.ctx, phase.workload, b, self._listener(phase, case, b))
+                      for b in order}
         ready = [by_backend[b] for b in order if by_backend[b].status == "ok"]
+        timed = [a.backend for a in ready if a.prepared and a.prepared.timing_valid]
+        if timed:
+            self._listener(phase, case, ",".join(timed))("timing")
         recorder = self._recorder() if ready else None
         try:
             # JAX's timer never flushes: a JAX-only run allocates no (torch) flush buffer, so imports no torch
-            flushed = any(a.prepared.framework != "jax" for a in ready)
+            flushed = self._flushes(phase) and any(a.prepared.framework != "jax" for a in ready)
             timed_out = time_attempts(ready, self.ctx, self._flush() if flushed else None, repeat) if ready else False
         finally:
             new = recorder.stop() if recorder else []
@@ -245,11 +284,26 @@ class CaseRunner:
                 self.last_reading = new[-1]
         gather_ranks(ready)
         attempts = [by_backend[b] for b in phase.backends]
+        if self.on_stall is not None and _jax_spans_processes():
+            for a in attempts:
+                if a.status == "failed" and lockstep(phase.workload, a.backend):
+                    raise RunAborted(f"{a.backend} failed in a multi-process JAX run: {a.reason}")
         if self.ctx.config.repeats > 1:
             release(attempts)
             gc.collect()
             release_cached_memory()
         return attempts, timed_out
+
+    def _listener(self, phase: Phase, case: Case, backend: str) -> Callable[[str], None]:
+        """The step listener for one backend of one case: a display error never costs the measurement."""
+        def heard(step: str) -> None:
+            if self.on_step is None:
+                return
+            try:
+                self.on_step(phase.name, case.case_id, backend, step)
+            except Exception:  # the display is not the measurement: a row never fails for it
+                self.on_step = None
+        return heard
 
     def _contention(self, before: contention.Snapshot) -> dict[str, Any]:
         """Other processes on this host (and on the timed GPU) during the case just measured."""
@@ -260,7 +314,7 @@ class CaseRunner:
             except Exception:  # a process list that cannot be read is unknown, not empty
                 gpu = None
         on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
-        return contention.assess(before, contention.snapshot(), self.own_pids, gpu, on_gpu,
+        return contention.assess(before, contention.snapshot(own=self.own_pids), self.own_pids, gpu, on_gpu,
                                  contention.pid_namespace() if on_gpu else None)
 
     def _emit(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
@@ -272,10 +326,15 @@ class CaseRunner:
         self.rows.append(row)
         self.progress(row)
 
-    def _flush(self) -> Callable[[], Any] | None:
-        """The last-level-cache flush of `timing.flush_l2`, allocated once per run."""
-        if not self.ctx.config.timing.flush_l2:
-            return None
+    def _flushes(self, phase: Phase) -> bool:
+        """Whether the phase's calls are timed after a last-level-cache flush: the mamf sweep as `mamf.method` says
+        (flushed by default, as mamf-finder measures the published achievable figures), the rest as
+        `timing.flush_l2` says."""
+        cfg = self.ctx.config
+        return cfg.mamf.method == "flushed" if phase.name == "mamf" else cfg.timing.flush_l2
+
+    def _flush(self) -> Callable[[], Any]:
+        """The last-level-cache flush, allocated once per run."""
         if self._flush_fn is None:
             on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
             self._flush_fn, self.flush_bytes = flush_buffer(self.ctx.device.cache_bytes,
@@ -333,7 +392,7 @@ class CaseRunner:
         flops = case.flops()
         p = a.prepared
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      self._protocol(p))
+                                      self._protocol(p, phase))
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
@@ -347,7 +406,11 @@ class CaseRunner:
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
             "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
+            "threads": threads_record(p.framework) if p and self.ctx.platform.kind == "cpu" else None,
         }
+        if cfg.scale == "smoke":  # a smoke row says so: it is not the figure of the sizes the user named
+            row["scale"] = "smoke"
+            row["scale_note"] = "; ".join(cfg.scale_notes.get(phase.name, ())) or "run at its smoke sizes"
         s = a.series
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
         if a.status == "ok" and s and s.samples:
@@ -355,7 +418,7 @@ class CaseRunner:
             row["time_s"] = summary.as_dict()
             row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
                             "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
-                            **_launch_fields(s, summary.median), **self._method_fields(p)}
+                            **_launch_fields(s, summary.median), **self._method_fields(p, phase)}
             row["repeats"] = _repeat_fields(s)
             if a.variants:
                 row["variants"] = _variant_fields(a, cfg.timing.bootstrap_resamples)
@@ -375,6 +438,7 @@ class CaseRunner:
                                                flops)
         row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
                                self.achievable))
+        row.update(self._achievable_method(phase, p, row))
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
         row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
         if flops == 0:
@@ -387,8 +451,8 @@ class CaseRunner:
                    "samples": s.samples if s else [], "rounds": s.rounds if s else [],
                    "repeats": s.sample_repeats if s else []}
         if a.variants:
-            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name)}
-                                   for name, v in a.variants.items()}
+            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
+                                          "repeats": v.sample_repeats} for name, v in a.variants.items()}
         return row, samples
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,
@@ -404,25 +468,40 @@ class CaseRunner:
         membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
         return figures(time_s, samples, membw, None if timing_valid else note)
 
-    def _protocol(self, p: Prepared | None) -> dict[str, Any]:
+    def _protocol(self, p: Prepared | None, phase: Phase) -> dict[str, Any]:
         """The run's protocol as this row was timed: `cuda_graph` is named only where graphs were replayed, so a
-        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph."""
-        out = self.ctx.config.protocol()
-        if out.get("cuda_graph") and (p is None or self._method_fields(p).get("cuda_graph") is not True):
+        row timed with plain events (JAX, a training step) keys like one from a run without timing.cuda_graph. The
+        mamf sweep names `flush_l2` as `mamf.method` chose it (RunConfig.protocol)."""
+        out = self.ctx.config.protocol(phase.name)
+        if out.get("cuda_graph") and (p is None or self._method_fields(p, phase).get("cuda_graph") is not True):
             del out["cuda_graph"]
         return out
 
-    def _method_fields(self, p: Prepared) -> dict[str, Any]:
+    def _method_fields(self, p: Prepared, phase: Phase) -> dict[str, Any]:
         """Which of the optional timing methods applied to this backend, and why not where asked for."""
         t, torch_gpu = self.ctx.config.timing, p.framework == "torch" and self.ctx.platform.kind in ("cuda", "rocm")
+        flushed = self._flushes(phase)
         out: dict[str, Any] = {}
         if t.cuda_graph:
+            # a flushed sweep times each call alone after its flush: a graph's back-to-back replays would skip it
             out["cuda_graph"] = (f"not applied: {p.framework} on {self.ctx.platform.kind}" if not torch_gpu
-                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph else True)
-        if t.flush_l2:
+                                 else f"not applied: {p.no_cuda_graph}" if p.no_cuda_graph
+                                 else "not applied: mamf.method=flushed times each call alone after a cache flush "
+                                      "(mamf.method=warm replays graphs)" if flushed else True)
+        if flushed:
             out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
                 "not applied: JAX runs whole compiled programs, which a flush cannot split")
         return out
+
+    def _achievable_method(self, phase: Phase, p: Prepared | None, row: dict[str, Any]) -> dict[str, Any]:
+        """A sweep row: how it was timed (`flushed` only where the flush ran: never for JAX). A row divided by an
+        achievable peak: how that peak was measured, beside the figure it divides by."""
+        if phase.name == "mamf":
+            flushed = self._flushes(phase) and p is not None and p.framework != "jax"
+            return {"achievable_method": "flushed" if flushed else "warm"}
+        if row.get("achievable_tflops") is not None and self.achievable:
+            return {"achievable_method": self.achievable.get("method", "not stated")}
+        return {}
 
     def _set_achievable(self, phase: Phase) -> None:
         best = max((r for r in self.rows if r["phase"] == phase.name and r["status"] == "ok"
@@ -430,7 +509,8 @@ class CaseRunner:
         if best is None:
             return
         self.achievable = {"tflops": best["tflops"], "source": "mamf sweep in this run", "dtype": best["dtype"],
-                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"]}
+                           "backend": best["backend"], "case_id": best["case_id"], "params": best["params"],
+                           "method": best["achievable_method"]}
         self.writer.update(achievable=self.achievable)
 
     def drift(self) -> dict[str, Any]:

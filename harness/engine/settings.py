@@ -12,11 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Range, setting
+from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, OneOf, Range, setting
 from xmfu.harness.results.stats import BOOTSTRAP_RESAMPLES
 
 MAX_RESAMPLES = 100_000
 MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
+# How an achievable peak was measured (a row's `achievable_method`): `flushed` is stas00's mamf-finder's method,
+# whose published table anchors "achievable": `l2_cache.zero_()` on a 256 MiB buffer before every timed call
+# (ml-engineering compute/accelerator/benchmarks/mamf-finder.py, benchmark_version 2, benchmark_mm); `warm` times
+# back-to-back calls, which on the project's CPU read 1.4-1.8x higher than that method (issue 30).
+ACHIEVABLE_METHODS = ("flushed", "warm")
+MAMF_SMOKE_SIZES = (256, 512)  # scale=smoke's sweep (harness/config.py): 8 shapes, seconds on a CPU
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,14 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True)
+class OutputConfig:
+    """What a run prints at its end (the bundle keeps every field whatever is printed)."""
+
+    wide: bool = setting(False, "the end table with every column, one line per row; false: the columns that vary "
+                         "and the figures, fitted to 120 columns")
+
+
+@dataclass(frozen=True)
 class RocmConfig:
     """AMD only: PyTorch TunableOp's tuning pass before timing (tuning time recorded, not timed; the tuned GEMM
     solutions kept in the bundle as tunableop_results.csv). Rows record the setting either way, so "ROCm with
@@ -81,6 +95,9 @@ class MamfConfig:
     timing-valid result becomes the denominator of mfu_vs_achievable in the later rows."""
 
     enabled: bool = setting(False, "run the sweep before the main workload (experiment=mamf)")
+    method: str = setting("flushed", "flushed: a buffer of at least 2x the last-level cache overwritten before every "
+                          "timed call, as mamf-finder (whose published table is the anchor) does | warm: "
+                          "back-to-back calls, caches warm (reads higher)", OneOf(ACHIEVABLE_METHODS))
     backend: str = setting("torch", "the matmul backend that runs the sweep")
     m: tuple[int, ...] = setting(MAMF_SIZES, "M sizes swept", POSITIVE_INT)
     n: tuple[int, ...] = setting(MAMF_SIZES, "N sizes swept", POSITIVE_INT)
@@ -120,6 +137,7 @@ class RunConfig:
     peak_tflops: float | None
     peak_membw_gbps: float | None  # peak memory bandwidth (GB/s) to divide by: the MBU denominator
     achievable_tflops: float | None
+    achievable_method: str  # how achievable_tflops was measured: flushed, warm or "not stated"
     cpu_clock_ghz: float | None
     baseline: str | None  # backend every other one is compared with (speedup, CI, verdict)
     telemetry: TelemetryConfig
@@ -128,11 +146,19 @@ class RunConfig:
     equivalence_margin: float  # speedups within 1 +- this count as equivalent
     device_index: int | None  # measure this local device instead of the local rank's
     suite: SuiteTag | None = field(default=None)  # set by harness/suites/suite.py for its parts
+    output: OutputConfig = field(default_factory=OutputConfig)  # what the run prints; no figure depends on it
+    scale: str = "full"  # full, or smoke: shrunk by harness/config.py (scale=smoke)
+    # what scale=smoke shrank, in words, by phase ("mamf", "main"): printed, and kept in the manifest and the rows
+    scale_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def protocol(self) -> dict[str, Any]:
+    def protocol(self, phase: str = "main") -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability
-        key besides the case itself. Plain runs keep the keys they always had."""
+        key besides the case itself. Plain runs keep the keys they always had. The mamf sweep is flushed as
+        `mamf.method` says (timing.flush_l2 is the other phases'), so flushed and warm sweeps never compare."""
         out = self.timing.protocol()
+        if phase == "mamf":
+            out.pop("flush_l2", None)
+            out.update({"flush_l2": True} if self.mamf.method == "flushed" else {})
         if self.suite is not None:
             out["suite"] = self.suite.key()
         return out

@@ -149,6 +149,7 @@ class FlushingTimer:
     def __init__(self, flush: Callable[[], Any], torch: Any = None) -> None:
         self._flush, self._torch = flush, torch
         self.name = ("torch.cuda.Event" if torch else "perf_counter") + " per call after a last-level-cache flush"
+        self.last_wall_s: float | None = None  # per call, the flush included: what a sample really costs
 
     def _one(self, fn: Callable[[], Any]) -> float:
         if self._torch is None:
@@ -164,10 +165,11 @@ class FlushingTimer:
         return start.elapsed_time(end) / 1e3
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        total = 0.0
+        total, start = 0.0, time.perf_counter()
         for _ in range(inner):
             self._flush()
             total += self._one(fn)
+        self.last_wall_s = (time.perf_counter() - start) / inner
         return total / inner
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xmfu.harness.engine import stall
 from xmfu.harness.engine.settings import TimingConfig
 from xmfu.harness.engine.timers import Timer
 
@@ -66,6 +67,7 @@ class Series:
         start = time.perf_counter()
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
+        stall.kick()
         self.rounds.append(round_no)
         self.sample_repeats.append(self.repeat)
         if self.timer.last_host_s is not None:
@@ -78,12 +80,16 @@ def warm_up(series: Series, cfg: TimingConfig) -> None:
     start = time.perf_counter()
     while len(series.warmup_s) < cfg.warmup_min_iters or time.perf_counter() - start < cfg.warmup_s:
         series.warmup_s.append(series.timer.measure(series.fn, 1))
+        stall.kick()
     if series.calls_per_sample:
         series.inner = series.calls_per_sample
         series.inner_note = (f"{series.inner} call(s) per sample, fixed by the backend so that samples are "
                              "per-event latencies (timing.min_sample_s not applied)")
         return
     single = min(series.warmup_s[-3:])
+    # A flushing timer's calls each cost their flush too, outside the timed region: a sample lasts min_sample_s
+    # with the flushes counted, or a 64 MiB host flush before each of 100 tiny calls makes one sample last a second
+    single = max(single, getattr(series.timer, "last_wall_s", None) or 0.0)
     series.inner = 1 if single <= 0 else max(1, min(cfg.max_inner, math.ceil(cfg.min_sample_s / single)))
 
 

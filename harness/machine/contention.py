@@ -15,6 +15,13 @@ says nothing of namespaces). xmfu's own process would then look like another one
 PROC_PID_INIT_INO in the kernel's include/linux/proc_ns.h) and, outside the initial one, the listed processes are
 recorded as not attributable, never as contention. amdsmi's list comes from the kernel's KFD too; that it also
 carries host PIDs is assumed, not checked here.
+
+Oversubscription (more runnable threads than cores, whoever's they are: torch's OpenMP pool spinning while JAX's
+pool runs, two tasks of a launcher with a full pool each, another tenant) shows as time xmfu's own threads spent
+ready to run but waiting for a core: the second field of /proc/<pid>/task/<tid>/schedstat, "time spent waiting on
+a runqueue (in nanoseconds)" (the first: time spent on the cpu; the kernel's Documentation/scheduler/sched-stats.rst).
+Summed over xmfu's threads and divided by the case's length it is the average number of them kept off a core; above
+RUN_QUEUE_LIMIT the case is `oversubscribed`, and on a CPU (where those threads are the measurement) `contended`.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 PROC = Path("/proc")
 PROC_PID_INIT_INO = 0xEFFFFFFC  # the initial PID namespace's inode number (include/linux/proc_ns.h)
 CPU_SHARE_LIMIT = 0.10  # of one core
+RUN_QUEUE_LIMIT = 0.10  # of the case's length: xmfu's threads waiting for a core, summed
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -39,6 +47,8 @@ class Snapshot:
     cpu_ticks: dict[int, int] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
     parents: dict[int, int] = field(default_factory=dict)
+    sched: dict[int, tuple[int, int]] | None = None  # own threads: tid -> (run ns, run-queue wait ns)
+    procs_running: int | None = None  # /proc/stat: runnable threads on the host at the snapshot
 
 
 def _stat(pid_dir: Path) -> tuple[str, int, int] | None:
@@ -63,11 +73,34 @@ def pid_namespace(proc: Path = PROC) -> dict[str, Any]:
     return {"inode": inode, "initial": inode == PROC_PID_INIT_INO, "reason": None}
 
 
-def snapshot(proc: Path = PROC) -> Snapshot:
+def thread_sched(pids: set[int], proc: Path = PROC) -> dict[int, tuple[int, int]] | None:
+    """tid -> (ns on a cpu, ns waiting on a runqueue) of every thread of `pids`; None where no schedstat is
+    readable (not Linux, or a kernel without CONFIG_SCHED_INFO)."""
+    out: dict[int, tuple[int, int]] = {}
+    for pid in pids:
+        for task in (proc / str(pid) / "task").glob("[0-9]*"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                run, wait = (task / "schedstat").read_text().split()[:2]
+                out[int(task.name)] = (int(run), int(wait))
+    return out or None
+
+
+def _procs_running(proc: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in (proc / "stat").read_text().splitlines():
+            if line.startswith("procs_running "):
+                return int(line.split()[1])
+    return None
+
+
+def snapshot(proc: Path = PROC, own: set[int] | None = None) -> Snapshot:
+    """Every process's CPU time and the load; with `own`, also the scheduler statistics of those processes' threads."""
     load = None
     with contextlib.suppress(OSError, ValueError):
         load = tuple(float(v) for v in (proc / "loadavg").read_text().split()[:3])  # type: ignore[assignment]
-    snap = Snapshot(time.monotonic(), load)
+    snap = Snapshot(time.monotonic(), load, procs_running=_procs_running(proc))
+    if own:
+        snap.sched = thread_sched(own, proc)
     for pid_dir in proc.glob("[0-9]*"):
         stat = _stat(pid_dir)
         if stat:
@@ -107,6 +140,29 @@ def busiest(start: Snapshot, end: Snapshot, own: set[int], top: int = 3) -> list
     return sorted(used, key=lambda u: -u["core_share"])[:top]
 
 
+def run_queue(start: Snapshot, end: Snapshot, cores: int | None = None) -> dict[str, Any] | None:
+    """xmfu's threads between the snapshots: time on a core, time waiting for one, the wait as a share of the
+    window; None where either snapshot has no scheduler statistics. A thread born in the window counts from 0."""
+    if not start.sched or not end.sched:
+        return None
+    seconds = max(end.t - start.t, 1e-6)
+    run = sum(r - start.sched.get(tid, (0, 0))[0] for tid, (r, _) in end.sched.items()) / 1e9
+    wait = sum(w - start.sched.get(tid, (0, 0))[1] for tid, (_, w) in end.sched.items()) / 1e9
+    if cores is None and hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    return {"run_s": run, "wait_s": wait, "wait_share": wait / seconds, "threads": len(end.sched), "cores": cores,
+            "procs_running": end.procs_running}
+
+
+def oversubscription(queue: dict[str, Any] | None) -> str | None:
+    """Why the case counts as oversubscribed, or None (below RUN_QUEUE_LIMIT, or not readable)."""
+    if queue is None or queue["wait_share"] <= RUN_QUEUE_LIMIT:
+        return None
+    return (f"oversubscribed: xmfu's {queue['threads']} threads waited {queue['wait_s']:.3g} s for a core "
+            f"({100 * queue['wait_share']:.0f}% of the case; {queue['cores']} cores): more runnable threads "
+            "than cores (frameworks or tasks fighting for them, or other work)")
+
+
 UNATTRIBUTED = ("this process runs in its own PID namespace (a container without --pid=host) and the driver "
                 "lists host PIDs, so which listed process is xmfu's cannot be told: recorded, not counted as "
                 "contention")
@@ -129,7 +185,12 @@ def assess(start: Snapshot, end: Snapshot, own: set[int], gpu_processes: list[di
     if not on_gpu and others and others[0]["core_share"] > CPU_SHARE_LIMIT:
         top = others[0]
         reasons.append(f"{top['name']} (pid {top['pid']}) used {100 * top['core_share']:.0f}% of a core")
+    queue = run_queue(start, end)
+    over = oversubscription(queue)
+    if over and not on_gpu:  # on a GPU the host's threads only feed the device: recorded, not counted
+        reasons.append(over)
     return {"contended": bool(reasons), "reason": "; ".join(reasons) or None, "busiest_others": others,
+            "oversubscribed": None if queue is None else over is not None, "run_queue": queue,
             "load_avg": end.load_avg, "gpu_processes": gpu_others if gpu_processes is not None else None,
             "gpu_processes_attributed": None if gpu_processes is None else not foreign,
             "gpu_processes_note": UNATTRIBUTED if foreign and gpu_processes is not None else None,

@@ -180,6 +180,10 @@ def initialize_jax_distributed(platform_kind: str, timeout_s: float | None = Non
             join()
         else:
             join_within(join, timeout_s, proc.world_size)
+            import atexit
+
+            atexit.register(_leave_within, timeout_s)
+    _join["processes"] = proc.world_size
 
 
 class JaxJoinFailed(RuntimeError):
@@ -187,10 +191,11 @@ class JaxJoinFailed(RuntimeError):
     initialize raised): nothing distributed can run, so the workloads end the run with it (RunAborted)."""
 
 
-# How much longer than timeout_s JAX's own join bound is when xmfu waits for the join itself (join_within): the
-# time left to write the failed row, finish the bundle and leave before JAX's abort. A fixed margin, not measured.
+# How much longer than timeout_s JAX's own bounds are (the join's, the heartbeat's, the shutdown barrier's), when
+# xmfu keeps timeout_s itself (join_within, engine/stall.py, shutdown_within): the time left to write the failed
+# row, finish the bundle and leave before JAX's abort. A fixed margin, not measured.
 JOIN_GRACE_S = 60
-_join: dict[str, Any] = {"thread": None}
+_join: dict[str, Any] = {"thread": None, "processes": None}  # the join in flight; how many processes joined
 
 
 def join_within(join: Any, timeout_s: float, world_size: int) -> None:
@@ -242,25 +247,70 @@ def jax_join_in_flight() -> bool:
 
 # jax.distributed.initialize's bounds, by the release that added each to its signature (jax/_src/distributed.py
 # at the tags jax-v0.4.38 ... jax-v0.11.0): initialization_timeout (every supported release, default 300 s),
-# heartbeat_timeout_seconds (0.7.0, default 100 s: a process silent that long is declared dead),
-# shutdown_timeout_seconds (0.8.1, default 300 s: how long the exit barrier waits for the other processes).
+# heartbeat_timeout_seconds (0.7.0, default 100 s: a process silent that long is declared dead, and every other
+# process is then ended by JAX's abort), shutdown_timeout_seconds (0.8.1, default 300 s: how long the exit
+# barrier waits for the other processes). Before 0.7.0 the heartbeat is fixed for the public call: 10 missed
+# heartbeats 10 s apart (`service_heartbeat_interval_seconds: int = 10`, `service_max_missing_heartbeats: int =
+# 10` on State.initialize only, jax-v0.4.38 ... jax-v0.6.2), so there a peer frozen for 100 s ends the others
+# by JAX's abort, whatever timeout_s says.
 JAX_JOIN_BOUNDS = ("initialization_timeout", "heartbeat_timeout_seconds", "shutdown_timeout_seconds")
 
 
 def jax_join_options(initialize: Any, timeout_s: float | None) -> dict[str, int]:
-    """The bounds of JAX_JOIN_BOUNDS this JAX's `initialize` accepts, each `timeout_s` (whole seconds: JAX's
-    arguments are ints) but the join's, which is JOIN_GRACE_S later; an older JAX keeps its own default for a
-    bound it lacks."""
+    """The bounds of JAX_JOIN_BOUNDS this JAX's `initialize` accepts, each JOIN_GRACE_S after `timeout_s` (whole
+    seconds: JAX's arguments are ints): xmfu acts at timeout_s itself (the join: join_within; a frozen or dead
+    peer: engine/stall.py; the exit barrier: shutdown_within), and JAX's bounds, whose end is an abort, come later.
+    An older JAX keeps its own default for a bound it lacks."""
     if timeout_s is None:
         return {}
     import inspect
 
     accepted = inspect.signature(initialize).parameters
-    seconds = max(1, math.ceil(timeout_s))
-    bounds = {name: seconds for name in JAX_JOIN_BOUNDS if name in accepted}
-    # xmfu waits timeout_s for the join itself (join_within): JAX's join bound, whose end is an abort, comes later.
-    bounds["initialization_timeout"] = seconds + JOIN_GRACE_S
-    return bounds
+    seconds = max(1, math.ceil(timeout_s)) + JOIN_GRACE_S
+    return {name: seconds for name in JAX_JOIN_BOUNDS if name in accepted}
+
+
+def jax_processes_joined() -> int:
+    """How many processes xmfu's jax.distributed join joined in this process: 1 before a join (or without one).
+    A plain read: the stall watchdog asks it from its own thread, where a call into JAX could block."""
+    return int(_join.get("processes") or 1)
+
+
+def shutdown_within(timeout_s: float) -> bool:
+    """Leave jax.distributed (jax.distributed.shutdown: its barrier waits for every process) within `timeout_s`,
+    from a daemon thread: True when it did, without error. A process that died after its last case never
+    reaches the barrier, and JAX's own end to that wait is an abort (its heartbeat or shutdown bound, see
+    JAX_JOIN_BOUNDS, set JOIN_GRACE_S later); False tells the caller to leave at once with its own status."""
+    import threading
+
+    jax = sys.modules.get("jax")
+    if jax is None or not jax_distributed_initialized(jax):
+        return True
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            jax.distributed.shutdown()
+        except BaseException as exc:  # e.g. the barrier's error, raised into Python
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name="xmfu-jax-shutdown", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return not thread.is_alive() and not failed
+
+
+def _leave_within(timeout_s: float) -> None:
+    """At exit (atexit, registered after the join, so before JAX's own clean_up, which would call
+    jax.distributed.shutdown unbounded): the shutdown barrier within timeout_s, else xmfu's message and exit
+    status 1 now (os._exit), before JAX's abort."""
+    if shutdown_within(timeout_s):
+        return
+    print(f"xmfu: jax.distributed: not every process reached the shutdown barrier within {timeout_s:g} s "
+          "(workload.timeout_s): a process died or froze after its last case; exit status 1", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 @contextmanager

@@ -129,7 +129,7 @@ def figure(found: dict[Column, list[tuple[date, float]]], events: Sequence[tuple
     fig, (ax,) = figures.figure(3.4)
     for k, (column, points) in enumerate(sorted(found.items())):
         ax.step([trend.moment(d) for d, _ in points], [v for _, v in points], where="post", marker="o",
-                markersize=4, color=figures.COLORS[k % len(figures.COLORS)], label=figures.text(" ".join(column), 70))
+                markersize=4, color=figures.COLORS[k % len(figures.COLORS)], label=figures.label(" ".join(column)))
     trend.events(ax, events)
     ax.set_ylim(-0.03, 1.05)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))

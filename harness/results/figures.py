@@ -52,6 +52,18 @@ def text(value: Any, limit: int = 60) -> str:
     return " " + s if s.startswith("_") else s  # matplotlib's legend skips labels that start with "_"
 
 
+LABEL_WIDTH = 40  # characters per line of a legend entry: the legend beside the axes stays narrow
+
+
+def label(value: Any, width: int = LABEL_WIDTH) -> str:
+    """A legend (or tick) label from a bundle, whole: safe like `text()`, and wrapped at word boundaries onto
+    lines of about `width` characters, never cut (a backend or a ddp/fsdp name at the end of a long label must
+    still be read: issue 30 item 11). A word longer than `width` keeps its own line whole."""
+    s = CONTROL.sub(" ", str(value)).strip().replace("$", r"\$")
+    s = "\n".join(textwrap.wrap(s, width, break_long_words=False, break_on_hyphens=False)) or s
+    return " " + s if s.startswith("_") else s
+
+
 def styled(draw: Callable[P, R]) -> Callable[P, R]:
     """Run a drawing function under the report's style (matplotlib reads most settings when an artist is
     made, so the whole drawing, not only the saving, happens inside it)."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.results.coverage import variant
+from xmfu.harness.results.flags import flags_text
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import RUN_ID
 from xmfu.harness.results.stats import t_quantile
@@ -42,6 +43,17 @@ SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparabilit
 # regression. Fewer runs: "insufficient history", not judged.
 MIN_BASELINE = 5
 MIN_RUNS = MIN_BASELINE + 1  # the baseline and the latest run
+# Tokens per second, by the row's own key: training rows count `tokens` (tokens_per_s); inference rows count
+# `prompt_tokens` (prefill) or `generated_tokens` (decode) (workloads/inference/spec.py, work_units), so reading
+# `tokens_per_s` alone stored null for every inference row (issue 30, item 12). A row has one of the three.
+TOKEN_KEYS = ("tokens_per_s", "prompt_tokens_per_s", "generated_tokens_per_s")
+
+
+def _tokens_per_s(r: dict[str, Any]) -> Any:
+    found = r.get("throughput") or {}
+    return next((found[k] for k in TOKEN_KEYS if found.get(k) is not None), None)
+
+
 COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
     "median_s": lambda r: (r.get("time_s") or {}).get("median"),
     "ci95_low_s": lambda r: (r.get("time_s") or {}).get("ci95_low"),
@@ -49,7 +61,14 @@ COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the 
     "cv": lambda r: (r.get("time_s") or {}).get("cv"),
     "tflops": lambda r: r.get("tflops"), "mfu": lambda r: r.get("mfu"),
     "busbw_gbps": lambda r: r.get("busbw_gbps"),
-    "tokens_per_s": lambda r: (r.get("throughput") or {}).get("tokens_per_s"),
+    "tokens_per_s": _tokens_per_s,
+    # added later (older stores read them as null): inference latencies (Latency records: median and p99 of the
+    # time to first token, prefill rows, and per output token, decode rows) and memory-bandwidth utilization
+    "ttft_s": lambda r: (r.get("ttft_s") or {}).get("p50"),
+    "ttft_p99_s": lambda r: (r.get("ttft_s") or {}).get("p99"),
+    "tpot_s": lambda r: (r.get("tpot_s") or {}).get("p50"),
+    "tpot_p99_s": lambda r: (r.get("tpot_s") or {}).get("p99"),
+    "mbu": lambda r: r.get("mbu"),
 }
 
 
@@ -58,11 +77,12 @@ STRINGS = ("run_id", "git_sha", "xmfu_version", "platform", "device", "workload"
            # added later (older stores read them as null): the rest of the stack a number depends on, the host,
            # the suite a run was part of, and the coverage variant (attention: causal fwd_bwd...)
            "cuda", "hip", "nccl", "jaxlib", "triton", "host", "suite", "variant",
-           # added later still: why the run marked the row contended ('' when it did not)
-           "contention")
+           # added later still: why the run marked the row contended ('' when it did not); the row's quality flags
+           # (harness/results/flags.py: 'contended, CI missed', '' for none; null in files written before them)
+           "contention", "flags")
 # The software whose version changes `history report` lists between consecutive runs.
 SOFTWARE = ("driver", "cuda", "hip", "nccl", "torch", "jax", "jaxlib", "triton", "xmfu_version")
-LOWER_IS_BETTER = ("median_s", "ci95_low_s", "ci95_high_s", "cv")
+LOWER_IS_BETTER = ("median_s", "ci95_low_s", "ci95_high_s", "cv", "ttft_s", "ttft_p99_s", "tpot_s", "tpot_p99_s")
 
 
 class StoreError(ValueError):
@@ -124,7 +144,7 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]
                "comparability_key": r["comparability_key"], "variant": variant(r), **common,
                # the row's own evidence that its timing was disturbed (harness/machine/contention.py)
                "contended": bool((r.get("contention") or {}).get("contended")),
-               "contention": str((r.get("contention") or {}).get("reason") or "")}
+               "contention": str((r.get("contention") or {}).get("reason") or ""), "flags": flags_text(r)}
         row.update({name: _float(read(r)) for name, read in COLUMNS.items()})
         out.append(row)
     return out
@@ -361,8 +381,27 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window
         found = _judge(points, len(points) - 1, window, sigmas, min_change)
         if found:
             flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
+                            "flags": stored_flags(latest[key]),
                             **unreliable(latest[key], found["change"], found["run_to_run"])})
     return flagged
+
+
+def stored_flags(row: dict[str, Any]) -> str:
+    """A stored row's quality flags ('contended, CI missed'; '' for none). A file written before the `flags`
+    column has only `contended` to say (null flags): that is what it says."""
+    if row.get("flags") is not None:
+        return str(row["flags"])
+    return "contended" if row.get("contended") else ""
+
+
+def flagged_within_noise(rows: Sequence[dict[str, Any]], metric: str,
+                         changed: Sequence[dict[str, Any]]) -> list[tuple[tuple, str]]:
+    """(series key, flags) of the series `check` judged and found within the noise whose latest row carries
+    quality flags: 'no change' on a row that says it was contended is not the same verdict as on a clean one."""
+    seen = {tuple(f[k] for k in SERIES_KEY) for f in changed}
+    judged = {key for key, points in series(rows, metric).items() if len(points) >= MIN_RUNS}
+    return [(key, said) for key, row in _latest_rows(rows, metric).items()
+            if key in judged and key not in seen and (said := stored_flags(row))]
 
 
 def _latest_rows(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, dict[str, Any]]:
@@ -452,6 +491,8 @@ def describe(f: dict[str, Any]) -> str:
             f"baseline {f['baseline']:.4g} ({100 * f['change']:+.1f}%, limit {f['limit']:.3g})")
     if f.get("unreliable"):
         line += f" [unreliable: {f['unreliable']}: {f['why']}]"
+    if f.get("flags"):  # the latest row's quality flags (harness/results/flags.py), beside the verdict
+        line += f" [flags: {f['flags']}]"
     return line
 
 

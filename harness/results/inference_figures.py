@@ -20,7 +20,7 @@ def _value(row: Mapping[str, Any], path: tuple[str, ...]) -> float | None:
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def _plotted(row: Mapping[str, Any]) -> bool:
+def plotted(row: Mapping[str, Any]) -> bool:
     params = row.get("params") or {}
     return (row.get("workload") == "inference" and params.get("phase") == "decode" and row.get("status") == "ok"
             and bool(row.get("timing_valid")))
@@ -34,7 +34,7 @@ def inference_series(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for one batch (repeated bundles) every point is kept, in input order."""
     groups: dict[tuple, dict[str, Any]] = {}
     for row in rows:
-        if not _plotted(row):
+        if not plotted(row):
             continue
         p = row["params"]
         for metric, (path, y_label) in METRICS.items():

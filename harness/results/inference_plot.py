@@ -4,10 +4,11 @@ device, dtype and shape (xmfu.harness.results.inference_figures builds the serie
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
-from xmfu.harness.results import figures
-from xmfu.harness.results.inference_figures import inference_series
+from xmfu.harness.results import figures, flags
+from xmfu.harness.results.inference_figures import inference_series, plotted
 
 
 @figures.styled
@@ -16,13 +17,13 @@ def _figure(series: list[dict[str, Any]], name: str) -> str:
     kept, cut = figures.shown(series, 12, "series")
     for s in kept:
         xs, ys = zip(*s["points"], strict=True)
-        ax.plot(xs, ys, marker="o", label=figures.text(s["label"], 70))
+        ax.plot(xs, ys, marker="o", label=figures.label(s["label"]))
     ax.set_xscale("log", base=2)
     figures.log_ticks(ax.xaxis, lambda v: f"{v:g}")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("batch (sequences decoded together, log scale)")
     ax.set_ylabel(figures.text(series[0]["y_label"], 80))
-    ax.legend(fontsize=7, loc="best")
+    figures.legend(ax, len(kept))  # beside the axes: over the lines ("best") it hid points
     figures.title(fig, f"Decode: {series[0]['y_label']} against batch")
     figures.note(ax, cut)
     return figures.svg(fig, name)
@@ -41,4 +42,6 @@ def inference(rows: Sequence[dict[str, Any]]) -> str:
         out.append(_figure(part, f"inference-{i}") if part else
                    f"<p class='note'>No {metric} figure: the device's peak memory bandwidth is not known here "
                    "(pass peak_membw_gbps=).</p>")
-    return "".join(out)
+    said = flags.summary(r for r in rows if plotted(r))  # the decode rows drawn: their flags, counted
+    return "".join(out) + (f"<p class='note'>Drawn: {escape(said)} (the table below names each row's)</p>"
+                           if said else "")

@@ -17,7 +17,12 @@ What is re-derived, and from what:
 - status against the correctness record; one row per (phase, case, backend); UTC ISO 8601 times;
 - comparability_key from the row's `comparability` fields by comparability.comparability_key, the run's own
   function, and those fields' workload, params, dtype and FLOP convention against the row's own (its protocol
-  against config.yaml's timing settings, by the front door's formulas).
+  against config.yaml's timing settings, by the front door's formulas; its suite tag against the manifest's
+  suite) and the manifest's comparability_key from config.yaml by the run's own run_key (rederive_run.py);
+- the variants' time statistics from their own samples, and a sustained run's steady-state windows from the
+  row's samples (rederive_series.py);
+- inference figures (weights and KV-cache bytes, TTFT/TPOT percentiles from the samples, MBU against the peak
+  table's memory bandwidth) by the workload's own `figures`, through the front door's formulas.
 FLOPs, bytes and params come from the workload's formulas, which this layer may not import: the front door hands
 them in as `Formulas` (harness/cli/formulas.py).
 """
@@ -67,8 +72,11 @@ class Restated:
     unchecked: str | None = None
 
 
-# config.yaml's text, environment.json's devices, the rows -> one Restated per row (the front door's formulas).
-Formulas = Callable[[str, list[dict[str, Any]], list[dict[str, Any]]], list[Restated]]
+# config.yaml's text, environment.json's devices, the rows, their samples records (samples.jsonl, line by line) ->
+# one Restated per row (the front door's formulas).
+Formulas = Callable[[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Restated]]
+# config.yaml's text, the manifest -> the manifest's figures (its comparability_key), as the run derives them.
+RunFormula = Callable[[str, dict[str, Any]], Restated]
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class Settings:
     margin: float = EQUIVALENCE_MARGIN
     peak_override: float | None = None
     cpu_clock_ghz: float | None = None
+    window_s: float | None = None  # timing.window_s and timing.steady_tolerance of a sustained run
+    steady_tolerance: float | None = None
 
 
 def settings_of(config_text: str) -> Settings:
@@ -92,7 +102,8 @@ def settings_of(config_text: str) -> Settings:
     resamples = timing.get("bootstrap_resamples", BOOTSTRAP_RESAMPLES if "timing" in data else None)
     return Settings(int(resamples) if _num(resamples) and resamples >= 1 else None,
                     float(data.get("equivalence_margin") or EQUIVALENCE_MARGIN),
-                    _number(data.get("peak_tflops")), _number(data.get("cpu_clock_ghz")))
+                    _number(data.get("peak_tflops")), _number(data.get("cpu_clock_ghz")),
+                    _number(timing.get("window_s")), _number(timing.get("steady_tolerance")))
 
 
 def _number(value: Any) -> float | None:
@@ -133,35 +144,44 @@ def _within(value: float, band: tuple[float, float]) -> bool:
 def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str) -> list[str]:
     """The row's time statistics against its raw samples (the same record line of samples.jsonl)."""
     t, values = row.get("time_s"), rec.get("samples")
+    repeats = rec.get("repeats") if isinstance(rec.get("repeats"), list) else []
+    groups = repeats if isinstance(values, list) and len(repeats) == len(values) else None
+    return stats_problems(t, values, groups, s, where, "time_s", "samples.jsonl")
+
+
+def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, where: str, label: str,
+                   source: str, grouped: bool = True) -> list[str]:
+    """Time statistics `t` (named `label`) against the raw samples `values` they were computed from (`source`
+    names where those are); `groups`: each sample's repeat. `grouped` False: the repeats are unknown and the
+    samples span several, so the figures that depend on them (median, CI) are not checked."""
     if not isinstance(t, dict) or not isinstance(values, list):
         return []
     if not values:
-        return [f"{where}: time_s is stated but samples.jsonl holds no samples for it"]
+        return [f"{where}: {label} is stated but {source} holds no samples for it"]
     if not all(_num(v) and math.isfinite(v) for v in values):
         return []  # named by the samples check
-    repeats = rec.get("repeats") if isinstance(rec.get("repeats"), list) else []
-    groups = repeats if len(repeats) == len(values) else None
     out = []
     if _num(t.get("ci95_low")) and _num(t.get("ci95_high")) and t["ci95_low"] > t["ci95_high"]:
-        out.append(f"{where}: time_s.ci95_low {t['ci95_low']} is above ci95_high {t['ci95_high']}")
+        out.append(f"{where}: {label}.ci95_low {t['ci95_low']} is above ci95_high {t['ci95_high']}")
     if _num(t.get("median")) and _num(t.get("max")) and t["median"] > t["max"]:
-        out.append(f"{where}: time_s.median {t['median']} is above time_s.max {t['max']}")
+        out.append(f"{where}: {label}.median {t['median']} is above {label}.max {t['max']}")
     truth = summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups)
     if t.get("n") != truth.n:
-        out.append(f"{where}: time_s.n is {t.get('n')} but samples.jsonl holds {truth.n} samples")
-    for name in EXACT_STATS:
+        out.append(f"{where}: {label}.n is {t.get('n')} but {source} holds {truth.n} samples")
+    for name in EXACT_STATS if grouped else tuple(n for n in EXACT_STATS if n != "median"):
         if name in t and not close(t[name], getattr(truth, name)):
-            out.append(f"{where}: time_s.{name} {t[name]} is not the {name} of its {truth.n} samples in "
-                       f"samples.jsonl ({getattr(truth, name)})")
-    out += _ci_problems(t, truth, values, groups, s, where)
+            out.append(f"{where}: {label}.{name} {t[name]} is not the {name} of its {truth.n} samples in "
+                       f"{source} ({getattr(truth, name)})")
+    if grouped:
+        out += _ci_problems(t, truth, values, groups, s, where, label)
     return out
 
 
 def _ci_problems(t: dict[str, Any], truth: Any, values: list[float], groups: list[int] | None, s: Settings,
-                 where: str) -> list[str]:
+                 where: str, label: str) -> list[str]:
     stated = [(name, t.get(name)) for name in ("ci95_low", "ci95_high")]
     if s.resamples is None:  # the band needs the resample count: a bound of the median still lies within the samples
-        return [f"{where}: time_s.{name} {v} lies outside its samples' range [{truth.min}, {truth.max}]"
+        return [f"{where}: {label}.{name} {v} lies outside its samples' range [{truth.min}, {truth.max}]"
                 for name, v in stated if _num(v) and not truth.min * (1 - REL_TOL) <= v <= truth.max * (1 + REL_TOL)]
     if all(close(v, getattr(truth, name)) for name, v in stated if _num(v)):
         return []  # the run's own seeded bootstrap, reproduced
@@ -173,7 +193,7 @@ def _ci_problems(t: dict[str, Any], truth: Any, values: list[float], groups: lis
             continue
         band = ci_band(draws, q, s.resamples)
         if not _within(value, band):
-            out.append(f"{where}: time_s.{name} {value} is not a bootstrap bound of its samples: with "
+            out.append(f"{where}: {label}.{name} {value} is not a bootstrap bound of its samples: with "
                        f"{s.resamples} resamples it lies in [{band[0]:.6g}, {band[1]:.6g}] (tolerance: {CI_SE:g} "
                        f"standard errors of the quantile; the run's seeded draw gives {getattr(truth, name):.6g})")
     return out

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from xmfu.harness.results import coverage, inference_plot, report_plots, roofline, scaling_table, telemetry_plot
+from xmfu.harness.results import (
+    coverage,
+    flags,
+    inference_plot,
+    report_plots,
+    roofline,
+    scaling_table,
+    telemetry_plot,
+)
 from xmfu.harness.results.html_table import html_table
 from xmfu.harness.results.reader import Bundle
 
@@ -22,8 +30,9 @@ table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}h2{margin-top:32px}.bad{color:#b00}pre{font-size:11px;white-space:pre-wrap}
 svg.plot{display:block;max-width:100%;height:auto;margin:12px 0}.note{color:#a00;font-size:13px}
 .cov-ok{background:#e3f4e3}.cov-incorrect{background:#f8d0d0}.cov-failed{background:#fbe3cf}
-.cov-skipped{background:#f1f1d6}.cov-not-run{background:#eee;color:#777}"""
-HEAD = ("run", "workload", "backend", "device", "dtype", "case", "status", "median ms", "TFLOP/s",
+.cov-skipped{background:#f1f1d6}.cov-not-run{background:#eee;color:#777}.flagged{background:#fff1cc}
+.judgement{font-size:20px;margin:0 0 8px}"""
+HEAD = ("run", "workload", "backend", "device", "dtype", "case", "status", "flags", "median ms", "TFLOP/s",
         "TFLOP/s 95% CI", "peak TFLOP/s", "MFU", "busbw GB/s", "reason / note")
 
 
@@ -36,7 +45,8 @@ def _num(x: Any) -> str:
 
 
 def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
-    """A row as the CLI's table shows it: no TFLOP/s where the timing does not represent the hardware."""
+    """A row as the CLI's table shows it: no TFLOP/s where the timing does not represent the hardware, and the
+    row's quality flags (harness/results/flags.py) beside its status."""
     t = r.get("time_s") or {}
     valid = bool(r.get("timing_valid"))
     ci = r.get("tflops_ci95") if valid else None
@@ -44,13 +54,15 @@ def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
     if r["status"] == "ok" and not valid:
         note = f"timing not valid here: {r.get('timing_note') or 'see the row'}"
     return (r["run_id"], r["workload"], r["backend"], r["device"], r["dtype"], r["case_id"], r["status"],
-            _num(t["median"] * 1e3) if t.get("median") else "", _num(r.get("tflops")) if valid else "",
+            flags.flags_text(r), _num(t["median"] * 1e3) if t.get("median") else "",
+            _num(r.get("tflops")) if valid else "",
             f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "", _num(r.get("peak_tflops")),
             _pct(r.get("mfu")) if valid else "", _num(r.get("busbw_gbps")), note)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    return html_table(HEAD, [_cells(r) for r in rows], [None if r["status"] == "ok" else "bad" for r in rows])
+    marks = ["bad" if r["status"] != "ok" else "flagged" if flags.row_flags(r) else None for r in rows]
+    return html_table(HEAD, [_cells(r) for r in rows], marks)
 
 
 def _runs(bundles: Sequence[Bundle]) -> str:
@@ -66,8 +78,9 @@ def _environments(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]]) -> 
 
 def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
           telemetry: dict[str, list[dict[str, Any]]], lead: Sequence[tuple[str, str]] = (),
-          title: str = "xmfu report") -> str:
-    """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped."""
+          title: str = "xmfu report", first: str = "") -> str:
+    """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped;
+    `first`: HTML (escaped) put before everything, the title included (a suite's PASS / FAIL / NOT JUDGED)."""
     rows = [r for b in bundles for r in b.cases]
     where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
     sections = (
@@ -89,4 +102,4 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
     )
     body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-            f"</head><body><h1>{escape(title)}</h1>{body}</body></html>")
+            f"</head><body>{first}<h1>{escape(title)}</h1>{body}</body></html>")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from xmfu.harness.results import figures, grouping
+from xmfu.harness.results import figures, flags, grouping
 from xmfu.harness.results.grouping import Row
 
 MAX_BARS = 60  # per workload; the table under the plots has every row
@@ -51,8 +51,11 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     err = list(zip(*(tflops_err(r, r["peak_tflops"]) for r in rows), strict=True))
     bars = ax.barh(y, mfu, xerr=err, color=figures.COLORS[0], height=0.7, error_kw={"elinewidth": 0.8,
                                                                                      "capsize": 2})
-    ax.bar_label(bars, labels=[f"{100 * m:.1f}%" for m in mfu], padding=4, fontsize=7)
-    ax.set_yticks(y, [figures.text(s) for s in grouping.labels(rows, names)])
+    # a bar's flags (contended, CI missed...) beside its figure, as in the table (harness/results/flags.py)
+    marks = [flags.flags_text(r) for r in rows]
+    ax.bar_label(bars, labels=[f"{100 * m:.1f}%" + (f" [{f}]" if f else "") for m, f in zip(mfu, marks, strict=True)],
+                 padding=4, fontsize=7)
+    ax.set_yticks(y, [figures.label(s, 60) for s in grouping.labels(rows, names)])
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     if max(m + e for m, e in zip(mfu, err[1], strict=True)) >= 0.7:  # only then is 100% near the data
         ax.axvline(1.0, color="#555", linestyle="--", linewidth=1, label="datasheet peak (100%)")
@@ -73,7 +76,15 @@ def mfu(rows: Sequence[Row]) -> str:
            enumerate(sorted(grouping.group(shown, lambda r: r["workload"]).items()))]
     why = (f"{without} ok rows have no MFU bar: no peak for the device, timing not valid here, or not a "
            "compute workload (their reason is in the table)") if without else ""
-    return "".join(out) + _left_out([why]) if out else _left_out(["No row has an MFU figure.", why])
+    if not out:
+        return _left_out(["No row has an MFU figure.", why])
+    return "".join(out) + _left_out([why, _flagged(shown)])
+
+
+def _flagged(shown: Sequence[Row]) -> str:
+    """A note under a plot: how many of the rows drawn carry quality flags (the table names each row's)."""
+    said = flags.summary(shown)
+    return f"Drawn: {said} (the flags column of the table below names each row's)" if said else ""
 
 
 def _flop_axis(ax: Any) -> None:
@@ -88,7 +99,7 @@ def _draw_series(ax: Any, found: dict[str, list[Row]], x: Any, y: Any, err: Any)
     items, cut = figures.shown(sorted(found.items()), MAX_SERIES, "series")
     for k, (label, part) in enumerate(items):
         below, above = zip(*(err(r) for r in part), strict=True)
-        ax.errorbar([x(r) for r in part], [y(r) for r in part], yerr=[below, above], label=figures.text(label),
+        ax.errorbar([x(r) for r in part], [y(r) for r in part], yerr=[below, above], label=figures.label(label),
                     color=figures.COLORS[k % len(figures.COLORS)], marker=figures.MARKERS[k // 10 % 10],
                     markersize=4, linewidth=1.2 if len(part) > 1 else 0, capsize=2, elinewidth=0.8)
     figures.legend(ax, len(items))
@@ -117,7 +128,9 @@ def throughput(rows: Sequence[Row]) -> str:
     out = [_throughput_figure(w, part, f"size-{i}") for i, (w, part) in
            enumerate(sorted(grouping.group(shown, lambda r: r["workload"]).items()))]
     why = f"{invalid} ok rows are not drawn: their timing is not valid here (see the table)" if invalid else ""
-    return "".join(out) + _left_out([why]) if out else _left_out(["No row has a valid TFLOP/s figure.", why])
+    if not out:
+        return _left_out(["No row has a valid TFLOP/s figure.", why])
+    return "".join(out) + _left_out([why, _flagged(shown)])
 
 
 def busbw_err(r: Row) -> tuple[float, float]:
@@ -152,4 +165,4 @@ def busbw(rows: Sequence[Row]) -> str:
     why = f"{one_rank} rows have no bus bandwidth (one rank: nothing crosses a link)" if one_rank else ""
     if not shown:
         return _left_out(["No collective row has a bus bandwidth.", why])
-    return _busbw_figure(shown, "busbw") + _left_out([why])
+    return _busbw_figure(shown, "busbw") + _left_out([why, _flagged(shown)])

@@ -41,7 +41,7 @@ def _draw_roofs(ax: Any, found: dict[tuple[str, str], tuple[float, float | None]
         xs, ys = ([x_lo, knee, x_hi], [bw * x_lo, peak, peak]) if bw and knee > x_lo else ([x_lo, x_hi], [peak] * 2)
         kind = "compute and memory roof" if bw else "compute roof"
         ax.plot(xs, ys, color=style[0], linestyle=style[1], linewidth=1.2,
-                label=figures.text(f"{kind}: {dtype} {peak:.4g} TFLOP/s on {device}", 90))
+                label=figures.label(f"{kind}: {dtype} {peak:.4g} TFLOP/s on {device}"))
 
 
 @figures.styled
@@ -56,7 +56,7 @@ def _figure(points: list[Row], found: dict[tuple[str, str], tuple[float, float |
         below, above = zip(*(tflops_err(r) for r in part), strict=True)
         ax.errorbar([r["flops"] / r["bytes"] for r in part], [r["tflops"] for r in part], yerr=[below, above],
                     linestyle="none", marker=figures.MARKERS[k // 10 % 10], markersize=4, capsize=2,
-                    color=figures.COLORS[k % len(figures.COLORS)], label=figures.text(f"{workload} {backend} {dtype}"))
+                    color=figures.COLORS[k % len(figures.COLORS)], label=figures.label(f"{workload} {backend} {dtype}"))
     _draw_roofs(ax, found, x_lo, x_hi)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from xmfu.harness.results.flags import flags_text
 from xmfu.harness.results.html_table import html_table
 
 HEAD = ("run", "backend", "device", "dtype", "model", "strategy", "scaling", "devices", "global batch", "status",
-        "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank", "comm alone ms",
-        "comm exposed ms", "overlap", "comm GB/s", "how exposed was measured / reason")
+        "flags", "step ms (slowest rank)", "MFU per device", "scaling efficiency", "comm bytes / rank",
+        "comm alone ms", "comm exposed ms", "overlap", "comm GB/s", "how exposed was measured / reason")
 
 
 def distributed_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -42,7 +43,8 @@ def _bytes(x: Any) -> str:
 
 
 def cells(r: Mapping[str, Any]) -> tuple[str, ...]:
-    """One row of the table; the overlap says when it was clamped to [0, 1] and what it measured before."""
+    """One row of the table; the overlap says when it was clamped to [0, 1] and what it measured before, and a
+    scaling efficiency above 1 is marked not credible, with the row's note."""
     p, comm = r.get("params") or {}, r.get("comm") or {}
     median = (r.get("time_s") or {}).get("median")
     overlap = _pct(r.get("overlap"))
@@ -50,10 +52,14 @@ def cells(r: Mapping[str, Any]) -> tuple[str, ...]:
         overlap += f" (clamped; raw {comm.get('overlap_raw'):.3g})" if isinstance(
             comm.get("overlap_raw"), (int, float)) else " (clamped)"
     how = r.get("reason") or comm.get("exposed_method") or ""
+    efficiency = _pct(r.get("scaling_efficiency"))
+    if efficiency and (r.get("scaling_credible") is False or r["scaling_efficiency"] > 1):  # older bundles too
+        efficiency += " (not credible: above 100%)"
+        how = f"{r.get('scaling_note') or 'scaling efficiency above 1: not credible'}; {how}"
     return tuple(str(c) for c in (
         r.get("run_id"), r.get("backend"), r.get("device"), r.get("dtype"), p.get("name"), p.get("parallel"),
-        p.get("scaling"), p.get("world_size"), p.get("global_batch"), r.get("status"), _ms(median),
-        _pct(r.get("mfu")) if r.get("timing_valid") else "", _pct(r.get("scaling_efficiency")),
+        p.get("scaling"), p.get("world_size"), p.get("global_batch"), r.get("status"), flags_text(r), _ms(median),
+        _pct(r.get("mfu")) if r.get("timing_valid") else "", efficiency,
         _bytes(r.get("comm_bytes_per_rank")), _ms(r.get("comm_total_s")), _ms(r.get("comm_exposed_s")), overlap,
         "" if r.get("comm_achieved_gbps") is None else f"{r['comm_achieved_gbps']:.4g}", how))
 

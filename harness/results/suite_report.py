@@ -9,6 +9,7 @@ named, never shown. Every text is escaped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from xmfu.harness.results import figures, report, verdict
+from xmfu.harness.results import figures, judgement, report, verdict
 from xmfu.harness.results.html_table import html_table
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema.records import NodeRecord
@@ -93,14 +94,26 @@ def _num(x: Any, unit: str = "") -> str:
     return "not measured" if x is None else f"{x:.4g}{unit}"
 
 
+def _method(achievable: dict[str, Any]) -> str:
+    """How the achievable peak was measured (manifest `achievable.method`; bundles before it: not stated)."""
+    method = achievable.get("method")
+    return {"flushed": "cache flushed before each call, as mamf-finder", "warm": "warm calls"}.get(
+        method, f"method {method or 'not stated'}")
+
+
 def _matmul_line(m: dict[str, Any] | None) -> str:
     if not m:
         return "matmul: not measured"
     best, mamf = m["best"], m["achievable"]
-    ach = (f", {_pct(best['of_achievable'])} of the achievable {mamf['tflops']:.4g} (mamf, {mamf['case_id']})"
-           if mamf else ", achievable not measured (no mamf sweep)")
+    ach = (f", {_pct(best['of_achievable'])} of the achievable {mamf['tflops']:.4g} (mamf, {mamf['case_id']}, "
+           f"{_method(mamf)})" if mamf else ", achievable not measured (no mamf sweep)")
     return (f"matmul {m['dtype']}: best {best['tflops']:.4g} TFLOP/s ({best['backend']}, {best['case_id']}) = "
-            f"{_pct(best['of_datasheet'])} of the datasheet {_num(m['datasheet_tflops'])}{ach}")
+            f"{_pct(best['of_datasheet'])} of the datasheet {_num(m['datasheet_tflops'])}{ach}{_flags(best)}")
+
+
+def _flags(figure: dict[str, Any]) -> str:
+    """' [contended, CI missed]' after a headline figure whose row is flagged (harness/results/flags.py)."""
+    return f" [{figure['flags']}]" if figure.get("flags") else ""
 
 
 def _node_lines(host: str, f: dict[str, Any], price: float | None) -> list[str]:
@@ -109,7 +122,7 @@ def _node_lines(host: str, f: dict[str, Any], price: float | None) -> list[str]:
         d = f["devices"][0]
         mark = " FLAGGED" if d["flagged"] else ""
         lines.append(f"{host}: slowest device {d['label']} {d['value']:.4g} TFLOP/s, {_pct(d['vs_median'])} vs the "
-                     f"median of {len(f['devices'])}{mark}")
+                     f"median of {len(f['devices'])}{mark}{_flags(d)}")
     t = f["throttling"]
     if not t["readable"]:
         lines.append(f"{host}: throttling not measured ({t['why_not']})")
@@ -121,7 +134,7 @@ def _node_lines(host: str, f: dict[str, Any], price: float | None) -> list[str]:
                 f"{_num(tr.get('usd_per_realized_pflop_hour'))} per realized PFLOP-hour at USD {price:g}/device-hour"
                 if price else "")
         lines.append(f"{host}: training {tr['backend']} MFU {_pct(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
-                     f"per device{cost}")
+                     f"per device{cost}{_flags(tr)}")
     return lines
 
 
@@ -149,28 +162,32 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
     out = [f"<h3>{escape(node.host)}</h3>",
            "<h4>Matmul: achieved against the datasheet and the achievable peak</h4>",
            _table(["backend", "case", "TFLOP/s", f"of datasheet ({_num(m.get('datasheet_tflops'))})",
-                   f"of achievable ({_num((m.get('achievable') or {}).get('tflops'))}, mamf)"],
-                  [[b["backend"], b["case_id"], _num(b["tflops"]), _pct(b["of_datasheet"]), _pct(b["of_achievable"])]
+                   f"of achievable ({_num((m.get('achievable') or {}).get('tflops'))}, mamf, "
+                   f"{_method(m.get('achievable') or {})})", "flags"],
+                  [[b["backend"], b["case_id"], _num(b["tflops"]), _pct(b["of_datasheet"]), _pct(b["of_achievable"]),
+                    b.get("flags", "")]
                    for b in m.get("backends", [])]),
            "<h4>Per-device outliers (the same matmul on each device)</h4>",
-           _table(["device", "identity", "TFLOP/s", "vs node median", "flagged (> threshold below)"],
-                  [[d["label"], d["identity"], _num(d["value"]), _pct(d["vs_median"]), "yes" if d["flagged"] else ""]
-                   for d in f["devices"]], [d["flagged"] for d in f["devices"]]),
+           _table(["device", "identity", "TFLOP/s", "vs node median", "flagged (> threshold below)", "flags"],
+                  [[d["label"], d["identity"], _num(d["value"]), _pct(d["vs_median"]), "yes" if d["flagged"] else "",
+                    d.get("flags", "")] for d in f["devices"]], [d["flagged"] for d in f["devices"]]),
            "<h4>Attention (fastest backend per mode)</h4>",
-           _table(["mode", "backend", "case", "TFLOP/s", "MFU"],
-                  [[a["mode"], a["backend"], a["case_id"], _num(a["tflops"]), _pct(a["mfu"])] for a in f["attention"]]),
+           _table(["mode", "backend", "case", "TFLOP/s", "MFU", "flags"],
+                  [[a["mode"], a["backend"], a["case_id"], _num(a["tflops"]), _pct(a["mfu"]), a.get("flags", "")]
+                   for a in f["attention"]]),
            f"<h4>Training step and cost{f' at USD {price:g} per device-hour' if price else ' (no price given)'}</h4>",
            _table(["backend", "case", "MFU", "tokens/s per device", "USD per million tokens",
-                   "USD per realized PFLOP-hour"],
+                   "USD per realized PFLOP-hour", "flags"],
                   [[t["backend"], t["case_id"], _pct(t["mfu"]), _num(t["tokens_per_s"]),
-                    _num(t.get("usd_per_million_tokens")), _num(t.get("usd_per_realized_pflop_hour"))]
-                   for t in f["training"]]),
+                    _num(t.get("usd_per_million_tokens")), _num(t.get("usd_per_realized_pflop_hour")),
+                    t.get("flags", "")] for t in f["training"]]),
            "<h4>Sustained phase</h4>",
            _table(["backend", "case", "first window TFLOP/s", "steady TFLOP/s", "first vs steady time",
-                   "steady after (s)", "clock first / steady (MHz)"],
+                   "steady after (s)", "clock first / steady (MHz)", "flags"],
                   [[s["backend"], s["case_id"], _num(s["first_tflops"]), _num(s["steady_tflops"]),
                     _pct(s["first_vs_steady"]), _num(s["reached_after_s"]),
-                    f"{_num(s['first_clock_mhz'])} / {_num(s['steady_clock_mhz'])}"] for s in f["sustained"]]),
+                    f"{_num(s['first_clock_mhz'])} / {_num(s['steady_clock_mhz'])}", s.get("flags", "")]
+                   for s in f["sustained"]]),
            "<h4>Doctor's findings</h4>", _list((node.record.get("doctor") or {}).get("problems")
                                                if node.record.get("doctor") else ["doctor not run"]),
            "<h4>Parts</h4>",
@@ -225,7 +242,7 @@ def _matmul_figure(found: dict[str, dict[str, Any]]) -> Any:
     y = list(range(len(bars)))[::-1]
     drawn = ax.barh(y, [b[1] for b in bars], color=[b[2] for b in bars], height=0.7)
     ax.bar_label(drawn, labels=[f"{b[1]:.4g}" for b in bars], padding=4, fontsize=7)
-    ax.set_yticks(y, [figures.text(b[0]) for b in bars])
+    ax.set_yticks(y, [figures.label(b[0], 60) for b in bars])
     ax.set_xlabel("TFLOP/s (matmul: each backend's best case)")
     dtypes = sorted({f["matmul"]["dtype"] for f in found.values() if f.get("matmul")})
     figures.title(fig, "Matmul: datasheet peak, achievable (mamf) and achieved", f"dtype {', '.join(dtypes)}")
@@ -248,14 +265,27 @@ def verdict_html(nodes: list[Node], v: dict[str, Any]) -> str:
             + "".join(_node_html(n, v["nodes"][n.host], v["price"]) for n in nodes))
 
 
-def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD) -> tuple[str, dict[str, Any]]:
-    """(the report's HTML, the verdict's figures) of the suite folder `root`."""
-    nodes, problems = load(root)
+def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD,
+          problems: Sequence[str] = (), unreliable: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+    """(the report's HTML, the verdict's figures) of the suite folder `root`. `problems` and `unreliable`: what the
+    suite found beside the folder (parts that exited non-zero, missing ranks, `history check`'s regressions and
+    discounted changes); with the folder's own problems and every row's flags they make the verdict's first line
+    (harness/results/judgement.py), `v["judgement"]`."""
+    nodes, found = load(root)
     v = figures_of(nodes, price, threshold)
-    v["problems"] = problems + v["problems"]
+    v["problems"] = found + v["problems"]
     bundles = list({b.folder: b for n in nodes for _, bs in n.parts.values() for b in bs}.values())
+    judged = judgement.judge([r for b in bundles for r in b.cases], [*problems, *v["problems"]], unreliable)
+    v["judgement"] = judged.as_dict()
     envs = [b.environment() for b in bundles]
     telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
     title = f"xmfu suite {root.name}"
-    html = report.build(bundles, envs, telemetry, lead=[("Verdict", verdict_html(nodes, v))], title=title)
+    html = report.build(bundles, envs, telemetry, lead=[("Verdict", verdict_html(nodes, v))], title=title,
+                        first=judgement_html(judged))
     return html, v
+
+
+def judgement_html(judged: judgement.Judgement) -> str:
+    """The page's first line: the verdict in bold, then its reasons and caveats (escaped)."""
+    rest = judged.line().removeprefix(judged.verdict)
+    return f'<p class="judgement"><b>{escape(judged.verdict)}</b>{escape(rest)}</p>'

@@ -18,7 +18,11 @@ MAX_SERIES = 20  # lines per axes
 METRIC_LABELS = {"mfu": "MFU (of the dense datasheet peak)", "tflops": "achieved TFLOP/s",
                  "median_s": "median time per call (s)", "ci95_low_s": "95% CI low of the time (s)",
                  "ci95_high_s": "95% CI high of the time (s)", "cv": "coefficient of variation of the time",
-                 "busbw_gbps": "bus bandwidth (GB/s)", "tokens_per_s": "training tokens per second"}
+                 "busbw_gbps": "bus bandwidth (GB/s)",
+                 "tokens_per_s": "tokens per second (training; inference: prompt tokens prefill, generated decode)",
+                 "ttft_s": "time to first token, median (s)", "ttft_p99_s": "time to first token, p99 (s)",
+                 "tpot_s": "time per output token, median (s)", "tpot_p99_s": "time per output token, p99 (s)",
+                 "mbu": "MBU (of the peak memory bandwidth)"}
 Point = tuple[datetime | date, float]
 Groups = dict[str, dict[str, list[Point]]]  # workload -> line label -> points in time order
 
@@ -98,7 +102,7 @@ def figure(groups: Groups, title: str, ylabel: str, parity: bool = False,
     for ax, (workload, lines) in zip(axes, sorted(groups.items()), strict=True):
         items, cut = figures.shown(sorted(lines.items()), MAX_SERIES, "series (--workload narrows the plot)")
         for k, (label, points) in enumerate(items):
-            ax.plot([moment(t) for t, _ in points], [v for _, v in points], label=figures.text(label, 70),
+            ax.plot([moment(t) for t, _ in points], [v for _, v in points], label=figures.label(label),
                     color=figures.COLORS[k % len(figures.COLORS)], marker=figures.MARKERS[k // 10 % 10],
                     markersize=4, linewidth=1.2)
         if parity:

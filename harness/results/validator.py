@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from xmfu.harness.results import rederive
+from xmfu.harness.results import rederive, rederive_run, rederive_series
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import (
     ACCEPTED_SCHEMAS,
@@ -63,11 +63,13 @@ class Loaded:
 # The workloads' formulas (FLOPs, bytes, params), which this layer may not import: the front door installs them
 # (harness/cli/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
 _FORMULAS: list[rederive.Formulas | None] = [None]
+_RUN_FORMULA: list[rederive.RunFormula | None] = [None]
 
 
-def use_formulas(formulas: rederive.Formulas | None) -> None:
-    """Install the formulas `load_bundle` re-derives FLOPs, bytes and params with (the front door calls this)."""
-    _FORMULAS[0] = formulas
+def use_formulas(formulas: rederive.Formulas | None, run_formula: rederive.RunFormula | None = None) -> None:
+    """Install the formulas `load_bundle` re-derives FLOPs, bytes and params with, and the run's, which gives the
+    manifest's comparability_key (the front door calls this)."""
+    _FORMULAS[0], _RUN_FORMULA[0] = formulas, run_formula
 
 
 class _Reject(ValueError):
@@ -250,37 +252,52 @@ def _devices(raw: bytes) -> list[dict[str, Any]]:
 
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
-               formulas: rederive.Formulas | None) -> tuple[list[str], list[str]]:
+               formulas: rederive.Formulas | None,
+               run_formula: rederive.RunFormula | None) -> tuple[list[str], list[str]]:
     """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive.py)."""
     config = data[CONFIG].decode(errors="replace")
     settings, devices = rederive.settings_of(config), _devices(data[ENVIRONMENT])
     problems = rederive.time_field_problems(manifest, ("created", "finished"), MANIFEST)
     problems += rederive.duplicate_problems(rows, CASES)
+    suite = rederive_run.suite_key(manifest)
     for number, row in enumerate(rows, 1):
         where = f"{CASES} line {number}"
         if number <= len(samples):
-            problems += rederive.time_problems(row, samples[number - 1], settings, where)
+            rec = samples[number - 1]
+            problems += rederive.time_problems(row, rec, settings, where)
+            problems += rederive_series.variant_problems(row, rec, settings, where)
+            problems += rederive_series.steady_problems(row, rec, settings, where)
         problems += rederive.derived_problems(row, where)
         problems += rederive.status_problems(row, where)
         problems += rederive.peak_problems(row, devices, settings, where)
         problems += rederive.time_field_problems(row, ("started", "finished"), where)
         problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
+        problems += rederive_run.suite_problems(row, suite, where)
     problems += rederive.speedup_problems(rows, samples, settings, CASES)
-    if formulas is None:
-        return problems, ["params, FLOPs and bytes: no workload formulas were handed to the validator"]
     unchecked = []
-    for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows), strict=True), 1):
+    current = manifest.get("schema") == SCHEMA  # a /1 manifest's key hashed its day's protocol (as its rows' keys)
+    if current and run_formula is not None:
+        restated = run_formula(config, manifest)
+        problems += rederive_run.manifest_problems(manifest, restated, MANIFEST)
+        if restated.unchecked:
+            unchecked.append(f"{MANIFEST}: {restated.unchecked}")
+    elif current and formulas is not None:
+        unchecked.append(f"{MANIFEST}: comparability_key: no run formula was handed to the validator")
+    if formulas is None:
+        return problems, [*unchecked, "params, FLOPs and bytes: no workload formulas were handed to the validator"]
+    for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows, samples), strict=True), 1):
         problems += rederive.restated_problems(row, restated, f"{CASES} line {number}")
         if restated.unchecked:
             unchecked.append(f"{CASES} line {number}: {restated.unchecked}")
     return problems, unchecked
 
 
-def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None) -> Loaded:
-    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`:
-    the workloads' (None: those the front door installed with `use_formulas`)."""
+def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None,
+                run_formula: rederive.RunFormula | None = None) -> Loaded:
+    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`,
+    `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`)."""
     folder = Path(folder)
-    formulas = formulas or _FORMULAS[0]
+    formulas, run_formula = formulas or _FORMULAS[0], run_formula or _RUN_FORMULA[0]
     if not folder.is_dir():
         return Loaded(None, [f"{folder}: not a folder"])
     data: dict[str, bytes] = {}
@@ -315,7 +332,7 @@ def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None) -
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
-        more, unchecked = _rederived(manifest, rows, samples, data, formulas)
+        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula)
         problems += more
     bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)

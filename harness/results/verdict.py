@@ -3,7 +3,8 @@
 Pure functions of bundles and rows: achieved matmul against the datasheet peak and the achievable (mamf) one,
 the best attention and training-step figures, cost at a price, the sustained phase's first-vs-steady change,
 throttling seen, collective bandwidth against the link, and the per-device outliers. A figure that no bundle
-holds is None and the page says "not measured".
+holds is None and the page says "not measured". Each figure taken from a row carries that row's quality flags
+(`flags`: harness/results/flags.py), shown beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xmfu.harness.results.cost import cost_figures
+from xmfu.harness.results.flags import flags_text
 from xmfu.harness.results.reader import Bundle
 
 Row = dict[str, Any]
@@ -58,7 +60,7 @@ def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
     for backend in sorted({r["backend"] for r in rows}):
         best = _best([r for r in rows if r["backend"] == backend], lambda r: r["tflops"])
         backends.append({"backend": backend, "case_id": best["case_id"], "tflops": best["tflops"],
-                         "of_datasheet": best.get("mfu"),
+                         "of_datasheet": best.get("mfu"), "flags": flags_text(best),
                          "of_achievable": best["tflops"] / mamf["tflops"] if mamf else None})
     return {"dtype": top["dtype"], "datasheet_tflops": top.get("peak_tflops"), "peak_source": top.get("peak_source"),
             "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top["backend"])],
@@ -72,7 +74,7 @@ def attention(rows: Sequence[Row]) -> list[dict[str, Any]]:
     for mode in sorted({(r.get("params") or {}).get("mode", "") for r in timed_rows}):
         best = _best([r for r in timed_rows if (r.get("params") or {}).get("mode", "") == mode], lambda r: r["tflops"])
         out.append({"mode": mode, "backend": best["backend"], "case_id": best["case_id"], "tflops": best["tflops"],
-                    "mfu": best.get("mfu")})
+                    "mfu": best.get("mfu"), "flags": flags_text(best)})
     return out
 
 
@@ -84,7 +86,7 @@ def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
         best = _best([r for r in timed_rows if r["backend"] == backend],
                      lambda r: (r.get("throughput") or {}).get("tokens_per_s") or 0)
         out.append({"backend": backend, "case_id": best["case_id"], "mfu": best.get("mfu"), "tflops": best["tflops"],
-                    "tokens_per_s": (best.get("throughput") or {}).get("tokens_per_s"),
+                    "tokens_per_s": (best.get("throughput") or {}).get("tokens_per_s"), "flags": flags_text(best),
                     **cost_figures(best, price)})
     return out
 
@@ -101,7 +103,7 @@ def sustained(rows: Sequence[Row]) -> list[dict[str, Any]]:
                     "steady_tflops": steady.get("tflops"), "first_vs_steady": s.get("first_vs_steady_time_change"),
                     "reached_after_s": s.get("reached_after_s"), "reached": s.get("reached"),
                     "windows": len(s.get("windows") or []), "first_clock_mhz": first.get("mean_sm_clock_mhz"),
-                    "steady_clock_mhz": steady.get("mean_sm_clock_mhz")})
+                    "steady_clock_mhz": steady.get("mean_sm_clock_mhz"), "flags": flags_text(r)})
     return out
 
 
@@ -123,7 +125,7 @@ def throttling(rows: Sequence[Row]) -> dict[str, Any]:
 
 def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> list[dict[str, Any]]:
     """The same matmul on each device (one bundle per device): its best TFLOP/s against the node's median."""
-    values, ident = {}, {}
+    values, ident, marks = {}, {}, {}
     for b in bundles:
         rows = [r for r in b.cases if timed(r)]
         best = _best(rows, lambda r: r["tflops"])
@@ -132,7 +134,8 @@ def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> 
         label = f"{best.get('device_index', '?')}: {best['device']}"
         values[label] = best["tflops"]
         ident[label] = best.get("device_uuid") or best.get("device_pci_bus_id") or ""
-    return [{**d, "identity": ident[d["label"]]} for d in outliers(values, threshold)]
+        marks[label] = flags_text(best)
+    return [{**d, "identity": ident[d["label"]], "flags": marks[d["label"]]} for d in outliers(values, threshold)]
 
 
 def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:

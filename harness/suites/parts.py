@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import apply_scale, explicit_workload_keys, parse_run_config
+from xmfu.harness.config import apply_scale, explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig, SuiteTag
@@ -54,6 +54,9 @@ class PartOutcome:
         return asdict(self)
 
 
+SMOKE = "scale=smoke"
+
+
 def compose(overrides: Sequence[str], registry: Registry, tag: SuiteTag) -> tuple[RunConfig, str]:
     """(the run's config, its resolved YAML) exactly as `xmfu run OVERRIDES` would have them, tagged with
     the suite. Raises UsageError (composition) or ConfigError (values)."""
@@ -62,17 +65,27 @@ def compose(overrides: Sequence[str], registry: Registry, tag: SuiteTag) -> tupl
     from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(list(overrides))
-    explicit = explicit_workload_keys(overrides)
+    explicit = _explicit(overrides)
     cfg = replace(parse_run_config(data, registry.backends_by_workload(), explicit), suite=tag)
     plan_phases(cfg, registry)  # sizes are checked when they expand into cases
-    return cfg, OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit)))
+    return cfg, OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit).data))
+
+
+def _explicit(overrides: Sequence[str]) -> set[str]:
+    """The settings that win over the smoke sizes. At smoke sizes a part's own overrides are its full sizes (the
+    nightly attention part's seq_q=4096): only what follows `scale=smoke` (the part's smoke overrides, then the
+    command line's) is kept over them (plan_part puts the part's overrides first)."""
+    listed = list(overrides)
+    if SMOKE in listed:
+        listed = listed[listed.index(SMOKE) + 1:]
+    return explicit_keys(listed)
 
 
 def plan_part(part: Part, smoke: bool, shared: Sequence[str], folder: Path, tag: SuiteTag, devices: int,
               registry: Registry) -> list[Job]:
     """The jobs of one part: one, or one per local device for `devices` parts. A bad override is a
     UsageError naming the part, before anything runs."""
-    base = [*part.overrides, *(("scale=smoke", *part.smoke) if smoke else ()), *shared]
+    base = [*part.overrides, *((SMOKE, *part.smoke) if smoke else ()), *shared]
     indices: Sequence[int | None] = range(devices) if part.kind == "devices" else [None]
     jobs = []
     for index in indices:

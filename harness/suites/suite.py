@@ -15,8 +15,11 @@ Output: `<results_dir>/<suite id>/` holding `<host>/node.json` (doctor findings,
 the bundles, `report.html` (the verdict page first) and `suite.json`. With `store=PATH` the bundles are
 appended to that history store and `history check` judges them (harness/suites/nightly.py).
 
-Exit status: 0 when every part ran, no device was an outlier and no regression was found; 1 otherwise
-(each named); 2 for invalid input; 130 when interrupted.
+The first line printed at the end, of suite.json (`judgement`) and of the report is the verdict: PASS, FAIL or NOT
+JUDGED with its reasons (harness/results/judgement.py). Exit status: 0 PASS (every part ran, no device was an
+outlier, no regression, and no row's figure discounted by its own flags); 1 FAIL (each problem named); 3 NOT JUDGED
+(no problem found, but rows were contended or not validly timed, or a change was discounted); 2 for invalid input;
+130 when interrupted.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -93,7 +96,7 @@ def maybe_run(args: Sequence[str], registry: Registry) -> int | None:
         raise UsageError("a suite (experiment=acceptance, experiment=nightly) runs its parts itself: run it "
                          "without -m")
     try:
-        spec, settings = parse_suite(data["suite"]), _settings(data)
+        spec, settings = with_run_scale(parse_suite(data["suite"]), data.get("scale")), _settings(data)
     except ConfigError as exc:
         raise UsageError(f"invalid configuration: {exc}") from None
     if spec.needs_store and settings.store is None:
@@ -147,10 +150,22 @@ def suite_id(name: str, run_id: str | None, proc: ProcessInfo, environ: dict[str
     return f"{stamp}-{name}-{secrets.token_hex(3)}"
 
 
+def with_run_scale(spec: SuiteSpec, scale: Any) -> SuiteSpec:
+    """`scale=smoke` is one switch for every run, a suite's too: it means suite.scale=smoke, so every part runs
+    its `smoke` overrides (without this, each part got scale=smoke alone and missed them). Asking for both
+    scale=smoke and suite.scale=full is refused rather than one of them silently winning."""
+    if scale != "smoke" or spec.scale == "smoke":
+        return spec
+    if spec.scale == "full":
+        raise ConfigError("scale", "is smoke while suite.scale is full: the two ask for opposite sizes",
+                          "scale=smoke (every part at its smoke sizes), or suite.scale=full without scale=smoke")
+    return replace(spec, scale="smoke")
+
+
 def scale_of(spec: SuiteSpec, plat: Platform) -> tuple[bool, str]:
     """(smoke sizes?, why), said in the output and the report."""
     if spec.scale == "smoke":
-        return True, "smoke sizes (suite.scale=smoke)"
+        return True, "smoke sizes (scale=smoke or suite.scale=smoke)"
     if spec.scale == "full":
         return False, "full sizes (suite.scale=full)"
     if plat.has_accelerator:
@@ -299,29 +314,31 @@ def _iso(t: float) -> str:
 
 
 def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupted: bool) -> int:
-    """Rank 0, every rank done (or given up on): the report, the store, the summary and the exit status."""
+    """Rank 0, every rank done (or given up on): the store, the report, the summary and the exit status. The store
+    is judged before the report is built, so that the verdict's first line (PASS / FAIL / NOT JUDGED) weighs its
+    regressions too."""
     from xmfu.harness.results import suite_report
 
     problems = []
     if missing:
         problems.append(f"ranks {missing} never marked themselves done within {p.spec.barrier_timeout_s:g} s (a node "
                         "that died, or a results_dir that is not shared between nodes): their results are missing")
-    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold)
-    (p.root / "report.html").write_text(html)
-    problems += verdict["problems"]
     problems += [f"part {o.name} exited {o.exit_code}" for o in outcomes if o.exit_code not in (0, None, 130)]
+    unreliable: list[str] = []
     if p.settings.store and not interrupted:
         from xmfu.harness.suites.nightly import append_and_check
 
         judged = append_and_check(Path(p.settings.store), p.root, p.spec.check, p.spec.strict)
         problems += judged.problems
         unreliable = judged.unreliable
-    else:
-        unreliable = []
-    summary = {"suite": asdict(p.spec), "suite_id": p.suite_id,
+    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable)
+    (p.root / "report.html").write_text(html)
+    problems = verdict["problems"] + problems
+    summary = {"judgement": verdict["judgement"], "suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
                "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    print(verdict["judgement"]["line"])  # the first line of the summary, as of the page
     for line in verdict["headlines"]:
         print(f"verdict: {line}")
     for problem in problems:
@@ -331,5 +348,15 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     print(f"report: {p.root / 'report.html'}", flush=True)
     if interrupted:
         print("xmfu: interrupted; the finished parts are kept and reported", file=sys.stderr)
+    return exit_status(verdict["judgement"]["verdict"], interrupted)
+
+
+NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own evidence says it proves nothing
+
+
+def exit_status(verdict: str, interrupted: bool) -> int:
+    """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
+    harness/results/judgement.py); 0 PASS."""
+    if interrupted:
         return 130
-    return 1 if problems else 0
+    return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT}.get(verdict, 0)

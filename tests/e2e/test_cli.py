@@ -97,6 +97,26 @@ def test_mamf_sets_achievable_peak(tmp_path, cli):
     assert "maximum achievable" in proc.stdout
 
 
+def test_mamf_at_smoke_scale_runs_the_small_sweep_flushed_and_says_so(tmp_path, cli):
+    """`experiment=mamf scale=smoke` once ran the 64-shape sweep up to 16384^3 (killed at 15 minutes); the
+    sweep's calls are timed after a cache flush, as mamf-finder's published figures are (issue 30)."""
+    start = time.perf_counter()
+    proc = cli("run", "experiment=mamf", "scale=smoke", "backends=[torch]", "dtype=fp32", "workload.shapes=[]", *TINY,
+               f"results_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    assert time.perf_counter() - start < 60  # about 10 s on the project's 2-core VM
+    bundle = read_bundle(_bundle_path(proc.stdout))
+    sweep = [r for r in bundle.cases if r["phase"] == "mamf"]
+    assert len(sweep) == 8 and max(r["params"]["k"] for r in sweep) == 512
+    assert all(r["scale"] == "smoke" and "mamf sweep at smoke sizes" in r["scale_note"] for r in bundle.cases
+               if r["phase"] == "mamf")
+    assert {r["achievable_method"] for r in bundle.cases} == {"flushed"}
+    assert bundle.manifest["achievable"]["method"] == "flushed" and bundle.manifest["scale"]["scale"] == "smoke"
+    assert "scale=smoke: mamf sweep at smoke sizes" in proc.stderr
+    assert "cache flushed before every call" in proc.stdout
+    assert validate_bundle(_bundle_path(proc.stdout)) == []
+
+
 @pytest.mark.parametrize(("args", "needle"), [  # the rest of the table runs in-process: test_bad_inputs.py
     (["run", "workload=fft"], "unknown workload 'fft'"),
     (["run", "-m", "dtype=fp32,int4"], "dtype"),

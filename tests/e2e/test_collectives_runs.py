@@ -263,3 +263,49 @@ def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_pa
         assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
         assert [r["status"] for r in bundle.cases] == ["ok", "failed"], (trial, [r["reason"] for r in bundle.cases])
         assert "run aborted: collective failed" in bundle.cases[1]["reason"]
+
+
+@pytest.mark.trials
+@pytest.mark.slow(seconds=40)  # two pairs of JAX processes at once: 42 s measured here at load average 8
+def test_a_jax_rank_frozen_or_killed_after_joining_ends_the_run_partial_within_the_timeout(tmp_path):
+    """Two runs of two JAX processes each (gloo on CPU), side by side; once a run's first row is written, its rank 1
+    is frozen (SIGSTOP) in one run and killed (SIGKILL) in the other, at a drawn moment. Rank 0 waited in a
+    collective until JAX's heartbeat bound and was then ended by JAX's abort (exit 134, "Terminating process
+    because the JAX distributed service detected fatal errors", no closing message); a killed rank made rank 0's
+    later cases fail one by one, the bundle end `complete`, and the exit barrier abort the same way. Now: the case
+    fails within timeout_s, the bundle is partial, exit 1 with xmfu's message. A bounded, seeded trial loop."""
+    import random
+    import signal
+
+    draw = random.Random(5)
+    kinds = (signal.SIGSTOP, signal.SIGKILL)
+    for trial in range(trials(1)):  # XMFU_TRIALS: tests/e2e/trials.py
+        runs = {how: _two_ranks(tmp_path, f"jax-{how.name}-{trial}", [
+            "backends=[jax]", "workload.ops=[all_reduce]", "workload.sizes=[1K,2K,4K,8K]", "workload.samples=300",
+            "workload.iters=20", "workload.timeout_s=4"], JAX_PLATFORMS="cpu") for how in kinds}
+        stopped, ended = {}, {}
+        try:
+            for how, procs in runs.items():
+                _first_row(tmp_path / f"jax-{how.name}-{trial}" / "cases.jsonl", procs, time.monotonic() + 240)
+                time.sleep(draw.uniform(0.0, 0.5))
+                procs[1].send_signal(how)
+                stopped[how] = time.monotonic()
+            for how, procs in runs.items():
+                ended[how] = procs[0].communicate(timeout=90)[1], time.monotonic() - stopped[how]
+        finally:
+            for procs in runs.values():
+                procs[1].send_signal(signal.SIGCONT) if procs[1].poll() is None else None
+                for p in procs:
+                    p.kill() if p.poll() is None else None
+                    p.communicate()
+        for how, procs in runs.items():
+            err0, took = ended[how]
+            assert took < 4 + 20, (how.name, trial, took)
+            assert procs[0].returncode == 1, (how.name, trial, err0[-3000:])
+            assert "Terminating process" not in err0 and "Traceback" not in err0, (how.name, err0[-3000:])
+            assert "bundle status partial" in err0, (how.name, trial, err0[-3000:])
+            folder = tmp_path / f"jax-{how.name}-{trial}"
+            bundle = read_bundle(folder)
+            assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
+            failed = [r for r in bundle.cases if r["status"] == "failed"]
+            assert failed and all("run aborted" in r["reason"] for r in failed), [r["reason"] for r in bundle.cases]

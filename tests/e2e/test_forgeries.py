@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xmfu.harness.cli.formulas import restate_rows
+from xmfu.harness.cli.formulas import restate_rows, restate_run
 from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.harness.results.comparability import comparability_key
 from xmfu.harness.results.rederive import restated_problems
@@ -23,6 +23,11 @@ from xmfu.workloads.transformer.cases import expand
 
 MATMUL = ["workload=matmul", "workload.sizes=[32]", "backends=[torch,jax]", "baseline=torch", "timing=quick"]
 COLLECTIVES = ["workload=collectives", "workload.sizes=[1024]", "workload.ops=[all_reduce]", "workload.samples=5"]
+INFERENCE = ["workload=inference", "experiment=smoke", "backends=[torch]", "workload.batch=[2]",
+             "workload.phases=[decode]", "peak_membw_gbps=50", "timing=quick", "timing.max_time_s=0.2",
+             "timing.warmup_s=0"]
+SUSTAINED = ["workload=matmul", "workload.sizes=[32]", "backends=[torch]", "timing=sustained",
+             "timing.sustain_s=0.3", "timing.window_s=0.1", "timing.warmup_s=0"]
 
 
 def _run(tmp: Path, overrides: list[str]) -> Path:
@@ -33,12 +38,22 @@ def _run(tmp: Path, overrides: list[str]) -> Path:
     return bundle
 
 
+def _variants_run(tmp: Path) -> Path:
+    """A bundle whose rows carry variants timed beside the step, written by the engine (as a distributed
+    training step's no_comm and comm_alone are), without a multi-process run."""
+    from tests.engine.test_runner_hooks import _run as run_with_variants
+
+    run_with_variants(tmp)
+    return tmp / "b"
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    made = {name: _run(tmp_path_factory.mktemp(name), o) for name, o in (("matmul", MATMUL),
-                                                                         ("collectives", COLLECTIVES))}
+    made = {name: _run(tmp_path_factory.mktemp(name), o) for name, o in (
+        ("matmul", MATMUL), ("collectives", COLLECTIVES), ("inference", INFERENCE), ("sustained", SUSTAINED))}
+    made["variants"] = _variants_run(tmp_path_factory.mktemp("variants"))
     for bundle in made.values():
-        assert load_bundle(bundle, restate_rows).problems == []
+        assert load_bundle(bundle, restate_rows, restate_run).problems == []
     return made
 
 
@@ -174,6 +189,58 @@ def _fields_dropped(rows):
         r["comparability_key"] = "0" * 16
 
 
+def _variant_median_halved(rows):
+    r = next(r for r in rows if r.get("variants"))
+    r["variants"]["loud"]["time_s"]["median"] /= 2
+    r["comm_total_s"] /= 2  # what the workload derives from it, edited to match
+
+
+def _variant_samples_x10(recs):
+    for rec in recs:
+        for v in (rec.get("variants") or {}).values():
+            v["samples"] = [x * 10 for x in v["samples"]]
+
+
+def _decode(rows):
+    return next(r for r in rows if r.get("tpot_s"))
+
+
+def _tpot_halved(rows):
+    t = _decode(rows)["tpot_s"]
+    for name in ("p50", "p90", "p99", "mean"):
+        t[name] /= 2
+
+
+def _kv_bytes_halved(rows):
+    _decode(rows)["kv_cache_bytes"] //= 2
+
+
+def _mbu_doubled(rows):
+    r = _decode(rows)
+    r["mbu"] *= 2
+    r["peak_membw_gbps"] /= 2
+
+
+def _steady_window_faster(rows):
+    st = rows[0]["steady_state"]
+    for w in (*st["windows"], st["first_window"], st["steady_window"]):
+        w["median_s"] /= 2
+        w["tflops"] *= 2
+
+
+def _steady_settled_earlier(rows):
+    st = rows[0]["steady_state"]
+    st["reached"], st["reached_after_s"] = True, 0.0
+    st["steady_window"] = st["first_window"]
+    st["first_vs_steady_time_change"] = 0.0
+
+
+def _manifest_key_changed(bundle: Path) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["comparability_key"] = "0" * 16  # e.g. to pass for another configuration's run
+    _write(bundle, "manifest.json", json.dumps(manifest))
+
+
 FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
     "median halved, TFLOP/s and MFU doubled": ("matmul", lambda b: _rows(b, _halve_median),
                                                "time_s.median"),
@@ -202,6 +269,22 @@ FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
                                                    "is not the protocol config.yaml's timing settings give"),
     "comparability fields dropped, key changed": ("matmul", lambda b: _rows(b, _fields_dropped),
                                                   "without the comparability fields it is the hash of"),
+    "a variant's median halved": ("variants", lambda b: _rows(b, _variant_median_halved),
+                                  "variants.loud.time_s.median"),
+    "a variant's samples x10": ("variants", lambda b: _rows(b, _variant_samples_x10, "samples.jsonl"),
+                                "is not the median of its"),
+    "TPOT halved": ("inference", lambda b: _rows(b, _tpot_halved), "tpot_s"),
+    "KV-cache bytes halved": ("inference", lambda b: _rows(b, _kv_bytes_halved), "kv_cache_bytes"),
+    "MBU doubled against a halved peak": ("inference", lambda b: _rows(b, _mbu_doubled), "peak_membw_gbps"),
+    "steady windows twice as fast": ("sustained", lambda b: _rows(b, _steady_window_faster),
+                                     "steady_state.windows[0].median_s"),
+    "steady state settled at once": ("sustained", lambda b: _rows(b, _steady_settled_earlier),
+                                     "is not what its windows give"),
+    "manifest comparability_key changed": ("matmul", _manifest_key_changed,
+                                           "manifest.json: comparability_key '0000000000000000' is not what "
+                                           "config.yaml gives"),
+    "rows keyed into a suite's series": ("matmul", lambda b: _rows(b, _rekeyed(
+        lambda f: f["protocol"].update(suite="nightly/1/0123456789ab"))), "comparability.protocol.suite"),
 }
 
 

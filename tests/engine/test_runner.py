@@ -264,3 +264,112 @@ def test_a_step_that_cannot_be_captured_is_timed_with_events_and_its_row_says_so
     assert row["status"] == "ok" and row["time_s"]["median"] == pytest.approx(1e-3)
     assert row["timer"]["name"] == "torch.cuda.Event" and row["timer"]["cuda_graph"] == f"not applied: {why}"
     assert "cuda_graph" not in row["comparability"]["protocol"]
+
+
+def test_a_cpu_row_records_its_threads_and_whether_the_host_was_oversubscribed(tmp_path):
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    writer.finalize("complete")
+    row = read_bundle(tmp_path / "b").cases[0]
+    assert row["threads"]["framework"] == "host" and "omp_wait_policy" in row["threads"]
+    assert row["contention"]["oversubscribed"] in (True, False) and row["contention"]["run_queue"]["threads"] >= 1
+    assert validate_bundle(tmp_path / "b") == []
+
+
+def test_a_slow_case_says_which_step_it_is_in_while_it_runs(tmp_path):
+    """The issue's 1b model: minutes in prepare and compile with nothing on screen. The display hears each step as it
+    begins and its live line counts the step's time while the step runs."""
+    import io
+    import time
+
+    from xmfu.harness.results.progress import Progress
+
+    out, now = io.StringIO(), [0.0]
+    progress = Progress(1, stream=out, live=True, tick_s=0.01, clock=lambda: now[0])
+
+    def slow_prepare(case, ctx):
+        now[0] += 125  # two minutes building the model, as the display's clock sees it
+        deadline = time.monotonic() + 3
+        while "fake-1 good: preparing 2:05" not in out.getvalue().replace("\n", "") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return _prepared(1.0)
+
+    steps = []
+    runner, _ = _runner(tmp_path)
+    runner.on_step = lambda *a: (steps.append(a[1:]), progress.step(*a))
+    slow = WorkloadDef("fake", FAKE.expand, {"good": Implementation("good", always, slow_prepare)})
+    try:
+        runner.run_phase(Phase("main", slow, [FakeCase(1)], ["good"]))
+    finally:
+        progress.close()
+    assert "fake-1 good: preparing 2:05" in out.getvalue().replace("\n", "")  # the ticker redrew the line mid-step
+    assert steps == [("fake-1", "good", s) for s in ("preparing", "compiling/first call", "checking", "timing")]
+    assert [r["status"] for r in runner.rows] == ["ok"]
+
+
+def test_a_display_that_fails_costs_no_row(tmp_path):
+    runner, _ = _runner(tmp_path)
+
+    def broken(*args):
+        raise OSError("stderr closed")
+
+    runner.on_step = broken
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert [r["status"] for r in runner.rows] == ["ok"]
+
+
+def test_the_mamf_sweep_flushes_the_cache_before_every_call_by_default_as_mamf_finder(tmp_path):
+    """stas00's mamf-finder (ml-engineering compute/accelerator/benchmarks/mamf-finder.py, benchmark_mm) runs
+    `l2_cache.zero_()` on a 256 MiB buffer before each timed call; its published table anchors "achievable"."""
+    runner, writer = _runner(tmp_path)
+    runner.run_phase(Phase("mamf", FAKE, [FakeCase(1)], ["good"]))
+    sweep = runner.rows[0]
+    assert sweep["timer"]["name"].endswith("after a last-level-cache flush") and sweep["timer"]["flush_l2_bytes"]
+    assert sweep["achievable_method"] == "flushed" and sweep["comparability"]["protocol"]["flush_l2"] is True
+    assert writer.manifest["achievable"]["method"] == "flushed"
+    runner.run_phase(Phase("main", FAKE, [FakeCase(2)], ["good"]))
+    main = runner.rows[-1]
+    assert main["achievable_method"] == "flushed" and main["achievable_tflops"] == sweep["tflops"]
+    assert "flush_l2_bytes" not in main["timer"] and "flush_l2" not in main["comparability"]["protocol"]
+
+
+def test_the_warm_sweep_is_a_named_variant_that_never_compares_with_the_flushed_one(tmp_path):
+    runner, writer = _runner(tmp_path, mamf={"method": "warm"})
+    runner.run_phase(Phase("mamf", FAKE, [FakeCase(1)], ["good"]))
+    warm = runner.rows[0]
+    assert warm["achievable_method"] == "warm" and "flush_l2_bytes" not in warm["timer"]
+    assert "flush_l2" not in warm["comparability"]["protocol"] and writer.manifest["achievable"]["method"] == "warm"
+    flushed, _ = _runner(tmp_path / "f")
+    flushed.run_phase(Phase("mamf", FAKE, [FakeCase(1)], ["good"]))
+    assert flushed.rows[0]["comparability_key"] != warm["comparability_key"]
+
+
+def test_a_jax_sweep_cannot_be_flushed_and_says_warm(tmp_path):
+    jax_like = Implementation("good", always, lambda c, x: Prepared(lambda: None, lambda rows: np.full(4, 1.0), "jax"))
+    runner, _ = _runner(tmp_path)
+    runner.run_phase(Phase("mamf", WorkloadDef("fake", FAKE.expand, {"good": jax_like}), [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["achievable_method"] == "warm" and runner.flush_bytes is None
+
+
+def test_an_achievable_peak_from_the_config_says_how_it_was_measured(tmp_path):
+    runner, _ = _runner(tmp_path, achievable_tflops=2.0)
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["achievable_method"] == "not stated"
+    runner, _ = _runner(tmp_path / "w", achievable_tflops=2.0, achievable_method="warm")
+    runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
+    assert runner.rows[0]["achievable_method"] == "warm"
+
+
+def test_cuda_graphs_give_way_to_the_flushed_sweep_and_the_row_says_why(tmp_path):
+    """timing.cuda_graph is for the main phase; timing.flush_l2 with it is refused (tests/test_config.py), but
+    the flushed sweep only drops the graph, in words, and keys without it."""
+    from tests.conftest import gpu_device
+
+    config = run_config(workload={"name": "fake"}, backends=["good"], timing={**QUICK_TIMING, "cuda_graph": True})
+    ctx = RunContext(config, Platform("cuda", (gpu_device("NVIDIA H100 80GB HBM3", 132),), "test"))
+    runner = CaseRunner(ctx, None, "r", lambda row: None)
+    torch_call = Prepared(lambda: None, lambda rows: None, "torch")
+    fields = runner._method_fields(torch_call, Phase("mamf", FAKE, [], ["good"]))
+    assert fields["cuda_graph"].startswith("not applied: mamf.method=flushed")
+    assert "cuda_graph" not in runner._protocol(torch_call, Phase("mamf", FAKE, [], ["good"]))
+    assert runner._method_fields(torch_call, Phase("main", FAKE, [], ["good"]))["cuda_graph"] is True

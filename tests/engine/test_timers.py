@@ -90,3 +90,14 @@ def test_a_torch_gpu_timer_makes_the_timed_device_current(monkeypatch):
     timer_for("jax", "cuda", device="cuda:2")  # JAX places its own work; torch is not asked
     timer_for("torch", "cpu", device="cpu")
     assert chosen == ["cuda:3", "cuda:1"]
+
+
+def test_a_flushed_sample_counts_its_flushes_in_its_length():
+    """Before: inner was sized on the call alone (5 us -> 200 calls, capped at max_inner), so each sample ran
+    max_inner flushes: a 10 ms host flush made one sample of a tiny matmul last a second."""
+    from xmfu.harness.engine.settings import TimingConfig
+    from xmfu.harness.engine.timing import Series, warm_up
+
+    series = Series("torch", lambda: None, FlushingTimer(lambda: time.sleep(0.005)))
+    warm_up(series, TimingConfig(warmup_s=0, warmup_min_iters=2, min_sample_s=0.001, max_inner=100))
+    assert series.inner == 1 and series.timer.last_wall_s >= 0.005

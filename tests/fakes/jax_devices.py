@@ -110,6 +110,7 @@ class FakeDistributed:
     calls: list[dict[str, Any]] = field(default_factory=list)
     bounds: list[dict[str, Any]] = field(default_factory=list)
     on_initialize: Any = None
+    on_shutdown: Any = None  # what the real shutdown's barrier does besides: wait for the others, or raise
 
     def initialize(self, coordinator_address: str | None = None, num_processes: int | None = None,
                    process_id: int | None = None, local_device_ids: int | list[int] | None = None,
@@ -134,6 +135,13 @@ class FakeDistributed:
 
     def is_initialized(self) -> bool:
         return bool(self.calls)
+
+    def shutdown(self) -> None:
+        """jax.distributed.shutdown() (0.10.2, distributed.py:344; the same name since 0.4.x): the client's
+        shutdown barrier waits for every process, then the client (and process 0's service) is gone."""
+        if self.on_shutdown:
+            self.on_shutdown()
+        self.calls.clear()
 
 
 @dataclass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from xmfu.harness.machine import contention
 
 
@@ -76,3 +78,33 @@ def test_in_a_container_without_host_pids_gpu_processes_are_not_contention(tmp_p
     host = contention.pid_namespace(_ns(tmp_path / "h", 0xEFFFFFFC))
     on_host = contention.assess(snap, snap, own={1}, gpu_processes=gpu, on_gpu=True, pid_ns=host)
     assert on_host["contended"] and on_host["gpu_processes_attributed"] is True
+
+
+def _sched(root: Path, pid: int, tasks: dict[int, tuple[int, int]]) -> None:
+    """/proc/<pid>/task/<tid>/schedstat: ns on a cpu, ns waiting on a runqueue, timeslices (sched-stats.rst)."""
+    for tid, (run, wait) in tasks.items():
+        (root / str(pid) / "task" / str(tid)).mkdir(parents=True, exist_ok=True)
+        (root / str(pid) / "task" / str(tid) / "schedstat").write_text(f"{run} {wait} 7\n")
+
+
+def test_a_case_whose_threads_waited_for_a_core_is_oversubscribed(tmp_path):
+    """Two threads of ours each kept off a core 0.3 s of a 1 s case (torch's pool and JAX's on 2 cores): 60%."""
+    a, b = _proc(tmp_path / "a", {10: ("python", 1, 0)}), _proc(tmp_path / "b", {10: ("python", 1, 0)})
+    (b / "stat").write_text("cpu  1 2 3 4\nprocs_running 5\n")
+    _sched(a, 10, {10: (1_000_000_000, 0), 11: (0, 0)})
+    _sched(b, 10, {10: (1_500_000_000, 300_000_000), 11: (400_000_000, 200_000_000), 12: (1, 100_000_000)})
+    start, end = contention.snapshot(a, own={10}), contention.snapshot(b, own={10})
+    end.t = start.t + 1.0
+    record = contention.assess(start, end, own={10}, gpu_processes=None, on_gpu=False)
+    assert record["oversubscribed"] and record["contended"]
+    queue = record["run_queue"]
+    assert queue["wait_s"] == pytest.approx(0.6) and queue["wait_share"] == pytest.approx(0.6)
+    assert record["run_queue"]["threads"] == 3 and record["run_queue"]["procs_running"] == 5
+    assert "oversubscribed: xmfu's 3 threads waited 0.6 s for a core (60% of the case" in record["reason"]
+    on_gpu = contention.assess(start, end, own={10}, gpu_processes=[], on_gpu=True)
+    assert on_gpu["oversubscribed"] and not on_gpu["contended"]  # recorded; the host only feeds the device
+    calm = contention.assess(start, start, own={10}, gpu_processes=None, on_gpu=False)
+    assert calm["oversubscribed"] is False and not calm["contended"]
+    unread = contention.assess(contention.snapshot(a), contention.snapshot(b), own={10}, gpu_processes=None,
+                               on_gpu=False)
+    assert unread["oversubscribed"] is None and unread["run_queue"] is None

@@ -323,3 +323,71 @@ def test_t_quantile_is_students(df):
         return
     for tail in (0.025, 1e-3, 1e-4):
         assert t_quantile(tail, df) == pytest.approx(t.ppf(1 - tail, df), rel=1e-6)
+
+
+def _latency(p50):
+    return {"p50": p50, "p90": 1.5 * p50, "p99": 2 * p50, "mean": 1.1 * p50, "n": 20}
+
+
+def test_an_inference_row_is_stored_with_its_latencies_mbu_tokens_per_s_and_flags(tmp_path):
+    """Issue 30, item 12: TTFT (prefill), TPOT and MBU (decode), tokens/s (the phase's tokens: null before, as
+    inference rows have no `tokens_per_s` key) and the row's quality flags, beside contended and its reason."""
+    import pyarrow.parquet as pq
+
+    from tests.results.rows import valid_row, write_bundle
+
+    def row(phase, **fields):
+        return valid_row(peak=100.0, workload="inference", backend="torch", case_id=f"inference-{phase}",
+                         params={"phase": phase, "name": "tiny", "batch": 8}, **fields)
+
+    prefill = row("prefill", throughput={"prompt_tokens_per_s": 50_000.0}, ttft_s=_latency(3e-3), mbu=None,
+                  timer={"name": "perf_counter", "inner": 1, "stop": "max_time_s", "ci_target_met": False})
+    decode = row("decode", throughput={"generated_tokens_per_s": 800.0, "generated_tokens_per_sequence_per_s": 100.0},
+                 tpot_s=_latency(1.25e-3), mbu=0.4,
+                 contention={"contended": True, "reason": "pid 9 used 50% of a core", "busiest_others": [],
+                             "load_avg": [1.0, 1.0, 1.0]})
+    bundle = write_bundle(tmp_path, "inf", [prefill, decode])
+    store = tmp_path / "store"
+    history.add(store, bundle, bundle.environment())
+    assert pq.read_schema(store / "inf.parquet").equals(history.schema())
+    got = {r["case_id"]: r for r in history.load(store)}
+    p, d = got["inference-prefill"], got["inference-decode"]
+    assert p["tokens_per_s"] == 50_000.0 and p["ttft_s"] == 3e-3 and p["ttft_p99_s"] == 6e-3
+    assert p["tpot_s"] is None and p["mbu"] is None and p["flags"] == "CI missed" and not p["contended"]
+    assert d["tokens_per_s"] == 800.0 and d["tpot_s"] == 1.25e-3 and d["tpot_p99_s"] == 2.5e-3 and d["mbu"] == 0.4
+    assert d["flags"] == "contended" and d["contended"] and d["contention"] == "pid 9 used 50% of a core"
+
+
+def _night_file(store, night, tflops, **fields):
+    """One stored run of one matmul series, written straight in the store's schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (row,) = _rows([tflops])
+    row.update(run_id=f"n{night}", created=history.when(f"2026-11-{night + 1:02d}T00:00:00Z"), **fields)
+    store.mkdir(exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([row], schema=history.schema()), store / f"n{night}.parquet")
+
+
+def test_check_shows_the_latest_rows_flags_beside_its_verdict(tmp_path, cli):
+    """Issue 30, item 12: `history check` names the latest row's flags beside each verdict: a change, and a series
+    within the noise whose latest run is flagged. A store written before the flags column still says contended."""
+    store = tmp_path / "store"
+    for night in range(6):
+        _night_file(store, night, 700.0 + night % 2)
+    _night_file(store, 6, 600.0, flags="CI missed, launch-bound")
+    check = cli("history", "check", "--store", str(store), "--metric", "tflops")
+    assert check.returncode == 1 and "CHANGED matmul c torch GPU A: tflops 600" in check.stdout
+    assert "[flags: CI missed, launch-bound]" in check.stdout
+    _night_file(store, 6, 700.0, flags="CI missed")
+    check = cli("history", "check", "--store", str(store), "--metric", "tflops")
+    assert check.returncode == 0 and "FLAGGED matmul c torch GPU A bf16: within the noise; the latest run's row: " \
+        "CI missed" in check.stdout
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = pq.read_table(store / "n6.parquet").drop(["flags"])
+    old = old.set_column(old.schema.get_field_index("contended"), "contended", pa.array([True]))
+    pq.write_table(old, store / "n6.parquet")  # an older file: no flags column, contended true
+    check = cli("history", "check", "--store", str(store), "--metric", "tflops")
+    assert "the latest run's row: contended" in check.stdout

@@ -46,3 +46,11 @@ def test_series_of_decode_throughput_and_mbu_against_batch():
     assert "torch" in torch_tps["label"] and "1b" in torch_tps["label"]
     other = inference_series([_row("torch", 1, 100.0, 0.4, device="AMD Instinct MI300X"), *rows])
     assert len([s for s in other if s["metric"] == "mbu"]) == 2  # one series per device
+
+
+def test_the_decode_plot_counts_the_flags_of_the_rows_it_draws():
+    """Issue 30, item 7: a flagged decode row's flag is said under the plot that draws it."""
+    from xmfu.harness.results.inference_plot import inference
+
+    rows = [_row("torch", 1, 120.0, 0.6), {**_row("torch", 8, 800.0, 0.5), "contention": {"contended": True}}]
+    assert "Drawn: 1 of 2 rows flagged: contended 1" in inference(rows)

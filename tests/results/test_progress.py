@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from tests.results.rows import valid_row
 from xmfu.harness.results.progress import Progress
 
@@ -27,3 +29,44 @@ def test_other_ranks_say_nothing_and_a_terminal_gets_a_live_line():
     live({**valid_row(), "phase": "main"})
     live.close()
     assert "c1 torch: ok" in out.getvalue()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _shows(out: io.StringIO, text: str, within_s: float = 3.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if text in out.getvalue().replace("\n", ""):  # rich wraps the live line at its width
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_log_gets_one_plain_line_per_step():
+    out = io.StringIO()
+    progress = Progress(2, stream=out, live=False)
+    progress.step("main", "a", "torch", "preparing")
+    progress.step("main", "a", "torch", "compiling/first call")
+    progress({**valid_row(case_id="a"), "phase": "main"})
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[case 1/2") and lines[0].endswith("a torch: preparing")
+    assert lines[1].endswith("a torch: compiling/first call") and "a torch: ok" in lines[2]
+    assert progress._ticker is None  # a log is written at step changes only: no thread
+
+
+def test_a_terminal_line_ticks_while_a_step_runs_and_stops_on_an_interrupt():
+    out, clock = io.StringIO(), _Clock()
+    with pytest.raises(KeyboardInterrupt), Progress(3, stream=out, live=True, tick_s=0.01, clock=clock) as progress:
+        progress.step("main", "inference-bf16-1b-prefill", "torch_compile", "compiling/first call")
+        clock.now += 65  # a minute of compiling, no row yet: the line still moves
+        assert _shows(out, "inference-bf16-1b-prefill torch_compile: compiling/first call 1:05")
+        raise KeyboardInterrupt
+    assert not progress._ticker.is_alive() and progress._status is None

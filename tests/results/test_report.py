@@ -80,8 +80,9 @@ def test_a_timing_invalid_row_shows_no_throughput_as_in_the_cli(built):
     html, bundle = built
     row = next(r for r in bundle.cases if r["backend"] == "triton")
     assert row["tflops"] is not None  # the bundle has a figure; it does not represent the hardware
-    cells = re.search(r"<tr>(<td>r1</td><td>attention</td><td>triton</td>.*?)</tr>", html).group(1)
+    cells = re.search(r"<tr class=flagged>(<td>r1</td><td>attention</td><td>triton</td>.*?)</tr>", html).group(1)
     assert f"{row['tflops']:.4g}" not in cells and "timing not valid here: Triton interpreter on a CPU" in cells
+    assert "<td>ok</td><td>timing not valid</td>" in cells  # its flag beside its status (issue 30, item 7)
 
 
 def test_labels_are_never_cut_silently(tmp_path):
@@ -97,8 +98,10 @@ def test_roofs_memory_where_known_compute_where_only_that_is(tmp_path):
     gpu = {**matmul_row(1024, 1024, 1024), "peak_entry": "nvidia-h100-sxm", "device": "NVIDIA H100"}
     cpu = {**matmul_row(512, 512, 512), "peak_entry": "cpu-estimate", "device": "AMD EPYC", "platform": "cpu"}
     html = report.build([write_bundle(tmp_path, "gpu", [gpu, cpu])], [{}], {})
-    assert "compute and memory roof: bf16 100 TFLOP/s on NVIDIA H100" in html
-    assert "compute roof: bf16 100 TFLOP/s on AMD EPYC (CPU estimate)" in html
+    # a legend entry longer than a line wraps between words (one <text> per line): read them joined
+    texts = " ".join(el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text"))
+    assert "compute and memory roof: bf16 100 TFLOP/s on NVIDIA H100" in texts
+    assert "compute roof: bf16 100 TFLOP/s on AMD EPYC (CPU estimate)" in texts
     assert "Memory roof not drawn for AMD EPYC" in html
 
 
@@ -181,3 +184,22 @@ def test_trend_page_renders_in_headless_chromium(tmp_path):
     share, saturated = ink(shot)
     assert share > 0.02 and saturated > 1500 and "CONSOLE" not in stderr
     assert "date of the run (UTC)" in dom and "[key k2]" in dom
+
+
+CONTENDED = {"contended": True, "reason": "pid 9 (stress) used 97% of a core", "busiest_others": [],
+             "load_avg": [1.0, 1.0, 1.0]}
+
+
+def test_a_row_shows_its_flags_in_the_table_and_beside_its_bar():
+    """A contended, CI-missed row carries both flags wherever its figure is: the every-row table (and its row is
+    marked) and its MFU bar's label, with a note under the plot counting the flagged rows (issue 30, item 7)."""
+    from xmfu.harness.results import report_plots
+
+    flagged = matmul_row(512, 512, 512, contention=CONTENDED, timer={"ci_target_met": False, "stop": "budget"})
+    table = report._table([matmul_row(256, 256, 256), flagged])
+    assert "<th>flags</th>" in table and "<td>contended, CI missed</td>" in table
+    assert table.count("<tr class=flagged>") == 1
+    html = report_plots.mfu([matmul_row(256, 256, 256), flagged])
+    texts = [el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text")]
+    assert "50.0% [contended, CI missed]" in texts and "50.0%" in texts
+    assert "1 of 2 rows flagged: contended 1, CI missed 1" in html

@@ -28,6 +28,17 @@ def test_each_strategy_row_shows_its_scaling_efficiency_and_exposed_communicatio
             assert "clamped" in row["overlap"]
 
 
+def test_a_scaling_efficiency_above_one_is_marked_not_credible_with_its_note():
+    r = {"workload": "transformer", "status": "ok", "params": {"parallel": "fsdp", "world_size": 2},
+         "time_s": {"median": 0.0036}, "timing_valid": True, "mfu": 0.1, "scaling_efficiency": 16.7,
+         "scaling_credible": False, "scaling_note": "not credible: scaling efficiency 16.7 > 1", "comm": {}}
+    row = dict(zip(scaling_table.HEAD, scaling_table.cells(r), strict=True))
+    assert row["scaling efficiency"] == "1670.0% (not credible: above 100%)"
+    assert row["how exposed was measured / reason"].startswith("not credible: scaling efficiency 16.7 > 1")
+    old = dict(r, scaling_credible=None, scaling_note=None)  # a bundle from before the flag
+    assert "not credible" in dict(zip(scaling_table.HEAD, scaling_table.cells(old), strict=True))["scaling efficiency"]
+
+
 def test_missing_figures_stay_blank_and_a_failed_row_gives_its_reason():
     failed = {"workload": "transformer", "status": "failed", "reason": "rank 1 never joined <in time>",
               "params": {"parallel": "fsdp", "world_size": 2}, "time_s": {}, "timing_valid": False}
@@ -44,3 +55,13 @@ def test_the_report_has_the_section_and_says_when_no_row_is_distributed():
     assert "ddp" in page and "fsdp" in page
     assert "No distributed training rows" in scaling_table.scaling_table(
         [{**bundle.cases[0], "params": {**bundle.cases[0]["params"], "parallel": "none"}}])
+
+
+def test_a_distributed_row_shows_its_flags():
+    """The scaling table shows a row's quality flags beside its figures (issue 30, item 7)."""
+    from tests.results.rows import valid_row
+
+    row = valid_row(peak=100.0, workload="transformer", params={"parallel": "ddp", "name": "tiny"},
+                    contention={"contended": True, "reason": "load"})
+    cells = dict(zip(scaling_table.HEAD, scaling_table.cells(row), strict=True))
+    assert cells["flags"] == "contended"

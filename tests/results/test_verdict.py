@@ -56,7 +56,7 @@ def _bundle(folder, run_id, rows, **manifest):
 def _node(root, host, matmul_tflops, device_tflops, throttle=None):
     folder = root / host
     achievable = {"tflops": 720.0, "source": "mamf sweep in this run", "dtype": "bf16", "backend": "torch",
-                  "case_id": "matmul-bf16-8192x8192x4096-NN"}
+                  "case_id": "matmul-bf16-8192x8192x4096-NN", "method": "flushed"}
     main = [_mm(matmul_tflops, telemetry={"throttle_fraction": throttle or {}, "throttle_readings": 40}),
             _mm(matmul_tflops * 0.9, backend="jax")]
     parts = [{"name": "mamf", "kind": "run", "what": "mamf", "exit_code": 0, "seconds": 1.0, "note": "",
@@ -108,6 +108,8 @@ def test_two_nodes_compared_and_every_figure_of_the_verdict(suite_folder):
     assert any("node-a: device 3: NVIDIA H100 is 5.6% below" in p for p in v["problems"])
     assert any(p.startswith("node node-b: best matmul TFLOP/s 600") for p in v["problems"])
     assert any("80.0% of the 450 GB/s link" in h for h in v["headlines"])
+    # the achievable peak is a denominator: the page says how it was measured
+    assert "mamf, cache flushed before each call, as mamf-finder" in html
     assert "&lt;script&gt;" in html and "<script" not in html
 
 
@@ -121,3 +123,59 @@ def test_the_verdict_page_renders_in_headless_chromium(suite_folder, tmp_path):
     assert "Nodes compared" in dom and "FLAGGED" in dom and "hw_slowdown 25.0% of readings" in dom
     assert "USD 0.5556 per million tokens" in dom and "&lt;script&gt;" in dom
     assert "<script" not in dom.split("<body", 1)[1]
+
+
+CONTENDED = {"contended": True, "reason": "pid 9 (stress) used 97% of a core", "busiest_others": [],
+             "load_avg": [1.0, 1.0, 1.0]}
+
+
+def _one_node(root, rows):
+    """A suite folder of one node whose one part wrote `rows`: no outlier, no node to compare, no problem."""
+    folder = root / "node-a"
+    part = {"name": "mamf", "kind": "run", "what": "mamf", "exit_code": 0, "seconds": 1.0, "note": "",
+            "bundles": [_bundle(folder, "node-a-mamf", rows)]}
+    record = {"host": "node-a", "scale": "full", "scale_reason": "full sizes", "doctor": None, "parts": [part],
+              "started": "2026-11-24T00:00:00Z", "finished": "2026-11-24T01:00:00Z",
+              "platform": {"kind": "cuda", "reason": "test", "devices": []},
+              "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
+    (folder / "node.json").write_text(json.dumps(record))
+    return root
+
+
+def _first_line(html):
+    """The first thing in the page's body: the verdict's one line."""
+    from html import unescape
+
+    first = html.split("<body>", 1)[1].split("</p>", 1)[0]
+    return unescape(first.replace('<p class="judgement">', "").replace("<b>", "").replace("</b>", ""))
+
+
+def test_the_verdict_page_starts_with_pass_fail_or_not_judged(tmp_path, suite_folder, monkeypatch):
+    """Issue 30, item 7: the page's first line is the verdict with its reasons; rows contended (or whose timing is
+    not valid) make it NOT JUDGED, never a pass; a problem makes it FAIL; the caveat flags are named after PASS.
+    The plots are left out (they take seconds; the tests above draw them)."""
+    from xmfu.harness.results import report
+
+    for module, name in ((report.report_plots, "mfu"), (report.report_plots, "throughput"),
+                         (report.report_plots, "busbw"), (report.roofline, "roofline"),
+                         (report.telemetry_plot, "telemetry"), (report.inference_plot, "inference"),
+                         (suite_report, "_matmul_figure")):
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **k: None if _n == "_matmul_figure" else "")
+    missed = {"name": "cuda events", "inner": 1, "ci_target_met": False,
+              "stop": "max_time_s=1 reached before the CI target"}
+    clean = _one_node(tmp_path / "clean", [_mm(700.0, timer=missed), _mm(650.0, backend="jax")])
+    html, v = suite_report.build(clean, price=None)
+    assert _first_line(html) == "PASS: caveat: CI missed 1 of 2 rows" and v["judgement"]["verdict"] == "PASS"
+    busy = _one_node(tmp_path / "busy", [_mm(700.0, contention=CONTENDED), _mm(650.0, backend="jax")])
+    html, v = suite_report.build(busy, price=None)
+    assert _first_line(html) == ("NOT JUDGED: 1 of 2 rows contended (first: matmul-bf16-1024x1024x1024-NN torch: "
+                                 "pid 9 (stress) used 97% of a core)")
+    assert v["judgement"]["reasons"] == [v["judgement"]["line"].removeprefix("NOT JUDGED: ")]
+    # the best matmul's row is the contended one: its flag beside its figure, in the headline and the table
+    assert v["headlines"][0].endswith("achievable not measured (no mamf sweep) [contended]")
+    assert "<td>torch</td><td>matmul-bf16-1024x1024x1024-NN</td><td>700</td>" in html
+    assert "<td>contended</td></tr>" in html and "<th>flags</th>" in html
+    html, v = suite_report.build(suite_folder, price=2.0)
+    assert _first_line(html).startswith("FAIL: node-a: device 3: NVIDIA H100 is 5.6% below the node's median")
+    html, v = suite_report.build(busy, price=None, problems=["part training exited 1"])
+    assert _first_line(html).startswith("FAIL: part training exited 1; 1 of 2 rows contended")

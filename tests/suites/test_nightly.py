@@ -144,14 +144,16 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
     first = night()
-    assert first.returncode == 0, first.stderr[-3000:]
+    # 3: NOT JUDGED, where another process on this machine made the rows contended (issue 30, item 7)
+    assert first.returncode in (0, 3) and ("NOT JUDGED" in first.stdout) == (first.returncode == 3), \
+        first.stderr[-3000:]
     assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
     rows = history.load(tmp_path / "store")
     assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
     monkeypatch.chdir(ROOT)
     changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
                     *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])
-    assert changed == 0, capsys.readouterr().err[-3000:]
+    assert changed in (0, 3), capsys.readouterr().err[-3000:]
     keys = {r["comparability_key"] for r in history.load(tmp_path / "store")}
     assert len(keys) == 2  # version 2 of the suite: new series
 

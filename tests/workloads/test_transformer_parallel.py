@@ -111,6 +111,16 @@ def test_derived_figures_of_a_distributed_row():
     assert figures.derive(base, []) == {}
 
 
+def test_a_scaling_efficiency_above_one_is_flagged_not_credible():
+    """The issue's FSDP row: 16.7 under Hydra's submitit_local, reported unflagged."""
+    base = _row("t-b2", None, 1.0, 0.1)
+    fsdp = figures.derive(_row("t-b2-fsdp-weak", "fsdp", 0.06, 1.67, notes={}), [base])
+    assert fsdp["scaling_efficiency"] == pytest.approx(16.7) and fsdp["scaling_credible"] is False
+    assert fsdp["scaling_note"].startswith("not credible: scaling efficiency 16.7 > 1")
+    fair = figures.derive(_row("t-b2-fsdp-weak", "fsdp", 1.25, 0.08, notes={}), [base])
+    assert fair["scaling_credible"] is True and "scaling_note" not in fair
+
+
 def test_parity_passes_noise_and_catches_unsynchronised_gradients():
     good = {"loss": 5.5, "ref_loss": 5.5 * (1 + 5e-8), "grad_norm": 2.0, "ref_grad_norm": 2.0, "update_error": 8e-6,
             "sequences": 2, "tokens": 32, "devices": 2}

@@ -42,10 +42,23 @@ def scaling(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     if base is None or not row.get("tflops"):
         return {"scaling_efficiency": None,
                 "scaling_note": f"not measured: no timed single-device row {base_id} of {row['backend']} in this run"}
-    return {"scaling_efficiency": parallel.scaling_efficiency(row["tflops"], base["tflops"]),
-            "scaling_baseline": {"case_id": base_id, "tflops": base["tflops"], "mfu": base.get("mfu"),
-                                 "median_s": base["time_s"]["median"],
-                                 "same_per_device_batch": p["scaling"] == "weak"}}
+    efficiency = parallel.scaling_efficiency(row["tflops"], base["tflops"])
+    out = {"scaling_efficiency": efficiency, "scaling_credible": efficiency <= 1,
+           "scaling_baseline": {"case_id": base_id, "tflops": base["tflops"], "mfu": base.get("mfu"),
+                                "median_s": base["time_s"]["median"], "same_per_device_batch": p["scaling"] == "weak"}}
+    if efficiency > 1:
+        out["scaling_note"] = not_credible(efficiency)
+    return out
+
+
+def not_credible(efficiency: float) -> str:
+    """Why a scaling efficiency above 1 is flagged: each device would have done more per second inside the group
+    than the single device did alone, beside communication it did not have to do (issue 30: 16.7 under Hydra's
+    submitit_local, where the single-device step ran with every task's threads oversubscribing the cores)."""
+    return (f"not credible: scaling efficiency {efficiency:.3g} > 1 means each device ran faster in the group than "
+            "the single device alone; the usual cause is a baseline measured under other conditions (oversubscribed "
+            "threads, another tenant: see both rows' contention), not the hardware. Under strong scaling a share that "
+            "fits a cache the whole did not can run faster; measure again before relying on it")
 
 
 def _exposed(row: dict[str, Any], step: float) -> tuple[float | None, str]:

@@ -189,6 +189,26 @@ class Contention(OpenRecord, kw_only=True):
     pid_namespace: maybe(AnyMap, "this process's PID namespace: inode, initial (the host's), reason when "
                                  "unreadable; null off GPUs") = None
     window_s: doc(float, "length of the case, s", ge=0) = 0.0
+    oversubscribed: maybe(bool, "whether xmfu's own threads waited for a core (more runnable threads than cores: "
+                                "frameworks or tasks fighting, or other work); null where unreadable") = None
+    run_queue: maybe(AnyMap, "xmfu's threads over the case: run_s, wait_s (ready but not running, "
+                             "/proc/<pid>/task/<tid>/schedstat), wait_share (wait_s / window_s), threads, cores, "
+                             "procs_running (/proc/stat at the end)") = None
+
+
+class Threads(Record, kw_only=True):
+    """How the host's threads were set for this row's framework on a CPU (harness/machine/threads.py)."""
+
+    framework: maybe(str, "the backend's framework (torch, jax...)") = None
+    intra_op_threads: maybe(int, "its intra-op threads: torch.get_num_threads(), or XLA's CPU pool size") = None
+    intra_op_source: maybe(str, "where intra_op_threads comes from") = None
+    omp_wait_policy: maybe(str, "OMP_WAIT_POLICY in force (PASSIVE: idle OpenMP threads sleep); null: the "
+                                "runtime's default (libgomp spins, then sleeps)") = None
+    omp_wait_policy_set_by: maybe(Literal["xmfu", "environment"], "who set OMP_WAIT_POLICY") = None
+    omp_num_threads: maybe(str, "OMP_NUM_THREADS in force") = None
+    set_by_xmfu: doc(list[str], "the variables xmfu set because they were unset") = field(default_factory=list)
+    local_tasks: doc(int, "processes of this launch on this host", ge=1) = 1
+    note: maybe(str, "why the recorded setting may not be in force") = None
 
 
 class Telemetry(OpenRecord, kw_only=True):

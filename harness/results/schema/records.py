@@ -34,6 +34,15 @@ class Achievable(Record, kw_only=True):
     backend: maybe(str, "the backend of the best row") = None
     case_id: maybe(str, "the best row's case") = None
     params: maybe(AnyMap, "the best row's parameters") = None
+    method: maybe(str, "flushed (the cache overwritten before every call, as mamf-finder), warm (back-to-back "
+                       "calls) or not stated (config achievable_tflops without achievable_method)") = None
+
+
+class Scale(Record, kw_only=True):
+    """scale=smoke: the run was shrunk (harness/config.py), and what was shrunk."""
+
+    scale: doc(Literal["smoke"], "smoke sizes")
+    notes: doc(dict[str, list[str]], "what was shrunk, in words, by phase (mamf, main)")
 
 
 class Process(Record, kw_only=True):
@@ -97,6 +106,7 @@ class Manifest(Record, kw_only=True):
     backends: maybe(list[str], "the backends run") = None
     achievable: maybe(Achievable, "the achievable peak of mfu_vs_achievable; null without one") = None
     suite: maybe(SuitePart, "the suite this run is a part of") = None
+    scale: maybe(Scale, "scale=smoke: what was shrunk; absent at full scale") = None
     process: maybe(Process, "the process that wrote the bundle") = None
     tunableop: maybe(AnyMap, "rocm.tunableop: whether it applied and its settings; null when not asked for") = None
     conditions: maybe(Conditions, "load, contention and drift over the run") = None
@@ -111,6 +121,8 @@ class VariantSamples(Record, kw_only=True):
 
     samples: doc(list[float], "per-sample seconds (combined over ranks)")
     rank_samples: maybe(list[list[float]], "every rank's samples") = None
+    repeats: maybe(list[int], "the repeat of each sample (its time_s is re-derived with them); absent in bundles "
+                              "written before xmfu recorded it") = None
 
 
 class Samples(Record, kw_only=True):

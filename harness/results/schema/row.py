@@ -22,6 +22,7 @@ from xmfu.harness.results.schema.parts import (
     Speedup,
     SteadyState,
     Telemetry,
+    Threads,
     Timer,
     TimeStats,
     Variant,
@@ -76,6 +77,8 @@ class Row(Record, kw_only=True):
     clocks_locked: maybe(bool, "whether the device's clocks were locked (see clocks); null unknown") = None
     clocks: maybe(Clocks, "the clock-lock reading behind clocks_locked") = None
     contention: maybe(Contention, "other work on the host and GPU during the case") = None
+    threads: maybe(Threads, "a CPU row: its framework's intra-op threads and the OpenMP wait policy; null off "
+                            "CPUs") = None
     timer: maybe(Timer, "how it was timed; absent when it was not") = None
     repeats: maybe(Repeats, "repeats > 1: each repeat's median and their spread; null for one measurement") = None
     tflops_ci95: maybe(list[float], "the 95% CI of tflops [low, high] (the time CI mapped through 1/t)") = None
@@ -84,12 +87,20 @@ class Row(Record, kw_only=True):
     peak_note: maybe(str, "why peak_tflops is null, or a caveat about it") = None
     mfu_reason: maybe(str, "why mfu is null (or above 1)") = None
     achievable_tflops: maybe(NonNeg, "the achievable peak mfu_vs_achievable divides by, TFLOP/s") = None
+    achievable_method: maybe(str, "a mamf sweep row: how it was timed; a row with achievable_tflops: how that "
+                                  "peak was measured. flushed: the cache overwritten before every call "
+                                  "(mamf-finder's method, which the published table uses); warm: back-to-back "
+                                  "calls; not stated: given as achievable_tflops without achievable_method") = None
     speedup: maybe(Speedup, "against the run's baseline backend; null for the baseline itself, or without "
                             "one") = None
     telemetry: maybe(Telemetry, "power, clocks, temperature over this backend's timed window; null when not "
                                 "timed") = None
     attachments: maybe(list[str], "files of the bundle belonging to this row (a profiler trace)") = None
     non_finite_fields: maybe(list[str], "fields a backend returned as NaN or infinity, kept as null") = None
+    scale: maybe(Literal["smoke"], "smoke: run at smoke sizes (scale=smoke), not the sizes the command named; "
+                                   "absent at full scale") = None
+    scale_note: maybe(str, "scale=smoke: what was shrunk (the model preset asked for, the mamf sweep's "
+                           "sizes...)") = None
 
     # Workloads' own figures.
     hardware_flops: maybe(NonNeg, "FLOPs the hardware executes, recomputation included (training with "
@@ -126,7 +137,9 @@ class Row(Record, kw_only=True):
     flops_global: maybe(NonNeg, "distributed training: flops x world size, per step") = None
     peak_memory_per_rank_bytes: maybe(list[int | None], "distributed training: every rank's peak memory") = None
     scaling_efficiency: maybe(NonNeg, "distributed training: MFU per device / the single-device step's") = None
-    scaling_note: maybe(str, "why scaling_efficiency is null") = None
+    scaling_note: maybe(str, "why scaling_efficiency is null, or why it is not credible (above 1)") = None
+    scaling_credible: maybe(bool, "false: scaling_efficiency is above 1 (scaling_note says why that is not "
+                                  "credible); null without a scaling_efficiency") = None
     scaling_baseline: maybe(ScalingBaseline, "the single-device step it is measured against") = None
     comm_bytes_per_rank: maybe(NonNeg, "distributed training: bytes each rank sends per step (torch: the "
                                        "strategy's schedule as it issues it; JAX: the collectives XLA "
