@@ -154,6 +154,6 @@ def test_runs_ratio_ci_store_pools_several_bundles_with_the_store():
     """n bundles per side are n runs: their variance pooled with the store's, ((m-1) sd^2 + (n-1) s^2) / (m+n-2)."""
     logs = np.log([0.9, 1.0, 1.1])
     pooled = (10 * 0.01**2 + 2 * logs.var(ddof=1)) / 12
-    value, low, high = runs_ratio_ci_store([0.9, 1.0, 1.1], [0.9, 1.0, 1.1], (3, 3), (0.01, 11))
+    value, _, high = runs_ratio_ci_store([0.9, 1.0, 1.1], [0.9, 1.0, 1.1], (3, 3), (0.01, 11))
     half = 2.064 * (2 * pooled / 3) ** 0.5  # df = 24 (both sides pooled with 12 each)
     assert value == pytest.approx(1.0) and high == pytest.approx(np.exp(half), rel=1e-6)
