@@ -11,6 +11,7 @@ tests/cli/test_docs_lines_parse.py checks in seconds that every documented `xmfu
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,14 +59,15 @@ def _shell(command: str, cwd: Path, timeout: float = TIMEOUT_S) -> subprocess.Co
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """A scratch checkout: the repository's files linked in, a results/ of its own (the committed reference runs
-    linked), six small bundles for the placeholders (A..F), a history store holding them, a signing key and a
+    copied), six small bundles for the placeholders (A..F), a history store holding them, a signing key and a
     price file for the lines that name one."""
     here = tmp_path_factory.mktemp("docs")
     for entry in ROOT.iterdir():
         if entry.name not in ("results", ".venv", ".git") and not entry.name.startswith("."):
             (here / entry.name).symlink_to(entry)
     (here / "results").mkdir()
-    (here / "results" / "reference").symlink_to(ROOT / "results" / "reference")
+    # copied, not linked: `xmfu archive results` refuses a link (an archive holds regular files only)
+    shutil.copytree(ROOT / "results" / "reference", here / "results" / "reference")
     ids = ",".join(Path(b).name for b in BUNDLES.values())
     made = _shell(f"xmfu run -m run_id={ids} workload=matmul backends=[torch] dtype=fp32 workload.sizes=[64] "
                   "workload.shapes=[] timing=quick results_dir=results", here)
