@@ -56,7 +56,8 @@ test-fast: install
 
 # Every CPU line of README.md and docs/ run as written, in page order in one scratch folder
 # (tests/e2e/test_docs_commands.py; tests/docs_lines.py says which lines and why some are skipped). Too long for
-# make test (about 15 minutes on 2 cores: the acceptance and nightly suites, the inference and training smoke runs);
+# make test (90 lines took 45 minutes on this project's shared 2-core machine at load 8-13, before the same command
+# on several pages ran once; the acceptance, nightly and inference smoke runs are most of it);
 # CI runs it after make test (.ci/run). One process: later lines use what earlier ones made (a key, a store).
 test-docs: install
 	$(PY) -m pytest -m docs tests/e2e/test_docs_commands.py

@@ -4,8 +4,8 @@ which lines count, which are left to a GPU, Slurm or Docker, and which are skipp
 
 A line passes when it exits with its documented status (0 unless EXIT says otherwise) and prints no traceback.
 Identical lines (after their placeholders are filled) run once. Run by `make test-docs` (CI's .ci/run calls it):
-about 15 minutes on 2 cores, too long for `make test`, which leaves the `docs` marker out;
-tests/cli/test_docs_lines_parse.py checks in seconds that every documented `xmfu` line parses.
+tens of minutes on 2 cores (the Makefile says what was measured), too long for `make test`, which leaves the
+`docs` marker out; tests/cli/test_docs_lines_parse.py checks in seconds that every documented `xmfu` line parses.
 """
 
 from __future__ import annotations
