@@ -17,7 +17,7 @@ WHEELHOUSE_EXTRAS ?=
 WHEELHOUSE_ADD ?=
 WHEELHOUSE_NUMPY ?=
 
-.PHONY: install bench test test-fast test-trials lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
+.PHONY: install bench test test-docs test-fast test-trials lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
@@ -47,12 +47,20 @@ bench: install
 # ones; a long test at the end of one queue would leave the other core idle): under 6 minutes on 2 cores.
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist worksteal
+	$(PY) -m pytest -n 2 --dist worksteal -m "not docs"
 
 # Everything but the end-to-end runs: about a minute.
 test-fast: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e"
+
+# Every CPU line of README.md and docs/ run as written, in page order in one scratch folder
+# (tests/e2e/test_docs_commands.py; tests/docs_lines.py says which lines and why some are skipped). Too long for
+# make test (90 lines took 45 minutes on this project's shared 2-core machine at load 8-13, before the same command
+# on several pages ran once; the acceptance, nightly and inference smoke runs are most of it);
+# CI runs it after make test (.ci/run). One process: later lines use what earlier ones made (a key, a store).
+test-docs: install
+	$(PY) -m pytest -m docs tests/e2e/test_docs_commands.py
 
 # The seeded signal and rank trials, 8 times each instead of make test's one or two (tests/e2e/trials.py): a
 # rare race is hunted here, not in every make test. About 5 minutes on 2 cores.

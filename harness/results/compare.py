@@ -6,9 +6,10 @@ that differ, unless the caller allows it). Each side's figure is the median of i
 a bundle's row or one of its repeats (`repeats=N`).
 
 What decides a verdict is run-to-run variance, not the spread of one run's samples. Its source, named in every
-row: the runs and repeats themselves when each side has two or more (a two-stage bootstrap); otherwise a
-run-to-run noise estimate (from the other side's runs, or from the history store's recent runs of the series,
-`--noise-from`); otherwise none, and then a difference is called only beyond the noise floor.
+row: the history store's recent runs of the series (`--noise-from`) whenever it has an estimate for the series,
+combined with the bundles' own spread as stats.runs_ratio_ci_store states; otherwise the runs and repeats themselves
+when a side has two or more (Welch's t; a side with one run borrows the other side's variance); otherwise none, and
+then a difference is called only beyond the noise floor.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from xmfu.harness.results.stats import (
     EQUIVALENCE_MARGIN,
     resampled_medians_sorted,
     runs_ratio_ci,
+    runs_ratio_ci_store,
     verdict,
 )
 
@@ -146,8 +148,10 @@ def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor
     inside one bundle (or a history estimate) give the interval too, but repeats share one process and miss
     what differs between processes (memory and thread placement, boost state: on this project's 2-core test
     machine, 6% between processes whose repeats agreed within 4%), so between single bundles a difference
-    is called only beyond `floor`, unless the history store supplied the between-run noise. With one run per
-    side and no estimate, the interval is the two runs' own bootstrap, under the same floor rule."""
+    is called only beyond `floor`. With one run per side and no estimate, the interval is the two runs' own
+    bootstrap, under the same floor rule. A history estimate (`noise`), whenever there is one, is used with any
+    number of runs and repeats, and the verdict needs no floor: stats.runs_ratio_ci_store states how it is
+    combined with the bundles' own spread."""
     independent = bundles[0] > 1 and bundles[1] > 1
     if len(base) == 1 and len(cand) == 1 and noise is None:
         value, low, high = within or within_run_intervals([(base[0], cand[0])])[0]
@@ -156,12 +160,14 @@ def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor
         return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word, "variance_source": source,
                 **({"verdict_reason": why} if why else {})}
     mb, mc = _medians(base), _medians(cand)
-    use_known = noise is not None and len(mb) == 1 and len(mc) == 1
-    value, low, high = runs_ratio_ci(mb, mc, (noise[0], noise[1]) if use_known else None)
-    if use_known:
-        source = f"{noise[2]}: {noise[1]} recent runs, run-to-run sd {100 * noise[0]:.1f}%"
+    if noise is not None:  # the store's between-run noise, whenever given (stats.runs_ratio_ci_store: the rule)
+        value, low, high = runs_ratio_ci_store(mb, mc, bundles, (noise[0], noise[1]))
+        source = f"{noise[2]}: {noise[1]} recent runs, run-to-run sd {100 * noise[0]:.1f}%" + _store_with(
+            (len(mb), len(mc)), bundles)
         word, why = verdict(low, high, margin), ""
-    elif independent:
+        return {"speedup": value, "ci95_low": low, "ci95_high": high, "verdict": word, "variance_source": source}
+    value, low, high = runs_ratio_ci(mb, mc)
+    if independent:
         source = f"{bundles[0]} and {bundles[1]} bundles per side (Welch t on log run medians)"
         word, why = verdict(low, high, margin), ""
     else:
@@ -172,6 +178,17 @@ def speedup(base: list[np.ndarray], cand: list[np.ndarray], margin: float, floor
     if why:
         out["verdict_reason"] = why
     return out
+
+
+def _store_with(runs: tuple[int, int], bundles: tuple[int, int]) -> str:
+    """What the store's noise was combined with on each side (stats.runs_ratio_ci_store), for variance_source."""
+    said = []
+    for label, n, count in (("baseline", runs[0], bundles[0]), ("candidate", runs[1], bundles[1])):
+        if count > 1:
+            said.append(f"{label} {count} bundles, pooled with the store")
+        elif n > 1:
+            said.append(f"{label} {n} repeats in one bundle (one run; its repeats count where they vary more)")
+    return "; " + ", ".join(said) if said else ""
 
 
 def _check_keys(ref: dict[str, Any], entries: list[tuple[dict, dict]]) -> list[str]:
@@ -202,6 +219,8 @@ def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparabl
                          strict=True))
     for i, (key, ref_entries, entries, diff, b_runs, c_runs, estimate) in enumerate(todo):
         stats = speedup(b_runs, c_runs, margin, floor, estimate, (len(ref_entries), len(entries)), intervals.get(i))
+        if noise and estimate is None:  # --noise-from was given: say why it did not decide this row
+            stats["variance_source"] += " (--noise-from: too few runs of this series in the history store)"
         contended = _contended(ref_entries + entries)
         if contended and not strict:  # a run that says it was disturbed is no evidence either way
             stats.update(verdict="inconclusive", verdict_reason="contended")

@@ -339,3 +339,39 @@ def runs_ratio_ci(base: Sequence[float], cand: Sequence[float],
     df = se2**2 / dof_terms if dof_terms > 0 else 1e9
     half = t975(df) * math.sqrt(se2)
     return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
+def runs_ratio_ci_store(base: Sequence[float], cand: Sequence[float], bundles: tuple[int, int],
+                        sd_store: tuple[float, int]) -> tuple[float, float, float]:
+    """(speedup, ci low, ci high) from run medians when a history store gives the run-to-run noise (`xmfu compare
+    --noise-from`): sd_store = (sd of a run's log median time, runs it came from). The ratio is that of the sides'
+    geometric means, as in runs_ratio_ci; each side's variance of its log figure:
+
+    - several bundles (independent runs): their variance pooled with the store's, ((m-1) sd^2 + (n-1) s^2) /
+      (m+n-2) with m+n-2 degrees of freedom (the pooled variance of two samples of one variance, as Student's t
+      pools), divided by the n runs;
+    - one bundle: one run, of the store's variance sd^2 (m-1 degrees of freedom). Its k repeats share a process;
+      a run's figure has variance tau^2 + sigma^2/k, between processes plus within (the balanced one-way random
+      model: Searle, Casella & McCulloch, Variance Components, 1992), which the stored runs' spread estimates as
+      a whole, and of which the repeats' s^2/k is the within part only: it is used instead, with k-1 degrees of
+      freedom, where it is the larger (this bundle was noisier than the stored runs).
+
+    The interval is Welch's t with Welch-Satterthwaite degrees of freedom over the two sides, as runs_ratio_ci."""
+    sd, m = sd_store
+    parts = []
+    for medians, count in ((base, bundles[0]), (cand, bundles[1])):
+        logs = np.log(np.asarray(medians, dtype=np.float64))
+        n = logs.size
+        s2 = float(logs.var(ddof=1)) if n > 1 else 0.0
+        if count > 1 and n > 1:
+            se2, df = ((m - 1) * sd**2 + (n - 1) * s2) / (m + n - 2) / n, m + n - 2
+        elif n > 1 and s2 / n > sd**2:
+            se2, df = s2 / n, n - 1
+        else:
+            se2, df = sd**2, m - 1
+        parts.append((float(logs.mean()), se2, max(df, 1)))
+    (mb, vb, db), (mc, vc, dc) = parts
+    se2 = vb + vc
+    dof_terms = vb**2 / db + vc**2 / dc
+    half = t975(se2**2 / dof_terms if dof_terms > 0 else 1e9) * math.sqrt(se2)
+    return math.exp(mb - mc), math.exp(mb - mc - half), math.exp(mb - mc + half)

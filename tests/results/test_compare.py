@@ -91,6 +91,35 @@ def test_noise_from_history_replaces_the_floor(tmp_path):
     assert noisy["verdict"] == "inconclusive"
 
 
+def test_noise_from_history_is_used_with_repeats_too(tmp_path):
+    """Issue 30, item 15: with repeats=5 in each bundle the store's estimate was dropped without a word. A bundle is
+    one run (its repeats share a process), so the store's between-run sd is its figure's sd; the repeats count only
+    where they vary more (stats.runs_ratio_ci_store)."""
+    a, b = _bundle(tmp_path, "a", 1.06, repeats=5), _bundle(tmp_path, "b", 1.0, repeats=5)
+    (quiet,) = compare(_sides(a, b), noise=lambda row: (0.005, 8)).rows
+    assert quiet["variance_source"].startswith("history store: 8 recent runs, run-to-run sd 0.5%")
+    assert "5 repeats" in quiet["variance_source"]
+    assert quiet["verdict"] == "faster" and "verdict_reason" not in quiet  # the store knows the between-run noise
+    (noisy,) = compare(_sides(a, b), noise=lambda row: (0.2, 8)).rows
+    assert noisy["verdict"] == "inconclusive" and noisy["ci95_low"] < 1 < noisy["ci95_high"]
+
+
+def test_noise_from_history_is_pooled_with_several_bundles_per_side(tmp_path):
+    side_a = Side([_bundle(tmp_path, f"a{i}", 1.0 * (1 + 0.05 * (i - 1)), seed=i) for i in range(3)])
+    side_b = Side([_bundle(tmp_path, f"b{i}", 1.0 * (1 + 0.05 * (1 - i)), seed=10 + i) for i in range(3)])
+    (alone,) = compare([side_a, side_b]).rows
+    (row,) = compare([side_a, side_b], noise=lambda row: (0.005, 30)).rows
+    assert "history store: 30 recent runs" in row["variance_source"] and "3 bundles" in row["variance_source"]
+    # 29 store degrees of freedom at 0.5% pooled with the bundles' 2 at 5%: a narrower interval than theirs alone
+    assert alone["ci95_high"] - alone["ci95_low"] > row["ci95_high"] - row["ci95_low"]
+
+
+def test_noise_from_history_without_an_estimate_for_the_series_says_so(tmp_path):
+    a, b = _bundle(tmp_path, "a", 1.06, repeats=5), _bundle(tmp_path, "b", 1.0, repeats=5)
+    (row,) = compare(_sides(a, b), noise=lambda row: None).rows
+    assert "history store" in row["variance_source"] and "too few runs" in row["variance_source"]
+
+
 def test_nothing_in_common_is_said(tmp_path):
     a = _bundle(tmp_path, "a", 1.0)
     b = _bundle(tmp_path, "b", 1.0, case_id="attention-x")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmfu.harness.results.stats import bootstrap_median_ci, summarize
+from xmfu.harness.results.stats import bootstrap_median_ci, runs_ratio_ci_store, summarize
 
 
 def test_summary_of_known_samples():
@@ -135,3 +135,25 @@ def test_welch_interval_on_run_medians():
     assert 1.07 < one[1] < 1.111 < one[2] < 1.15  # two sides, each with the known run-to-run sd
     with pytest.raises(ValueError):
         runs_ratio_ci([1.0], [0.9])
+
+
+def test_runs_ratio_ci_store_takes_a_bundles_repeats_only_where_they_vary_more():
+    """One bundle per side: a bundle is one run, whose log figure has the store's variance (sd 1%, 11 runs); its
+    k repeats' s^2/k is a lower bound on that variance (one-way random effects: Var = tau^2 + sigma^2/k), used
+    where it is larger. Hand computation: ratio 1, se^2 = 2 * 0.01^2, df = 20 (Welch-Satterthwaite), t = 2.086."""
+    value, low, high = runs_ratio_ci_store([1.0], [1.0], (1, 1), (0.01, 11))
+    half = 2.086 * (2 * 0.01**2) ** 0.5
+    assert value == pytest.approx(1.0) and low == pytest.approx(np.exp(-half)) and high == pytest.approx(np.exp(half))
+    steady = runs_ratio_ci_store([1.0, 1.001, 0.999], [1.0], (1, 1), (0.01, 11))
+    assert steady[1] == pytest.approx(low, rel=1e-3)  # repeats tighter than the store: the store's variance
+    wild = runs_ratio_ci_store([0.7, 1.0, 1.4], [1.0], (1, 1), (0.01, 11))
+    assert wild[2] / wild[1] > 1.5  # repeats that vary more than the store's runs widen the interval
+
+
+def test_runs_ratio_ci_store_pools_several_bundles_with_the_store():
+    """n bundles per side are n runs: their variance pooled with the store's, ((m-1) sd^2 + (n-1) s^2) / (m+n-2)."""
+    logs = np.log([0.9, 1.0, 1.1])
+    pooled = (10 * 0.01**2 + 2 * logs.var(ddof=1)) / 12
+    value, _, high = runs_ratio_ci_store([0.9, 1.0, 1.1], [0.9, 1.0, 1.1], (3, 3), (0.01, 11))
+    half = 2.064 * (2 * pooled / 3) ** 0.5  # df = 24 (both sides pooled with 12 each)
+    assert value == pytest.approx(1.0) and high == pytest.approx(np.exp(half), rel=1e-6)

@@ -5,7 +5,11 @@
 
 The schema is msgspec's JSON Schema 2020-12 of the records (`msgspec.json.schema_components`), with one
 definition per record under `$defs`; rows, manifests and samples are `$defs/Row`, `$defs/Manifest` and
-`$defs/Samples`. Nothing in it is written by hand.
+`$defs/Samples`. Nothing in it is written by hand. Its root is `anyOf` the file records (RECORDS), so a validator
+given only the file (check-jsonschema --schemafile, jsonschema.validate) checks a record of any of a bundle's files
+against its definition and refuses anything else; a root without a constraint of its own accepted any JSON value
+(JSON Schema 2020-12 Core, section 4.3.2: `{}` always passes, as `true` does). The records are closed (a key they do not
+declare is refused), so no value matches two of them. Where a file must be of one kind, `$ref` its definition.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ def bundle_schema() -> dict[str, Any]:
             "$id": f"https://xmfu.dev/schema/{SCHEMA.replace('/', '-')}.schema.json",
             "title": f"xmfu result bundle, schema {SCHEMA}",
             "description": ("The records of a bundle folder, generated from xmfu's typed records: " + "; ".join(
-                f"{FILES[name]}: $defs/{name}" for name in RECORDS) + ". A key a record does not declare is "
-                "refused. Derived figures (tflops, mfu, counts) are cross-checked by xmfu validate beyond what a "
-                "schema can say."),
+                f"{FILES[name]}: $defs/{name}" for name in RECORDS) + ". The root accepts a record of any of "
+                "these (anyOf); to require one kind, validate against its definition. A key a record does not "
+                "declare is refused. Derived figures (tflops, mfu, counts) are cross-checked by xmfu validate "
+                "beyond what a schema can say."),
+            "anyOf": [{"$ref": f"#/$defs/{name}"} for name in RECORDS],
             "$defs": dict(sorted(defs.items()))}
 
 
