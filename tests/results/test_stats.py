@@ -135,3 +135,16 @@ def test_welch_interval_on_run_medians():
     assert 1.07 < one[1] < 1.111 < one[2] < 1.15  # two sides, each with the known run-to-run sd
     with pytest.raises(ValueError):
         runs_ratio_ci([1.0], [0.9])
+
+
+def test_summarize_many_gives_each_list_exactly_what_summarize_gives():
+    """The batched statistics `xmfu validate` re-derives rows with (issue 30, item 14) are summarize's, bit for bit:
+    lists of one length share the seeded bootstrap's ranks, lists of other lengths do not get them."""
+    from xmfu.harness.results.stats import summarize_many
+
+    rng = np.random.default_rng(7)
+    batch = [list(rng.lognormal(-7, 0.2, n)) for n in (1, 2, 3, 3, 4, 5, 5, 5, 16, 17, 200, 3, 5000, 5000)]
+    batch.append([2e-3] * 6)  # all equal: cv 0, CI the value
+    for resamples in (1000, 137):
+        assert summarize_many(batch, resamples) == [summarize(x, resamples) for x in batch]
+    assert summarize_many([]) == []
