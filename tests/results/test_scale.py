@@ -42,6 +42,16 @@ def test_rows_without_a_bar_are_counted_without_comparing_rows(monkeypatch):
     assert "1 ok rows have no MFU bar" in html and not compared
 
 
+def test_a_title_finds_what_varies_once_not_once_per_field(monkeypatch):
+    rows = _rows(50)
+    names = [*grouping.IDENTITY, *grouping.param_names(rows)]
+    reads = []
+    real = grouping.value
+    monkeypatch.setattr(grouping, "value", lambda r, n: reads.append(1) or real(r, n))
+    assert grouping.constant(rows, names).startswith("bf16, GPU A")
+    assert len(reads) <= 2 * len(rows) * len(names)  # varying() per field read every row once per field more
+
+
 def test_labels_count_repeats_in_linear_time():
     rows = [{**matmul_row(256, 256, 256), "run_id": f"r{i % 3}"} for i in range(6)]
     assert grouping.labels(rows)[0].endswith("(run r0)")
