@@ -5,9 +5,10 @@
 
 Makes synthetic but valid bundles (rows shaped as the engine writes them, tests/results/rows.py, written by the
 bundle writer, so `xmfu validate` passes them) in a temporary folder (or DIR with --keep), then times each command
-as a child process (`python -m xmfu ...`, this checkout first on PYTHONPATH) and prints one line per figure:
-report wall time per bundle count, history add wall time per row count (a fresh store, then the same bundles
-again: all already stored), and export wall time and peak resident memory (the child's ru_maxrss, from wait4).
+as a child process (`python -m xmfu ...`, this checkout first on PYTHONPATH) and prints one line per figure,
+each with the child's wall time and CPU time (user + system, from wait4: the steadier figure on a shared machine):
+report time per bundle count, history add time per row count (a fresh store, then the same bundles
+again: all already stored), and export time and peak resident memory (the child's ru_maxrss, from wait4).
 Goals (issue 30, item 14): report over 200 bundles < 10 s and linear in N; history add linear in rows; export
 peak memory flat in rows (< 500 MB at 50k). Exit status 0 always: the figures are for reading, not a gate.
 """
@@ -52,8 +53,10 @@ def make_bundles(folder: Path, count: int, n_rows: int, prefix: str) -> list[Pat
     return [make_bundle(folder, f"{prefix}-{i:05d}", n_rows, i) for i in range(count)]
 
 
-def xmfu(*args: str) -> tuple[float, float, str]:
-    """(wall seconds, peak resident MB, stderr tail) of `python -m xmfu ARGS` as a child of this process."""
+def xmfu(*args: str) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds, peak resident MB, stderr tail) of `python -m xmfu ARGS` as a child of this
+    process. CPU seconds are the child's user + system time (wait4's rusage ru_utime + ru_stime): on a shared
+    machine wall time also counts the other processes' turns on the cores, CPU time does not."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "xmfu", *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -64,15 +67,15 @@ def xmfu(*args: str) -> tuple[float, float, str]:
     wall = time.perf_counter() - start
     if child.returncode != 0:
         raise SystemExit(f"xmfu {' '.join(args[:2])} failed ({child.returncode}): {err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, err
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err
 
 
 def bench_report(work: Path, counts: list[int]) -> None:
     bundles = make_bundles(work / "report", max(counts), REPORT_ROWS, "report")
     for n in counts:
-        wall, rss, _ = xmfu("report", *map(str, bundles[:n]), "-o", str(work / f"report-{n}.html"))
-        print(f"report {n:5d} bundles ({n * REPORT_ROWS:6d} rows): {wall:7.2f} s  ({wall / n * 1e3:.1f} ms/bundle, "
-              f"peak {rss:.0f} MB)", flush=True)
+        wall, cpu, rss, _ = xmfu("report", *map(str, bundles[:n]), "-o", str(work / f"report-{n}.html"))
+        print(f"report {n:5d} bundles ({n * REPORT_ROWS:6d} rows): {wall:7.2f} s wall, {cpu:7.2f} s CPU "
+              f"({cpu / n * 1e3:.1f} ms CPU/bundle, peak {rss:.0f} MB)", flush=True)
 
 
 def bench_rows(work: Path, rows: list[int]) -> None:
@@ -83,13 +86,15 @@ def bench_rows(work: Path, rows: list[int]) -> None:
             if need > len(made) else []
         chosen = [str(p) for p in made[:need]]
         store = work / f"store-{total}"
-        wall, rss, _ = xmfu("history", "add", *chosen, "--store", str(store))
-        again, _, _ = xmfu("history", "add", *chosen, "--store", str(store))
-        print(f"history add {total:6d} rows ({need} bundles): {wall:7.2f} s  ({wall / total * 1e6:.0f} us/row, "
-              f"peak {rss:.0f} MB); again, all stored: {again:.2f} s", flush=True)
+        wall, cpu, rss, _ = xmfu("history", "add", *chosen, "--store", str(store))
+        again, again_cpu, _, _ = xmfu("history", "add", *chosen, "--store", str(store))
+        print(f"history add {total:6d} rows ({need} bundles): {wall:7.2f} s wall, {cpu:7.2f} s CPU "
+              f"({cpu / total * 1e6:.0f} us CPU/row, peak {rss:.0f} MB); again, all stored: {again:.2f} s wall, "
+              f"{again_cpu:.2f} s CPU", flush=True)
         for suffix in (".parquet", ".csv"):
-            wall, rss, _ = xmfu("export", *chosen, "-o", str(work / f"rows-{total}{suffix}"))
-            print(f"export {suffix[1:]:7s} {total:6d} rows: {wall:7.2f} s, peak resident {rss:.0f} MB", flush=True)
+            wall, cpu, rss, _ = xmfu("export", *chosen, "-o", str(work / f"rows-{total}{suffix}"))
+            print(f"export {suffix[1:]:7s} {total:6d} rows: {wall:7.2f} s wall, {cpu:7.2f} s CPU, peak resident "
+                  f"{rss:.0f} MB", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

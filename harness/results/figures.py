@@ -117,11 +117,12 @@ def shown(items: Sequence[Any], limit: int, what: str) -> tuple[list[Any], str]:
     return list(items[:limit]), f"showing {limit} of {len(items)} {what}"
 
 
-def note(ax: Any, sentence: str) -> None:
-    """A line under the axes (e.g. 'showing 60 of 240 rows'), never silently dropped data."""
-    if sentence:
-        ax.annotate(text(sentence, 160), xy=(0, 0), xycoords="axes fraction", xytext=(0, -30),
-                    textcoords="offset points", ha="left", va="top", fontsize=8, color="#a00")
+def note(ax: Any, *sentences: str) -> None:
+    """Lines under the axes (e.g. 'showing 60 of 240 rows'), never silently dropped or merged data."""
+    said = "; ".join(s for s in sentences if s)
+    if said:
+        ax.annotate("\n".join(textwrap.wrap(text(said, 400), 150)), xy=(0, 0), xycoords="axes fraction",
+                    xytext=(0, -30), textcoords="offset points", ha="left", va="top", fontsize=8, color="#a00")
 
 
 def title(fig: Any, head: str, detail: str = "") -> None:

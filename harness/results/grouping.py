@@ -66,7 +66,16 @@ def param_names(rows: Iterable[Row]) -> list[str]:
 
 def varying(rows: Sequence[Row], names: Iterable[str]) -> list[str]:
     """The fields among `names` that take more than one value in `rows`."""
-    return [n for n in names if len({repr(value(r, n)) for r in rows}) > 1]
+    return [n for n in names if _varies(rows, n)]
+
+
+def _varies(rows: Sequence[Row], name: str) -> bool:
+    """True at the first row whose value differs from the first row's (compared as repr, so 1, 1.0 and True
+    differ); the values are not all collected first."""
+    if not rows:
+        return False
+    first = repr(value(rows[0], name))
+    return any(repr(value(r, name)) != first for r in rows)
 
 
 def labels(rows: Sequence[Row], names: Sequence[str] | None = None) -> list[str]:
@@ -90,7 +99,8 @@ def short_runs(run_ids: Iterable[str]) -> dict[str, str]:
 
 def constant(rows: Sequence[Row], names: Sequence[str]) -> str:
     """What all `rows` share among `names`, as words (for a title)."""
-    same = [n for n in names if n not in varying(rows, names)]
+    differ = set(varying(rows, names))  # once: inside the condition it re-scanned every row once per name
+    same = [n for n in names if n not in differ]
     return ", ".join(word(n, value(rows[0], n)) for n in same if rows and value(rows[0], n) is not None)
 
 

@@ -45,9 +45,11 @@ from xmfu.harness.results.stats import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
     EQUIVALENCE_MARGIN,
+    Summary,
     median_draws,
     paired_speedup_draws,
     summarize,
+    summarize_many,
     verdict,
 )
 
@@ -141,19 +143,44 @@ def _within(value: float, band: tuple[float, float]) -> bool:
     return band[0] * (1 - REL_TOL) <= value <= band[1] * (1 + REL_TOL)
 
 
-def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str) -> list[str]:
-    """The row's time statistics against its raw samples (the same record line of samples.jsonl)."""
+def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str,
+                  truth: Summary | None = None) -> list[str]:
+    """The row's time statistics against its raw samples (the same record line of samples.jsonl). `truth`: the
+    samples' statistics where `time_truths` computed them already (None: computed here)."""
     t, values = row.get("time_s"), rec.get("samples")
+    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth)
+
+
+def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
     repeats = rec.get("repeats") if isinstance(rec.get("repeats"), list) else []
-    groups = repeats if isinstance(values, list) and len(repeats) == len(values) else None
-    return stats_problems(t, values, groups, s, where, "time_s", "samples.jsonl")
+    return repeats if isinstance(values, list) and len(repeats) == len(values) else None
+
+
+def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings) -> list[Summary | None]:
+    """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples, computed for all rows
+    at once (stats.summarize_many gives summarize's figures exactly, issue 30 item 14). None where time_problems
+    computes them itself: no time or no samples to check (it says why), or samples over several repeats (the
+    two-stage bootstrap, per row)."""
+    out: list[Summary | None] = [None] * len(rows)
+    batch, at = [], []
+    for i, (row, rec) in enumerate(zip(rows, samples, strict=False)):
+        values = rec.get("samples")
+        groups = _repeats(rec, values)
+        if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
+                and all(_num(v) and math.isfinite(v) for v in values) and len(set(groups or ())) <= 1:
+            batch.append(values)
+            at.append(i)
+    for i, truth in zip(at, summarize_many(batch, s.resamples or BOOTSTRAP_RESAMPLES), strict=True):
+        out[i] = truth
+    return out
 
 
 def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, where: str, label: str,
-                   source: str, grouped: bool = True) -> list[str]:
+                   source: str, grouped: bool = True, truth: Summary | None = None) -> list[str]:
     """Time statistics `t` (named `label`) against the raw samples `values` they were computed from (`source`
     names where those are); `groups`: each sample's repeat. `grouped` False: the repeats are unknown and the
-    samples span several, so the figures that depend on them (median, CI) are not checked."""
+    samples span several, so the figures that depend on them (median, CI) are not checked. `truth`: summarize's
+    figures of these samples, already computed (time_truths)."""
     if not isinstance(t, dict) or not isinstance(values, list):
         return []
     if not values:
@@ -165,7 +192,7 @@ def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, w
         out.append(f"{where}: {label}.ci95_low {t['ci95_low']} is above ci95_high {t['ci95_high']}")
     if _num(t.get("median")) and _num(t.get("max")) and t["median"] > t["max"]:
         out.append(f"{where}: {label}.median {t['median']} is above {label}.max {t['max']}")
-    truth = summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups)
+    truth = truth or summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups)
     if t.get("n") != truth.n:
         out.append(f"{where}: {label}.n is {t.get('n')} but {source} holds {truth.n} samples")
     for name in EXACT_STATS if grouped else tuple(n for n in EXACT_STATS if n != "median"):

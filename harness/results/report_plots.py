@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from xmfu.harness.results import figures, flags, grouping
+from xmfu.harness.results import figures, flags, grouping, merge_runs
 from xmfu.harness.results.grouping import Row
 
 MAX_BARS = 60  # per workload; the table under the plots has every row
@@ -40,6 +40,7 @@ def _left_out(sentences: Sequence[str]) -> str:
 def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     from matplotlib.ticker import PercentFormatter
 
+    rows, merged = merge_runs.merge(rows)  # one bar per case across runs (merge_runs.py)
     # the field names once: computed inside the key they re-scanned every row once per row (issue 30, item 14)
     order = [*grouping.IDENTITY, *grouping.param_names(rows)]
     rows = sorted(rows, key=lambda r: tuple(grouping.sort_key(grouping.value(r, n)) for n in order))
@@ -52,7 +53,7 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     bars = ax.barh(y, mfu, xerr=err, color=figures.COLORS[0], height=0.7, error_kw={"elinewidth": 0.8,
                                                                                      "capsize": 2})
     # a bar's flags (contended, CI missed...) beside its figure, as in the table (harness/results/flags.py)
-    marks = [flags.flags_text(r) for r in rows]
+    marks = [merge_runs.flags_text(r) for r in rows]
     ax.bar_label(bars, labels=[f"{100 * m:.1f}%" + (f" [{f}]" if f else "") for m, f in zip(mfu, marks, strict=True)],
                  padding=4, fontsize=7)
     ax.set_yticks(y, [figures.label(s, 60) for s in grouping.labels(rows, names)])
@@ -63,7 +64,7 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     ax.set_xlabel("MFU: achieved TFLOP/s / dense datasheet peak (bars: median time; whiskers: 95% CI)")
     figures.title(fig, f"MFU, {workload}", f"all bars: {grouping.constant(rows, names)}")
     ax.grid(axis="y", visible=False)
-    figures.note(ax, cut)
+    figures.note(ax, cut, merged)
     return figures.svg(fig, name)
 
 
@@ -108,6 +109,7 @@ def _draw_series(ax: Any, found: dict[str, list[Row]], x: Any, y: Any, err: Any)
 
 @figures.styled
 def _throughput_figure(workload: str, rows: list[Row], name: str) -> str:
+    rows, merged = merge_runs.merge(rows)  # one point per case across runs, so a line is a case family
     fig, (ax,) = figures.figure(3.6)
     found = grouping.series(rows, lambda r: r["flops"])
     cut = _draw_series(ax, found, lambda r: r["flops"], lambda r: r["tflops"], tflops_err)
@@ -117,7 +119,7 @@ def _throughput_figure(workload: str, rows: list[Row], name: str) -> str:
     ax.set_ylabel("achieved TFLOP/s (95% CI)")
     names = [*grouping.IDENTITY, *grouping.param_names(rows)]
     figures.title(fig, f"TFLOP/s against problem size, {workload}", f"all points: {grouping.constant(rows, names)}")
-    figures.note(ax, cut)
+    figures.note(ax, cut, merged)
     return figures.svg(fig, name)
 
 

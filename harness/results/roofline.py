@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.machine.peaks import load_table
-from xmfu.harness.results import figures, grouping
+from xmfu.harness.results import figures, grouping, merge_runs
 from xmfu.harness.results.grouping import Row
 from xmfu.harness.results.report_plots import MAX_SERIES, tflops_err, timed
 
@@ -46,6 +46,7 @@ def _draw_roofs(ax: Any, found: dict[tuple[str, str], tuple[float, float | None]
 
 @figures.styled
 def _figure(points: list[Row], found: dict[tuple[str, str], tuple[float, float | None]]) -> str:
+    points, merged = merge_runs.merge(points)  # one marker per case across runs (merge_runs.py)
     intensity = [r["flops"] / r["bytes"] for r in points]
     knees = [p / bw for p, bw in found.values() if bw]
     x_lo, x_hi = min(intensity + knees) / 3, max(intensity + knees) * 3
@@ -66,7 +67,7 @@ def _figure(points: list[Row], found: dict[tuple[str, str], tuple[float, float |
     ax.set_xlabel("arithmetic intensity: FLOPs per byte moved (log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale; 95% CI)")
     figures.legend(ax, len(groups) + len(found))
-    figures.note(ax, cut)
+    figures.note(ax, cut, merged)
     return figures.svg(fig, "roofline")
 
 

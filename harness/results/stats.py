@@ -84,16 +84,25 @@ def resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Gener
 
 
 def resampled_medians_sorted(x: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws).
-    Beta(1, b) is drawn by inversion, 1 - V^(1/b), which is cheaper than a general beta draw."""
+    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws)."""
     rows, n = x.shape
+    low, high = median_ranks(n, (rows, draws), rng)
+    first = np.take_along_axis(x, low, axis=1)
+    return first if high is None else (first + np.take_along_axis(x, high, axis=1)) / 2
+
+
+def median_ranks(n: int, shape: tuple[int, ...], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """The 0-based ranks, in sorted samples of size n, of the values whose mean is each resample's median (the
+    middle one for odd n: the second array is None). They depend on n and the generator alone, never on the
+    values (see `resampled_medians`). Beta(1, b) is drawn by inversion, 1 - V^(1/b), which is cheaper than a
+    general beta draw."""
     m = (n + 1) // 2
-    u = rng.beta(m, n - m + 1, (rows, draws))
-    low = np.take_along_axis(x, np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1), axis=1)
+    u = rng.beta(m, n - m + 1, shape)
+    low = np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)
     if n % 2:
-        return low
-    u_next = u + (1 - u) * (1 - rng.random((rows, draws)) ** (1 / (n - m)))
-    return (low + np.take_along_axis(x, np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1), axis=1)) / 2
+        return low, None
+    u_next = u + (1 - u) * (1 - rng.random(shape) ** (1 / (n - m)))
+    return low, np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1)
 
 
 def bootstrap_median_ci(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
@@ -156,6 +165,48 @@ def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
     p10, p90, p99 = np.percentile(x, [10, 90, 99])
     return Summary(n=int(x.size), median=median, mean=mean, min=float(x.min()), max=float(x.max()), p10=float(p10),
                    p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv, ci_method=method)
+
+
+def summarize_many(batch: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES) -> list[Summary]:
+    """`summarize(samples, resamples)` of each list in `batch` (one repeat each), the same figures, computed for
+    all lists of one length at once: what `xmfu validate` re-derives for every row of a bundle (issue 30, item 14:
+    one call per row was most of `xmfu report`'s time over 200 bundles).
+
+    Why the figures are the same: `bootstrap_median_ci` seeds each list's draw alike (default_rng(0)) and draws
+    the resampled medians' order-statistic ranks from n and `resamples` alone (`resampled_medians_sorted`: a
+    beta draw, then for even n a uniform draw, shaped (1, resamples)), never from the values; so lists of one
+    length n share those ranks, drawn here once, with the same calls in the same order. The rest are numpy's
+    reductions along each row of a (lists, n) array instead of over each list."""
+    out: list[Summary | None] = [None] * len(batch)
+    by_length: dict[int, list[int]] = {}
+    for i, samples in enumerate(batch):
+        by_length.setdefault(len(samples), []).append(i)
+    for n, where in by_length.items():
+        if n < 2:  # no ranks to share (and no samples: summarize says why)
+            for i in where:
+                out[i] = summarize(batch[i], resamples)
+            continue
+        x = np.asarray([batch[i] for i in where], dtype=np.float64)  # (lists, n), in the samples' order
+        for i, summary in zip(where, _summaries(x, resamples), strict=True):
+            out[i] = summary
+    return out  # type: ignore[return-value]  # every index was filled above
+
+
+def _summaries(x: np.ndarray, resamples: int) -> list[Summary]:
+    """`summarize` of each row of `x` ((lists, n), n >= 2), as `summarize_many` explains. The mean and the
+    deviation are summed in the samples' order, as summarize sums them (another order changes the last bit)."""
+    mean, std = x.mean(axis=1), x.std(axis=1, ddof=1)
+    x = np.sort(x, axis=1)
+    low, high = median_ranks(x.shape[1], (1, resamples), np.random.default_rng(0))  # bootstrap_median_ci's draw
+    draws = x[:, low[0]] if high is None else (x[:, low[0]] + x[:, high[0]]) / 2  # (lists, resamples)
+    alpha = (1 - CI_LEVEL) / 2
+    ci = np.quantile(draws, [alpha, 1 - alpha], axis=1)
+    median = np.median(x, axis=1)
+    p10, p90, p99 = np.percentile(x, [10, 90, 99], axis=1)
+    return [Summary(n=int(x.shape[1]), median=float(median[j]), mean=float(mean[j]), min=float(x[j, 0]),
+                    max=float(x[j, -1]), p10=float(p10[j]), p90=float(p90[j]), p99=float(p99[j]),
+                    ci95_low=float(ci[0, j]), ci95_high=float(ci[1, j]),
+                    cv=float(std[j] / mean[j]) if mean[j] > 0 else 0.0) for j in range(x.shape[0])]
 
 
 def spread(medians: Sequence[float]) -> dict[str, float | int]:

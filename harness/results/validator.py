@@ -13,6 +13,11 @@ validates as it reads, so nothing a bundle holds is trusted before it is checked
   samples, rates from the time, speedups from the paired rounds, the peak from the peak table, FLOPs and bytes
   from the workload's formulas as the front door hands them in), which a consistent forgery would also have to
   get right; the manifest's counts by status, one samples record per row, finite samples.
+Every load re-derives every figure: nothing is remembered from an earlier validation (a cache would have to be
+trusted itself). What makes a year's report affordable (issue 30, item 14) is computing the same figures cheaper:
+the rows' time statistics in one batch per bundle (stats.summarize_many, summarize's figures bit for bit), the
+bootstrap band only where the run's own seeded CI is not reproduced, and each device name matched against the
+peak table once per process.
 """
 
 from __future__ import annotations
@@ -260,11 +265,12 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
     problems = rederive.time_field_problems(manifest, ("created", "finished"), MANIFEST)
     problems += rederive.duplicate_problems(rows, CASES)
     suite = rederive_run.suite_key(manifest)
+    truths = rederive.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
     for number, row in enumerate(rows, 1):
         where = f"{CASES} line {number}"
         if number <= len(samples):
             rec = samples[number - 1]
-            problems += rederive.time_problems(row, rec, settings, where)
+            problems += rederive.time_problems(row, rec, settings, where, truths[number - 1])
             problems += rederive_series.variant_problems(row, rec, settings, where)
             problems += rederive_series.steady_problems(row, rec, settings, where)
         problems += rederive.derived_problems(row, where)

@@ -233,3 +233,17 @@ def test_a_longer_match_wins_only_over_matches_inside_it():
     two = {"devices": [{"id": "a", "names": ["H100"]}, {"id": "b", "names": ["H200"]}]}
     entry, why = match_device(gpu_device("NVIDIA H100/H200"), two)
     assert entry is None and "ambiguous between a, b" in why
+
+
+def test_a_device_name_is_matched_against_the_table_once_per_process(monkeypatch):
+    """`xmfu validate` looks up each row's device name: the patterns are searched once per name, not per row
+    (issue 30 item 14)."""
+    from xmfu.harness.machine import peaks
+
+    peaks._by_name_in_table.cache_clear()
+    searched = []
+    real = peaks._span
+    monkeypatch.setattr(peaks, "_span", lambda *a: searched.append(1) or real(*a))
+    first = match_device(gpu_device("NVIDIA H100 80GB HBM3", 132))
+    once = len(searched)
+    assert match_device(gpu_device("NVIDIA H100 80GB HBM3", 132)) == first and len(searched) == once > 0

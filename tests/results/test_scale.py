@@ -7,9 +7,11 @@ import weakref
 
 import pytest
 
-from tests.results.rows import matmul_row, write_bundle
+from tests.results.rows import MANIFEST, matmul_row, samples_of, write_bundle
 from xmfu.harness.cli.main import main
-from xmfu.harness.results import export, grouping, history, report_plots
+from xmfu.harness.results import export, grouping, history, rederive, report_plots
+from xmfu.harness.results.validator import load_bundle
+from xmfu.harness.results.writer import BundleWriter
 
 
 def _rows(n):
@@ -40,9 +42,41 @@ def test_rows_without_a_bar_are_counted_without_comparing_rows(monkeypatch):
     assert "1 ok rows have no MFU bar" in html and not compared
 
 
+def test_a_title_finds_what_varies_once_not_once_per_field(monkeypatch):
+    rows = _rows(50)
+    names = [*grouping.IDENTITY, *grouping.param_names(rows)]
+    reads = []
+    real = grouping.value
+    monkeypatch.setattr(grouping, "value", lambda r, n: reads.append(1) or real(r, n))
+    assert grouping.constant(rows, names).startswith("bf16, GPU A")
+    assert len(reads) <= 2 * len(rows) * len(names)  # varying() per field read every row once per field more
+
+
 def test_labels_count_repeats_in_linear_time():
     rows = [{**matmul_row(256, 256, 256), "run_id": f"r{i % 3}"} for i in range(6)]
     assert grouping.labels(rows)[0].endswith("(run r0)")
+
+
+def test_validate_re_derives_a_bundles_time_statistics_in_one_batch(tmp_path, monkeypatch):
+    bundle = write_bundle(tmp_path, "run", [matmul_row(256 + 8 * i, 256, 256) for i in range(24)])
+    calls = []
+    real = rederive.summarize
+    monkeypatch.setattr(rederive, "summarize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert not load_bundle(bundle.folder).problems
+    assert not calls  # one summarize (and one bootstrap) per row was a third of a 200-bundle report's time
+
+
+def test_a_forged_statistic_is_refused_on_the_batched_path(tmp_path):
+    rows = [{**matmul_row(256 + 8 * i, 256, 256), "run_id": "run"} for i in range(24)]
+    rows[7]["time_s"] = {**rows[7]["time_s"], "p90": rows[7]["time_s"]["p90"] * 1.01}
+    rows[9]["time_s"] = {**rows[9]["time_s"], "mean": rows[9]["time_s"]["mean"] * (1 + 1e-5)}
+    writer = BundleWriter(tmp_path / "run", {**MANIFEST, "run_id": "run"}, "", {"packages": {}})
+    for row in rows:
+        writer.append(row, {"case_id": row["case_id"], "backend": row["backend"], "samples": samples_of(row)})
+    writer.finalize("complete")
+    problems = load_bundle(tmp_path / "run").problems
+    assert [p.split(":")[0] for p in problems] == ["cases.jsonl line 8", "cases.jsonl line 10"], problems
+    assert "time_s.p90" in problems[0] and "time_s.mean" in problems[1]
 
 
 def _bundles(tmp_path, n):

@@ -157,3 +157,16 @@ def test_runs_ratio_ci_store_pools_several_bundles_with_the_store():
     value, _, high = runs_ratio_ci_store([0.9, 1.0, 1.1], [0.9, 1.0, 1.1], (3, 3), (0.01, 11))
     half = 2.064 * (2 * pooled / 3) ** 0.5  # df = 24 (both sides pooled with 12 each)
     assert value == pytest.approx(1.0) and high == pytest.approx(np.exp(half), rel=1e-6)
+
+
+def test_summarize_many_gives_each_list_exactly_what_summarize_gives():
+    """The batched statistics `xmfu validate` re-derives rows with (issue 30, item 14) are summarize's, bit for bit:
+    lists of one length share the seeded bootstrap's ranks, lists of other lengths do not get them."""
+    from xmfu.harness.results.stats import summarize_many
+
+    rng = np.random.default_rng(7)
+    batch = [list(rng.lognormal(-7, 0.2, n)) for n in (1, 2, 3, 3, 4, 5, 5, 5, 16, 17, 200, 3, 5000, 5000)]
+    batch.append([2e-3] * 6)  # all equal: cv 0, CI the value
+    for resamples in (1000, 137):
+        assert summarize_many(batch, resamples) == [summarize(x, resamples) for x in batch]
+    assert summarize_many([]) == []
