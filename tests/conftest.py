@@ -83,6 +83,20 @@ def xla_flags(host_devices: int) -> str:
     return f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={host_devices}"
 
 
+@pytest.fixture(autouse=True)
+def _no_jax_join_outlives_its_test() -> Iterator[None]:
+    """A test that joins a fake jax.distributed (tests/machine/test_detect.py) leaves frameworks._join saying N
+    processes joined; a later in-process run that is interrupted then takes itself for a multi-process JAX run and
+    leaves by os._exit (run.py `_leave`), which ends the xdist worker ("worker 'gw0' crashed"). Each test starts
+    with the record as it was."""
+    from xmfu.harness.machine import frameworks
+
+    saved = dict(frameworks._join)
+    yield
+    frameworks._join.clear()
+    frameworks._join.update(saved)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _absl_writes_to_the_real_stderr() -> None:
     """absl's log handler (optax imports absl.logging) keeps the sys.stderr of the moment it was made, which under

@@ -229,7 +229,14 @@ def _steady_window_faster(rows):
 
 
 def _steady_settled_earlier(rows):
+    """Settled at the first window; where the run really did (a quiet machine), settled at the last instead: either
+    way a result its windows do not give."""
     st = rows[0]["steady_state"]
+    if st.get("reached") and st.get("reached_after_s") == 0.0:
+        last = st["windows"][-1]
+        st["reached_after_s"] = last["start_s"] + 1.0
+        st["first_vs_steady_time_change"] = 0.5
+        return
     st["reached"], st["reached_after_s"] = True, 0.0
     st["steady_window"] = st["first_window"]
     st["first_vs_steady_time_change"] = 0.0
