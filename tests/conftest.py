@@ -32,6 +32,15 @@ os.environ["XLA_FLAGS"] = " ".join(dict.fromkeys([
     *(["--xla_cpu_use_fusion_emitters=false"] if importlib.util.find_spec("jaxlib") and tuple(
         int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2]) == (0, 10) else [])]))
 
+# The two xdist workers are two tenants of the two cores, the pathology docs/measurement.md ("Threads on a CPU")
+# describes: torch's OpenMP pool in each worker (and in each `xmfu` process a test starts, which inherits this
+# environment) would take both cores and spin-wait for them. One thread per worker, as torchrun gives each of several
+# processes on a host, and idle threads that sleep. The tests check numbers and records, not speed; the tests of
+# xmfu's own thread settings (tests/machine/test_threads.py) set their environment themselves.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # Inductor compiles its C++ kernels in a pool of worker processes, one per core by default. In the suite both cores
 # are already busy with the two xdist workers, so the pool adds only its processes' start-up: compiling in the test's
 # own process, the two torch.compile tests took 122 s of CPU here instead of 135 s.
