@@ -94,6 +94,11 @@ def test_fp8_on_a_cpu_is_offered_in_the_cpus_format(backend, cpu_ctx):
     from xmfu.workloads.matmul import triton as triton_backend
 
     module = {"triton": triton_backend, "jax": jax_backend}[backend]
+    if backend == "triton":  # an interpreter too old for xmfu's kernels refuses every dtype (scripts/compat.sh)
+        from xmfu.harness.machine import compat
+
+        if why := compat.triton_interpreter_too_old():
+            pytest.skip(f"this stack cannot run it: {why}")
     (case,) = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], cpu_ctx.device)
     assert module.available(case, cpu_ctx) == (True, "")
     ok, why = module.available(replace(case, fp8_format="e4m3fnuz"), cpu_ctx)
