@@ -71,10 +71,16 @@ def flags_of(row: Mapping[str, Any]) -> list[Flag]:
         found.append(Flag("MFU above 1", str(row.get("mfu_reason") or "the peak or the FLOP count is wrong")))
     if row.get("non_finite_fields"):
         found.append(Flag("non-finite", "NaN or infinity from the backend: " + ", ".join(row["non_finite_fields"])))
-    efficiency = row.get("scaling_efficiency")
-    if row.get("scaling_credible") is False or (isinstance(efficiency, (int, float)) and efficiency > 1):
+    if scaling_not_credible(row):
         found.append(Flag("scaling above 1", str(row.get("scaling_note") or "scaling efficiency above 100%")))
     return found
+
+
+def scaling_not_credible(row: Mapping[str, Any]) -> bool:
+    """A scaling efficiency above 1: flagged by the row (`scaling_credible` false) or, in a bundle written before
+    that field, by its value."""
+    efficiency = row.get("scaling_efficiency")
+    return row.get("scaling_credible") is False or (isinstance(efficiency, (int, float)) and efficiency > 1)
 
 
 def row_flags(row: Mapping[str, Any]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from xmfu.harness.results.flags import flags_text
+from xmfu.harness.results.flags import flags_text, scaling_not_credible
 from xmfu.harness.results.html_table import html_table
 
 HEAD = ("run", "backend", "device", "dtype", "model", "strategy", "scaling", "devices", "global batch", "status",
@@ -53,7 +53,7 @@ def cells(r: Mapping[str, Any]) -> tuple[str, ...]:
             comm.get("overlap_raw"), (int, float)) else " (clamped)"
     how = r.get("reason") or comm.get("exposed_method") or ""
     efficiency = _pct(r.get("scaling_efficiency"))
-    if efficiency and (r.get("scaling_credible") is False or r["scaling_efficiency"] > 1):  # older bundles too
+    if efficiency and scaling_not_credible(r):  # older bundles too
         efficiency += " (not credible: above 100%)"
         how = f"{r.get('scaling_note') or 'scaling efficiency above 1: not credible'}; {how}"
     return tuple(str(c) for c in (
