@@ -67,6 +67,7 @@ def _image(tmp_path: Path) -> Path:
     return image / "bin" / "python"
 
 
+@pytest.mark.long  # the slow group: make test-slow (48 s of one core here, most of it two installs and doctors)
 @pytest.mark.slow(seconds=60)
 def test_the_node_script_installs_offline_runs_parts_and_packs_one_file(tmp_path):
     wheelhouse, python = _wheelhouse(tmp_path), _image(tmp_path)

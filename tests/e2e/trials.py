@@ -1,8 +1,9 @@
 """How often the seeded signal and rank trials repeat.
 
-Each trial loop names its count for `make test`, sized so the whole suite stays under 6 minutes on 2 cores;
-`XMFU_TRIALS=N` runs every loop N times instead (`make test-trials` runs only these tests, 8 times each), which is
-how a rare race is hunted. The draws are seeded, so trial k is the same moment in every run.
+The loops are in the slow group, outside `make test` (whose goal is under 6 minutes on 2 cores): `make test-slow`,
+which CI runs, runs each loop the count it names; `XMFU_TRIALS=N` runs every loop N times instead (`make
+test-trials` runs only these tests, 8 times each), which is how a rare race is hunted. The draws are seeded, so trial
+k is the same moment in every run.
 """
 
 from __future__ import annotations
