@@ -288,12 +288,21 @@ def _shrink_model(out: dict[str, Any], workload: dict[str, Any], explicit: set[s
             f"not the {asked} preset's figures"]
 
 
+# What else `backends` takes: plug-ins (harness/engine/plugins.py registers the ones a config names before this
+# check, so a name still unknown here is neither a built-in nor a plug-in that could be found).
+PLUGIN_NAMES = ("or a plug-in: module.path:object, or the name of an installed one (xmfu run --help lists them; "
+                "docs/backends.md)")
+
+
 def _backends(value: Any, known: list[str]) -> tuple[str, ...]:
     """The chosen backends, in order; null: every backend the workload has (the unavailable ones report skipped)."""
     backends = known if value is None else [value] if isinstance(value, str) else value
     if not isinstance(backends, Sequence) or not backends:
         raise ConfigError("backends", f"{backends!r} is not a non-empty list", f"a list drawn from {known}")
-    chosen = tuple(choice(f"backends[{i}]", b, known) for i, b in enumerate(backends))
+    for i, b in enumerate(backends):
+        if b not in known:
+            raise ConfigError(f"backends[{i}]", f"unknown value {b!r}", f"{', '.join(known)}, {PLUGIN_NAMES}")
+    chosen = tuple(str(b) for b in backends)
     if len(set(chosen)) != len(chosen):
         raise ConfigError("backends", f"{list(chosen)} names a backend twice", f"distinct names from {known}")
     return chosen

@@ -18,6 +18,7 @@ from typing import Any
 
 from xmfu.harness.config import CONFIG_DIR, RunSettings, apply_scale, explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
+from xmfu.harness.engine.plugins import register_named
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.engine.structured import schema_of, translate
@@ -93,7 +94,8 @@ def register_configs() -> None:
     for name, settings in workloads.items():
         if settings is not None:
             store.store(group=WORKLOAD_SCHEMAS, name=name, node=workload_schema(settings))
-    store.store(group="hydra/help", name="xmfu", node=help_config(workloads, config_groups()))
+    store.store(group="hydra/help", name="xmfu", node=help_config(workloads, config_groups(),
+                                                                  registry.backends_by_workload()))
 
 
 def _is_hydra_override(text: str) -> bool:
@@ -196,6 +198,7 @@ def validate_job(job: Sequence[str], registry: Registry) -> RunConfig:
     from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(job)
+    register_named(registry, data)  # the plug-in backends the job names (engine/plugins.py)
     cfg = parse_run_config(data, registry.backends_by_workload(), explicit_keys(job))
     plan_phases(cfg, registry)  # workload sizes are checked when they expand into cases
     return cfg
@@ -306,6 +309,10 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
         data = OmegaConf.to_container(cfg, resolve=True)
         task_overrides = list(HydraConfig.get().overrides.task)
         explicit = explicit_keys(task_overrides)
+        try:  # validate_job did in this process; a launcher's process (submitit) does it here
+            register_named(registry, data)
+        except ConfigError as exc:
+            raise _JobRefused(f"invalid configuration: {exc}") from None
         run_cfg = parse_run_config(data, registry.backends_by_workload(), explicit)
         resolved = OmegaConf.to_yaml(OmegaConf.create(apply_scale(data, explicit).data))  # what actually ran
         try:

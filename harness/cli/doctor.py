@@ -112,6 +112,12 @@ def check_backends(plat: Platform, found: Findings, registry: Any = None) -> Non
         from xmfu.workloads.catalog import build_registry
 
         registry = build_registry()
+    from xmfu.harness.engine.plugins import register_installed
+
+    plugins = register_installed(registry)  # installed plug-ins join their workload's backends below
+    found.facts["plugins"] = plugins
+    found.problems += [f"plug-in {p['name']} ({p['package']} {p['version']}): {p['problem']}" for p in plugins
+                       if p["problem"]]
     skipped: dict[str, dict[str, list[str]]] = {}
     for name in registry.backends_by_workload():
         count, reasons = _availability(registry, name, plat)
@@ -149,6 +155,11 @@ def render(found: Findings) -> str:
     clocks = f["clocks"]
     lines.append(f"clocks locked: {clocks.get('locked')} ({clocks.get('reason') or clocks.get('detail')})")
     lines.append(f"NCCL/RCCL: {f['nccl'] or 'not applicable here'}")
+    plugins = f.get("plugins") or []
+    lines.append("plug-in backends: " + (", ".join(
+        f"{p['name']} ({p['package'] or 'no distribution'} {p['version'] or ''}: {p['object']}, "
+        f"{p['workload'] or 'workload unknown'}{', NOT USABLE' if p['problem'] else ''})" for p in plugins)
+        or "none installed (entry points of xmfu.backends)"))
     lines += [f"PROBLEM: {p}" for p in found.problems] or ["no problems found"]
     return "\n".join(lines)
 

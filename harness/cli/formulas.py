@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from xmfu.harness.engine.declare import ConfigError
+from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.results.rederive import Restated
@@ -45,7 +46,11 @@ def _config(config_text: str) -> Any:
     from xmfu.harness.config import parse_run_config
 
     try:
-        return parse_run_config(yaml.safe_load(config_text), _registry().backends_by_workload())
+        data = yaml.safe_load(config_text)
+        registry = _registry()
+        if isinstance(data, dict):
+            placeholder(registry, data)  # a plug-in the run named need not be installed where it is read
+        return parse_run_config(data, registry.backends_by_workload())
     except (ConfigError, yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
 

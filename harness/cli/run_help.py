@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from xmfu.harness.config import RunSettings
@@ -58,10 +58,28 @@ def setting_lines(prefix: str, cls: type, skip: Collection[str] = ()) -> list[st
     return lines
 
 
-def settings_page(workloads: Mapping[str, type | None], groups: Mapping[str, list[str]]) -> str:
-    """The page below Hydra's header: the groups to choose from, then every setting with its default."""
+def backends_section(backends: Mapping[str, Sequence[str]]) -> list[str]:
+    """Each workload's built-in backends, then the plug-in backends installed here (engine/plugins.py: read from
+    the packages' metadata, nothing imported; each says which workload it is for when a run names it)."""
+    from xmfu.harness.engine.plugins import installed
+
+    out = ["== Backends ==", "backends=[NAME,...] picks some (null: every built-in one); a plug-in joins by name or "
+           "by import path, backends=[torch_sdpa,my_pkg.attention:MyFlash] (docs/backends.md)", ""]
+    out += [f"{name}: {', '.join(names)}" for name, names in sorted(backends.items())]
+    plugins = installed()
+    out += ["", "plug-ins installed (entry points of xmfu.backends):",
+            *([f"  {p.describe()}" for p in plugins] or ["  none"])]
+    return out
+
+
+def settings_page(workloads: Mapping[str, type | None], groups: Mapping[str, list[str]],
+                  backends: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The page below Hydra's header: the groups to choose from, the backends, then every setting with its
+    default."""
     out = ["== Configuration groups ==", "Compose your configuration from those groups (group=option)", ""]
     out += [f"{group}: {', '.join(options)}" for group, options in sorted(groups.items()) if group != "hydra"]
+    if backends is not None:
+        out += ["", *backends_section(backends)]
     out += ["", "== Settings ==", "Every setting, its default and what it allows (override with KEY=VALUE)", ""]
     out += setting_lines("", RunSettings, skip=set(groups))
     for name, settings in sorted(workloads.items()):
@@ -72,10 +90,11 @@ def settings_page(workloads: Mapping[str, type | None], groups: Mapping[str, lis
     return "\n".join(out)
 
 
-def help_config(workloads: Mapping[str, type | None], groups: Mapping[str, list[str]]) -> dict[str, str]:
+def help_config(workloads: Mapping[str, type | None], groups: Mapping[str, list[str]],
+                backends: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """Hydra's `hydra/help` node (hydra/conf/hydra/help/default.yaml's keys). Its template is a string.Template
     whose text is also an OmegaConf value: a `$` is doubled, and no setting's help may hold an interpolation."""
-    page = settings_page(workloads, groups)
+    page = settings_page(workloads, groups, backends)
     if "${" in page:
         raise ValueError("a setting's help holds an OmegaConf interpolation")
     page = page.replace("$", "$$")

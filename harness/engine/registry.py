@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xmfu.harness.engine.case import Case, Prepared
@@ -53,6 +53,8 @@ class Implementation:
     available: Callable[[Case, RunContext], Availability]
     prepare: Callable[[Case, RunContext], Prepared]
     frameworks: tuple[str, ...] = FRAMEWORKS
+    # a plug-in's provenance (engine/plugins.py: its object, distribution and version); None for a built-in
+    plugin: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,24 @@ class WorkloadDef:
 class Registry:
     def __init__(self) -> None:
         self._workloads: dict[str, WorkloadDef] = {}
+        self._builtin: dict[str, tuple[str, ...]] = {}
 
     def add(self, workload: WorkloadDef) -> None:
         if workload.name in self._workloads:
             raise ValueError(f"workload {workload.name!r} registered twice")
-        self._workloads[workload.name] = workload
+        self._workloads[workload.name] = replace(workload, implementations=dict(workload.implementations))
+        self._builtin[workload.name] = tuple(workload.implementations)
+
+    def add_backend(self, workload: str, implementation: Implementation) -> None:
+        """A plug-in backend (engine/plugins.py) joins a registered workload; its name must be new there."""
+        impls = self._workloads[workload].implementations
+        if implementation.backend in impls:
+            raise ValueError(f"backend {implementation.backend!r} of {workload!r} registered twice")
+        impls[implementation.backend] = implementation  # type: ignore[index]  # add() made it a dict
+
+    def builtin_backends(self, workload: str) -> tuple[str, ...]:
+        """The workload's backends as registered with it (the catalog's), plug-ins not included."""
+        return self._builtin[workload]
 
     def workload(self, name: str) -> WorkloadDef:
         return self._workloads[name]

@@ -393,6 +393,10 @@ class CaseRunner:
         p = a.prepared
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
                                       self._protocol(p, phase))
+        impl = phase.workload.implementations.get(a.backend)
+        plugin = dict(impl.plugin) if impl is not None and impl.plugin else None
+        if plugin:  # a plug-in's release joins the key: a new version of the kernel starts a new series
+            fields["plugin"] = {k: plugin.get(k) for k in ("object", "package", "version")}
         timing_valid = bool(p and p.timing_valid)
         row: dict[str, Any] = {
             "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
@@ -408,6 +412,8 @@ class CaseRunner:
             "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
             "threads": threads_record(p.framework) if p and self.ctx.platform.kind == "cpu" else None,
         }
+        if plugin:
+            row["plugin"] = plugin
         if cfg.scale == "smoke":  # a smoke row says so: it is not the figure of the sizes the user named
             row["scale"] = "smoke"
             row["scale_note"] = "; ".join(cfg.scale_notes.get(phase.name, ())) or "run at its smoke sizes"

@@ -19,6 +19,7 @@ from typing import Any
 
 from xmfu.harness.config import apply_scale, explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
+from xmfu.harness.engine.plugins import register_named
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig, SuiteTag
 from xmfu.harness.hydra_app import UsageError, compose_job
@@ -65,6 +66,7 @@ def compose(overrides: Sequence[str], registry: Registry, tag: SuiteTag) -> tupl
     from xmfu.harness.run import plan_phases
 
     data, _ = compose_job(list(overrides))
+    register_named(registry, data)  # a part may name plug-in backends, as a run may
     explicit = _explicit(overrides)
     cfg = replace(parse_run_config(data, registry.backends_by_workload(), explicit), suite=tag)
     plan_phases(cfg, registry)  # sizes are checked when they expand into cases

@@ -150,6 +150,27 @@ class CommDetail(Record, kw_only=True):
     textbook_formula: maybe(str, "the formula behind textbook_bytes_per_rank") = None
 
 
+class PluginSource(Record, kw_only=True):
+    """Where a plug-in backend's code came from (harness/engine/plugins.py); absent for a built-in backend."""
+
+    object: doc(str, "the plug-in's import path, module:object")
+    package: maybe(str, "the distribution that provides it; null where it was imported from a file not "
+                        "installed as a package (see file)") = None
+    version: maybe(str, "that distribution's version") = None
+    entry_point: maybe(str, "the `xmfu.backends` entry point it was named by; null: named by import path") = None
+    file: maybe(str, "no distribution: the module file it was imported from") = None
+    module_version: maybe(str, "no distribution: the module's __version__, where it has one") = None
+    loaded: maybe(bool, "false only in a validator's re-reading where the plug-in is not installed") = None
+
+
+class PluginKey(Record, kw_only=True):
+    """A plug-in's part of the comparability fields: a new release of the kernel is a new series."""
+
+    object: doc(str, "the plug-in's import path, module:object")
+    package: maybe(str, "its distribution, or null") = None
+    version: maybe(str, "its distribution's version, or null") = None
+
+
 class Comparability(Record, kw_only=True):
     """What must match for two rows to be compared; `comparability_key` is its hash."""
 
@@ -160,6 +181,8 @@ class Comparability(Record, kw_only=True):
     protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
                           "cold_cache, sustained, flush_l2 when on, cuda_graph when this row's calls were "
                           "replayed from a graph)")
+    plugin: maybe(PluginKey, "a plug-in backend's row: its object, distribution and version; absent for a "
+                             "built-in backend") = None
 
 
 class Clocks(OpenRecord, kw_only=True):

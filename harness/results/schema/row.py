@@ -17,6 +17,7 @@ from xmfu.harness.results.schema.parts import (
     Contention,
     Correctness,
     Latency,
+    PluginSource,
     Repeats,
     ScalingBaseline,
     Speedup,
@@ -73,6 +74,8 @@ class Row(Record, kw_only=True):
     notes: doc(AnyMap, "the backend's notes (library, precision settings, compile times, "
                        "ranks...)") = field(default_factory=dict)
     comparability: maybe(Comparability, "what must match for two rows to be compared") = None
+    plugin: maybe(PluginSource, "a plug-in backend (docs/backends.md): where its code came from; absent for a "
+                                "built-in backend") = None
     stack: maybe(AnyMap, "torch on a GPU: the BLAS, attention, cuDNN and TunableOp settings in force") = None
     clocks_locked: maybe(bool, "whether the device's clocks were locked (see clocks); null unknown") = None
     clocks: maybe(Clocks, "the clock-lock reading behind clocks_locked") = None
