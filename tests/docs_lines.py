@@ -38,6 +38,8 @@ SKIPPED = {
     "schema.generate           #": "rewrites the checkout's schema and docs; its --check twin runs",
     "workload=transformer model=tiny     #": "minutes on a CPU (torch_compile's Inductor compile); its "
                                             "experiment=smoke twin in docs/workloads.md runs",
+    "backends=[torch_sdpa,my_attention": "needs examples/my_attention installed (the pip line above it); "
+                                         "tests/e2e/test_plugin_package.py installs it and runs both lines' runs",
     "make gpu-reference": "every part at smoke sizes: minutes on a CPU; `gpu_reference.py --part matmul --redo` runs "
                           "one part the same way",
 }

@@ -11,7 +11,7 @@ import shlex
 
 import pytest
 
-from tests.docs_lines import command_of, documented_lines, filled
+from tests.docs_lines import ROOT, command_of, documented_lines, filled
 from xmfu.harness.cli.main import COMMANDS, main
 from xmfu.harness.hydra_app import MULTIRUN_FLAGS, split_args, split_jobs, validate_job
 
@@ -52,9 +52,28 @@ def registry():
     return build_registry()
 
 
+EXAMPLE = ROOT / "examples" / "my_attention"
+
+
+def _example_installed(monkeypatch) -> None:
+    """The docs' plug-in lines run after `pip install examples/my_attention`: here its folder on sys.path and its
+    entry point (from its pyproject.toml) as the installed one, the same object either way."""
+    from xmfu.harness.engine import plugins
+
+    text = (EXAMPLE / "pyproject.toml").read_text()  # (tomllib is Python 3.11+; the suite runs on 3.10 too)
+    section = text.split('[project.entry-points."xmfu.backends"]', 1)[1].split("\n[", 1)[0]
+    entry = dict(re.findall(r'^(\w+) = "([^"]+)"$', section, re.M))
+    assert entry, "examples/my_attention/pyproject.toml declares no xmfu.backends entry point"
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setattr(plugins, "installed", lambda: [plugins.Installed(n, v, "my-attention", "0.1.0")
+                                                       for n, v in entry.items()])
+
+
 @pytest.mark.parametrize("argv", [a for _, a in RUN_LINES], ids=[i for i, _ in RUN_LINES])
-def test_a_documented_run_line_composes_and_validates(argv, registry):
+def test_a_documented_run_line_composes_and_validates(argv, registry, monkeypatch):
     args = argv[1:]
+    if any("my_attention" in a for a in args):
+        _example_installed(monkeypatch)
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     for job in split_jobs(split_args(args), multirun):
         validate_job(job, registry)  # raises UsageError / ConfigError with the one-paragraph message
