@@ -61,6 +61,7 @@ def build_registry() -> Registry:
         "triton": _impl("triton", "xmfu.workloads.attention.triton", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
+        "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX),
     }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),

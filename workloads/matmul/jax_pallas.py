@@ -123,7 +123,7 @@ def _prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
 
     notes: dict[str, Any] = {
         "library": "xmfu.kernels.pallas_matmul (jax.experimental.pallas)", "jax": jax.__version__,
-        "jaxlib": _jaxlib_version(), "lowering": how, "blocks": f"{bm}x{bn}x{bk}", "compile_s": compile_s,
+        "jaxlib": jaxlib_version(), "lowering": how, "blocks": f"{bm}x{bn}x{bk}", "compile_s": compile_s,
         "precision": "HIGHEST (ieee)" if precision is not None else "default, fp32 accumulation",
         "padded_to": f"{m}x{n}x{k}" if (m, n, k) != (case.m, case.n, case.k) else "none",
         "jax_device_kind": device.device_kind}
@@ -134,7 +134,7 @@ def _prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
                     timing_note=PALLAS_INTERPRETER_NOTE if on_cpu else "", notes=notes)
 
 
-def _jaxlib_version() -> str:
+def jaxlib_version() -> str:
     import jaxlib
 
     return getattr(jaxlib, "__version__", "unknown")
