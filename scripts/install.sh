@@ -9,9 +9,11 @@
 #                     a framework (torch, JAX, Triton) is added only where DIR holds it, xmfu with DIR's extras
 #   --no-venv         install into PYTHON's own environment (an image's Python) instead of a venv over it
 #   --dry-run         print the platform and the commands, run nothing
-#   --print-platform  print the platform (cpu | cuda | rocm | tpu) and stop
+#   --print-platform  print the platform (cpu | cuda | rocm | tpu | neuron | hpu | xpu) and stop
 # environment:
-#   XMFU_PLATFORM  cpu | cuda | rocm | tpu: use it instead of detecting (a `docker build` sees no device)
+#   XMFU_PLATFORM  cpu | cuda | rocm | tpu | neuron | hpu | xpu: use it instead of detecting (a `docker build`
+#                  sees no device). neuron (AWS Trainium), hpu (Intel Gaudi) and xpu (Intel GPUs) take their torch
+#                  from the vendor: nothing framework-side is installed there, only xmfu
 #   PYTHON         the interpreter the venv is made from (default python3)
 #   VENV           the venv (default .venv), made with --system-site-packages so the image's frameworks are seen
 #   TORCH_VERSION  the torch to install where none is importable (default: constraints.txt's pin)
@@ -75,6 +77,13 @@ detect_platform() {
   if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ] || nvidia-smi -L >/dev/null 2>&1; then echo cuda
   # AMD: /dev/kfd, ROCm's compute interface shared by all GPUs (ROCm's "Running ROCm Docker containers"), or rocminfo.
   elif [ -e /dev/kfd ] || rocminfo >/dev/null 2>&1; then echo rocm
+  # AWS Trainium: the Neuron driver's /dev/neuron0.. nodes (AWS's neuron-ls and container docs pass them in).
+  elif compgen -G "/dev/neuron[0-9]*" >/dev/null; then echo neuron
+  # Intel Gaudi: the habanalabs driver's /dev/accel/accel0.. (accel subsystem, a directory, unlike the TPU's
+  # /dev/accel0) with a working hl-smi, its management tool.
+  elif compgen -G "/dev/accel/accel[0-9]*" >/dev/null && hl-smi -L >/dev/null 2>&1; then echo hpu
+  # Intel data-center GPUs: xpu-smi (Intel's XPU Manager CLI) lists them (an integrated GPU alone is not one).
+  elif xpu-smi discovery >/dev/null 2>&1; then echo xpu
   # TPU: a TPU chip on the PCI bus, the /dev/accel* nodes of TPU v2-v4 VMs, or libtpu already installed.
   elif tpu_chip || compgen -G "/dev/accel[0-9]*" >/dev/null || "$BASE_PY" -c "import libtpu" 2>/dev/null; then echo tpu
   else echo cpu
@@ -83,8 +92,8 @@ detect_platform() {
 
 PLATFORM=${XMFU_PLATFORM:-$(detect_platform)}
 case "$PLATFORM" in
-  cpu|cuda|rocm|tpu) ;;
-  *) echo "install.sh: XMFU_PLATFORM='$PLATFORM' is not one of cpu, cuda, rocm, tpu" >&2; exit 2 ;;
+  cpu|cuda|rocm|tpu|neuron|hpu|xpu) ;;
+  *) echo "install.sh: XMFU_PLATFORM='$PLATFORM' is not one of cpu, cuda, rocm, tpu, neuron, hpu, xpu" >&2; exit 2 ;;
 esac
 if [ "$MODE" = print-platform ]; then echo "$PLATFORM"; exit 0; fi
 say "platform $PLATFORM${XMFU_PLATFORM:+ (XMFU_PLATFORM)}"
@@ -99,6 +108,7 @@ py() {
   "$py" "$@"
 }
 has() { py -c "import $1" >/dev/null 2>&1; }  # whether a module imports
+vendor_torch() { case "$PLATFORM" in neuron|hpu|xpu) return 0 ;; *) return 1 ;; esac; }
 # Offline, pip's only source is the wheelhouse (pip's own docs: --no-index ignores the package index, --find-links
 # is where it looks instead; a build-isolation environment is given the same two: pip/_internal/build_env.py).
 INDEX=()
@@ -200,6 +210,8 @@ if ! has torch; then
     rocm) say "torch not installed: use the rocm/pytorch image, or PyTorch's ROCm wheels (pytorch.org, Get Started," \
               "names the index for each ROCm release); torch and Triton backends will report skipped" ;;
     tpu) say "torch not installed: xmfu's torch backends do not drive TPUs" ;;
+    neuron|hpu|xpu) say "torch not installed: on $PLATFORM it comes from the vendor (AWS Neuron SDK, Intel Gaudi" \
+                        "software, Intel's XPU builds); nothing framework-side is installed here" ;;
   esac
 fi
 
@@ -208,7 +220,7 @@ fi
 # telemetry part. Offline, the telemetry came with the wheelhouse's extras above, and JAX is its own step.
 PLATFORM_EXTRA=""
 if [ -n "$OFFLINE" ]; then
-  if [ "$HAD_JAX" = 0 ] && [ "$PLATFORM" != rocm ] && available jax "the JAX backends will report skipped"; then
+  if [ "$HAD_JAX" = 0 ] && [ "$PLATFORM" != rocm ] && ! vendor_torch && available jax "the JAX backends will report skipped"; then
     case "$PLATFORM" in cuda) optional jax "jax[cuda$(cuda_major)]" ;; tpu) optional jax "jax[tpu]" ;;
                         *) optional jax jax ;; esac
   fi
@@ -220,6 +232,7 @@ else
     cpu) [ "$HAD_JAX" = 1 ] || optional jax jax ;;
     cuda) if [ "$HAD_JAX" = 1 ]; then PLATFORM_EXTRA=nvidia; else PLATFORM_EXTRA=cuda$(cuda_major); fi ;;
     tpu) [ "$HAD_JAX" = 1 ] || PLATFORM_EXTRA=tpu ;;
+    neuron|hpu|xpu) ;;  # the vendor's torch (and its JAX, where one exists) is the image's; xmfu adds none
     rocm)
       [ "$HAD_JAX" = 1 ] || say "jax not installed: JAX on ROCm comes from AMD (rocm/jax images, or" \
                                 "jax[rocm7-local] on ROCm 7); jax backends will report skipped"
@@ -253,7 +266,7 @@ if ! has triton; then
     # PyPI's torch brings Triton itself on Linux x86_64
     cpu|cuda) if available triton "the Triton backends will report skipped"; then optional triton triton; fi ;;
     rocm) say "triton not installed: ROCm's torch ships it as pytorch-triton-rocm" ;;
-    tpu) ;;
+    tpu|neuron|hpu|xpu) ;;
   esac
 fi
 say "done ($PLATFORM${ALL_EXTRAS:+, extras $ALL_EXTRAS})"

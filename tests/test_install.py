@@ -113,9 +113,18 @@ def test_the_cuda_extras_name_jax_builds_for_their_cuda_major():
 
 
 def test_unknown_platform_is_refused(tmp_path):
-    env = {**os.environ, "XMFU_PLATFORM": "xpu"}
+    env = {**os.environ, "XMFU_PLATFORM": "npu"}
     proc = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 2 and "cpu, cuda, rocm, tpu" in proc.stderr
+    assert proc.returncode == 2 and "cpu, cuda, rocm, tpu, neuron, hpu, xpu" in proc.stderr
+
+
+@pytest.mark.parametrize("platform", ["neuron", "hpu", "xpu"])
+def test_vendor_torch_platforms_get_xmfu_and_nothing_framework_side(tmp_path, platform):
+    """Trainium (neuron), Gaudi (hpu) and Intel GPUs (xpu) take torch from the vendor: no torch, JAX or Triton is
+    installed, only xmfu without a platform extra, and the plan says why (issue 29 item 5)."""
+    lines = plan(tmp_path, platform, "")
+    assert installs(lines) == ["."]
+    assert any("comes from the vendor" in line for line in lines)
 
 
 @pytest.mark.parametrize("args", [("--extras",), ("--offline",), ("--bogus",)])

@@ -17,6 +17,7 @@ from typing import Any
 from xmfu.harness.machine import compat, environment, stack
 from xmfu.harness.machine.platform import Platform, detect
 from xmfu.harness.machine.telemetry import open_sampler
+from xmfu.harness.machine.vendor_stack import vendor_stacks
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "triton", "optax", "nvidia-ml-py", "amdsmi", "pyarrow",
               "hydra-submitit-launcher")
@@ -130,10 +131,23 @@ def check_backends(plat: Platform, found: Findings, registry: Any = None) -> Non
     found.facts["backends_skipped"] = skipped
 
 
+NOT_MEASURED = "Trainium, Gaudi and Intel GPUs have not been measured by xmfu: their peaks and telemetry are untried"
+
+
+def check_vendor_stack(plat: Platform, found: Findings) -> None:
+    """The device type torch reports, the vendor stacks whose versions can be read (Neuron SDK, SynapseAI, oneAPI)
+    and the telemetry source (check_telemetry's sampler)."""
+    stacks = vendor_stacks()
+    found.facts["device_type"] = plat.kind
+    found.facts["vendor_stacks"] = stacks
+    if plat.kind in ("neuron", "hpu", "xpu") or any(s["present"] for s in stacks.values()):
+        found.facts["not_measured"] = NOT_MEASURED
+
+
 def diagnose(device: str = "auto") -> Findings:
     found = Findings()
     plat = detect(device)
-    for check in (check_packages, check_devices, check_telemetry, check_backends):
+    for check in (check_packages, check_devices, check_vendor_stack, check_telemetry, check_backends):
         check(plat, found)
     return found
 
@@ -148,6 +162,13 @@ def render(found: Findings) -> str:
     lines.append("packages: " + ", ".join(f"{k} {v or 'MISSING'}" for k, v in f["packages"].items()))
     lines.append("peaks (dense TFLOP/s): " + ", ".join(
         f"{dt} {p['peak_tflops']:.4g}" if p["peak_tflops"] else f"{dt} null" for dt, p in f["peaks"].items()))
+    lines.append(f"device type: {f['device_type']}")
+    lines.append("vendor stacks: " + "; ".join(
+        f"{name} " + (", ".join(f"{k} {v}" for k, v in s["packages"].items() if v) + (
+            f", driver {s['driver']}" if s["driver"] else "") if s["present"] else "not found")
+        for name, s in f["vendor_stacks"].items()))
+    if f.get("not_measured"):
+        lines.append(f"note: {f['not_measured']}")
     tel = f["telemetry"]
     lines.append(f"telemetry: {tel['sampler']} ({'available' if tel['available'] else tel['reason']})")
     for key, value in (tel["fields"] or {}).items():

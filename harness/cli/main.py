@@ -309,7 +309,7 @@ def cmd_peaks(args: Sequence[str]) -> int:
     print(f"{'id':24}" + "".join(f"{d:>9}" for d in dtypes) + f"{'HBM':>7}  source")
     for e in table["devices"]:
         cells = "".join(f"{'-' if e['tflops'].get(d) is None else format(e['tflops'][d], 'g'):>9}" for d in dtypes)
-        print(f"{e['id']:24}{cells}{e.get('hbm_tbps', '-'):>7}  {e['source']}")
+        print(f"{e['id']:24}{cells}{e.get('hbm_tbps') or '-':>7}  {e['source']}")
     print("CPU: " + table["cpu"]["source"])
     return 0
 

@@ -162,6 +162,8 @@ def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
     entry, why = match_device(device)
     if entry is None:
         return Peak(None, None, None, f"{why}; pass peak_tflops=<dense TFLOP/s> to set one")
+    if "per_neuroncore" in entry:
+        return neuroncore_peak(entry, device, dtype)
     value = entry["tflops"].get(dtype)
     if value is None:
         return Peak(None, None, entry["id"], f"{entry['id']} has no published dense {dtype} peak")
@@ -172,6 +174,48 @@ def lookup(device: DeviceInfo, dtype: str, *, override: float | None = None,
     tflops = value * factor
     return Peak(tflops if math.isfinite(tflops) else None, entry["source"] + confidence, entry["id"], note,
                 peak_clock_mhz(entry, dtype))
+
+
+def neuron_unit(entry: dict[str, Any], device: DeviceInfo) -> tuple[int | None, str]:
+    """How many physical NeuronCores `device` spans (its LNC degree, or the whole chip), or None with why.
+
+    A torch device on Neuron is one logical NeuronCore of NEURON_LOGICAL_NC_CONFIG physical cores (peaks.yaml,
+    the Trainium section); the device reports that count as `multiprocessors`."""
+    cores, degree = entry["neuroncores"], device.multiprocessors
+    if degree is None:
+        return None, (f"{entry['id']}: how many physical NeuronCores this device spans (the logical-core setting, "
+                      "LNC) is unknown, and a logical core's peak depends on it")
+    if degree != cores and degree not in entry.get("lnc", ()):
+        allowed = ", ".join(str(n) for n in entry.get("lnc", ()))
+        return None, (f"device spans {degree} physical NeuronCores but {entry['id']} takes LNC={allowed} "
+                      f"(or the whole chip, {cores}): the name match is wrong or the table is; MFU withheld")
+    return degree, ""
+
+
+def neuroncore_peak(entry: dict[str, Any], device: DeviceInfo, dtype: str) -> Peak:
+    """A Trainium device's peak: the per-NeuronCore figure AWS's NeuronCore pages define x the physical cores it
+    spans (LNC=1 or 2), recorded in the note as the unit of "device"; the whole chip gets the chip page's figure.
+    The two disagree (Trainium2: 8 x 79 = 632 vs 667 BF16), which the note says."""
+    degree, why = neuron_unit(entry, device)
+    if degree is None:
+        return Peak(None, None, entry["id"], why)
+    chip = entry["tflops"].get(dtype)
+    if degree == entry["neuroncores"]:
+        if chip is None:
+            return Peak(None, None, entry["id"], f"{entry['id']} has no published dense {dtype} peak")
+        return Peak(chip, entry["source"], entry["id"], f"device = the whole chip ({degree} NeuronCores)")
+    per_core = entry["per_neuroncore"]
+    value = per_core["tflops"].get(dtype)
+    if value is None:
+        return Peak(None, None, entry["id"], f"{entry['id']} has no published dense {dtype} peak per NeuronCore")
+    note = (f"device = one logical NeuronCore, LNC={degree} ({degree} physical NeuronCore(s) sharing HBM): "
+            f"{degree} x {value:g} TFLOP/s per core")
+    share = None if chip is None else chip / entry["neuroncores"]
+    if share is not None and abs(share / value - 1) > 0.01:
+        note += f"; the chip page's {chip:g} / {entry['neuroncores']} = {share:.4g} per core differs"
+    if dtype == "fp8" and entry.get("fp8_formats"):
+        note += f"; fp8 as the device takes it: {', '.join(entry['fp8_formats'])}"
+    return Peak(value * degree, per_core["source"], entry["id"], note)
 
 
 def peak_clock_mhz(entry: dict[str, Any], dtype: str) -> float | None:
@@ -201,6 +245,12 @@ def lookup_membw(device: DeviceInfo, *, override: float | None = None) -> Bandwi
         return BandwidthPeak(None, None, None, f"{why}; {hint}")
     if entry.get("hbm_tbps") is None:
         return BandwidthPeak(None, None, entry["id"], f"{entry['id']} has no published memory bandwidth; {hint}")
+    if "per_neuroncore" in entry:
+        degree, why = neuron_unit(entry, device)
+        if degree != entry["neuroncores"]:  # a logical core shares the chip's HBM: AWS publishes no per-core share
+            return BandwidthPeak(None, None, entry["id"], why or (
+                f"device = one logical NeuronCore (LNC={degree}) of {entry['id']}'s {entry['neuroncores']}: its "
+                f"share of the chip's memory bandwidth is not published; {hint}"))
     factor, note = _scale(entry, device)
     if factor is None:  # more SMs/CUs than the part: the name match is wrong
         return BandwidthPeak(None, None, entry["id"], note)

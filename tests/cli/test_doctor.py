@@ -71,3 +71,22 @@ def test_rocms_triton_counts_as_triton(monkeypatch):
                                    "test"), found)
     assert found.facts["packages"]["triton"] == "3.2.0+gitabcdef"
     assert not any(p.startswith("triton is not installed") for p in found.problems)
+
+
+def test_doctor_names_the_device_type_vendor_stacks_and_says_untried_devices_are_unmeasured(monkeypatch):
+    """issue 29 item 5: the device type, the Neuron SDK / SynapseAI / oneAPI versions that can be read, and the
+    plain statement that none of these devices has been measured."""
+    from xmfu.harness.cli import doctor
+    from xmfu.harness.machine import vendor_stack
+    from xmfu.harness.machine.platform import DeviceInfo, Platform
+
+    versions = {"torch-neuronx": "2.9.0.2.11", "neuronx-cc": "2.21.33363.0"}
+    monkeypatch.setattr(doctor, "vendor_stacks", lambda: vendor_stack.vendor_stacks(
+        version=versions.get, driver=lambda m: "2.26.5.0" if m == "neuron" else None))
+    found = doctor.Findings()
+    plat = Platform(kind="neuron", devices=(DeviceInfo(kind="neuron", name="Trainium2", vendor="aws"),), reason="t")
+    doctor.check_vendor_stack(plat, found)
+    stacks = found.facts["vendor_stacks"]
+    assert stacks["neuron_sdk"]["present"] and stacks["neuron_sdk"]["driver"] == "2.26.5.0"
+    assert not stacks["synapseai"]["present"] and found.facts["device_type"] == "neuron"
+    assert "not been measured" in found.facts["not_measured"]

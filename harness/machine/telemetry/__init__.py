@@ -23,6 +23,14 @@ def open_sampler(platform: Platform) -> Sampler:
             from xmfu.harness.machine.telemetry.amdsmi import AmdSmiSampler
 
             return AmdSmiSampler(device)
+        if platform.kind == "hpu":  # Intel Gaudi (habana-pyhlml)
+            from xmfu.harness.machine.telemetry.hlml import HlmlSampler
+
+            return HlmlSampler(device)
+        if platform.kind == "neuron":  # AWS Trainium (neuron-monitor)
+            from xmfu.harness.machine.telemetry.neuron import NeuronSampler
+
+            return NeuronSampler(device)
         if platform.kind == "tpu":
             from xmfu.harness.machine.telemetry.tpu import TpuSampler
 
@@ -30,7 +38,8 @@ def open_sampler(platform: Platform) -> Sampler:
         from xmfu.harness.machine.telemetry.cpu import CpuSampler
 
         return CpuSampler()
-    except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so), init failures, no permission,
+    except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so, no pyhlml), HLMLError_Uninitialized
+        # (no libhlml), FileNotFoundError (no neuron-monitor), init failures, no permission,
         # LookupError (the timed device is not among the library's)
         return Unavailable(f"{type(exc).__name__}: {exc}")
 
