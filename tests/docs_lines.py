@@ -40,6 +40,8 @@ SKIPPED = {
                                             "experiment=smoke twin in docs/workloads.md runs",
     "backends=[torch_sdpa,my_attention": "needs examples/my_attention installed (the pip line above it); "
                                          "tests/e2e/test_plugin_package.py installs it and runs both lines' runs",
+    "xmfu import ": "needs another tool's log; tests/results/importers/test_import_logs.py imports the real ones in "
+                    "tests/results/importers/logs the same way",
     "make gpu-reference": "every part at smoke sizes: minutes on a CPU; `gpu_reference.py --part matmul --redo` runs "
                           "one part the same way",
 }

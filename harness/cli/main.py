@@ -30,6 +30,7 @@ from xmfu.harness.cli.common import (
     write_output,
 )
 from xmfu.harness.cli.history import cmd_history
+from xmfu.harness.cli.importing import cmd_import
 from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.cli.table import cmd_table
 from xmfu.harness.engine import interrupts
@@ -59,6 +60,8 @@ commands:
   validate BUNDLE...        check a result bundle: files, checksums, records, and every figure re-derived from
                             its samples, formulas and the peak table (exit 1 naming each problem);
                             --verify-signature ALLOWED_SIGNERS: also its signature by `xmfu sign`
+  import TOOL LOG...        another tool's results as a bundle: nccl-tests (and rccl-tests) tables or JSON,
+                            mamf-finder logs; every printed figure re-derived, disagreements flagged in the row
   sign BUNDLE --key KEY     sign a valid bundle's SHA256SUMS with an OpenSSH key (ssh-keygen -Y sign)
   archive SOURCES -o F      bundles (or folders of them) packed into one .tar.gz; every command that reads
                             bundles also reads such an archive
@@ -371,8 +374,8 @@ def cmd_run(args: Sequence[str]) -> int:
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
-            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "sign": cmd_sign,
-            "doctor": cmd_doctor, "table": cmd_table,
+            "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "import": cmd_import,
+            "sign": cmd_sign, "doctor": cmd_doctor, "table": cmd_table,
             "peaks": cmd_peaks, "env": cmd_env}
 
 

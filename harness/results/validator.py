@@ -35,6 +35,8 @@ import msgspec
 import numpy as np
 
 from xmfu.harness.results import rederive, rederive_run, rederive_series
+from xmfu.harness.results.importers.rederive import import_config
+from xmfu.harness.results.importers.rederive import problems as imported_problems
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema import (
     ACCEPTED_SCHEMAS,
@@ -280,6 +282,9 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
     problems += rederive.speedup_problems(rows, samples, settings, CASES)
+    imported = import_config(config)
+    if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
+        return problems + imported_problems(imported, data, manifest, rows, samples, CASES), []
     unchecked = []
     current = manifest.get("schema") == SCHEMA  # a /1 manifest's key hashed its day's protocol (as its rows' keys)
     if current and run_formula is not None:

@@ -163,6 +163,24 @@ class PluginSource(Record, kw_only=True):
     loaded: maybe(bool, "false only in a validator's re-reading where the plug-in is not installed") = None
 
 
+class Imported(Record, kw_only=True):
+    """A row read from another tool's log by `xmfu import` (harness/results/importers): what the tool printed,
+    and where xmfu's re-derivation of it disagrees beyond the printed precision."""
+
+    tool: doc(str, "the tool whose log it was: nccl-tests, rccl-tests or mamf-finder")
+    version: maybe(str, "the tool's version as its log states it; null where the log does not say")
+    command: maybe(str, "the command line as the log states it; null where the log does not say")
+    log: doc(str, "the original log, kept in the bundle as this attachment")
+    line: doc(int, "the log's line the row was read from (1-based)", ge=1)
+    printed: doc(dict[str, float | None], "the figures as the log printed them (nccl-tests: time_us, algbw_gbps, "
+                                         "busbw_gbps, wrong; mamf-finder: mean, median, max TFLOP/s)")
+    precision: doc(dict[str, float], "half a unit of the last printed digit of each printed figure")
+    rederived: doc(dict[str, float | None], "the same figures under xmfu's conventions, from size, count, type and "
+                                            "time (or m, n, k)")
+    disagreements: doc(list[str], "each printed figure xmfu's re-derivation does not reproduce within the "
+                                  "printed precision, and by how much; empty: every figure reproduced")
+
+
 class PluginKey(Record, kw_only=True):
     """A plug-in's part of the comparability fields: a new release of the kernel is a new series."""
 

@@ -16,6 +16,7 @@ from xmfu.harness.results.schema.parts import (
     Comparability,
     Contention,
     Correctness,
+    Imported,
     Latency,
     PluginSource,
     Repeats,
@@ -74,6 +75,8 @@ class Row(Record, kw_only=True):
     notes: doc(AnyMap, "the backend's notes (library, precision settings, compile times, "
                        "ranks...)") = field(default_factory=dict)
     comparability: maybe(Comparability, "what must match for two rows to be compared") = None
+    imported: maybe(Imported, "a row read from another tool's log by `xmfu import`: what it printed and what xmfu "
+                              "re-derives from it; absent in xmfu's own rows") = None
     plugin: maybe(PluginSource, "a plug-in backend (docs/backends.md): where its code came from; absent for a "
                                 "built-in backend") = None
     stack: maybe(AnyMap, "torch on a GPU: the BLAS, attention, cuDNN and TunableOp settings in force") = None

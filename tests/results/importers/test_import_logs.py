@@ -1,0 +1,168 @@
+"""`xmfu import` on real logs (tests/results/importers/logs, each with its source in README.md there): the bundles
+validate, every re-derived busbw / TFLOP/s equals what the log printed within its printed precision, a planted
+inconsistency is flagged, and malformed or truncated logs are one paragraph and exit 2."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from xmfu.harness.cli.main import main
+from xmfu.harness.results.importers import LogError, mamf_finder, nccl_tests
+from xmfu.harness.results.importers.bundle import write
+from xmfu.harness.results.validator import load_bundle
+
+LOGS = Path(__file__).parent / "logs"
+# log -> (--op, --ranks) for logs that do not say, ranks, device, tool
+NCCL = {"nccl-tests_h100_16ranks.txt": (None, None, 16, "NVIDIA H100 80GB HBM3", "nccl-tests"),
+        "nccl-tests_gb200-nvl72_72ranks.txt": ("all_reduce", None, 72, "NVIDIA Graphics Device", "nccl-tests"),
+        "nccl-tests_v100_all_gather_8gpus_2020.txt": (None, 8, 8, None, "nccl-tests"),
+        "rccl-tests_mi300x_8ranks.txt": (None, None, 8, "AMD Instinct MI300X", "rccl-tests")}
+
+
+_WRITTEN: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory):
+    """Each real log imported once per module (a bundle's writes are fsynced: the tests share them)."""
+    def get(name: str) -> Path:
+        if name not in _WRITTEN:
+            op, ranks, *_ = NCCL[name]
+            _WRITTEN[name] = write("nccl-tests", LOGS / name, tmp_path_factory.mktemp("imp"), ["xmfu"], "t", op, ranks)
+        return _WRITTEN[name]
+    return get
+
+
+def _rows(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", sorted(NCCL))
+def test_nccl_logs_import_into_valid_bundles(imported, name: str) -> None:
+    _, _, n, device, tool = NCCL[name]
+    folder = imported(name)
+    loaded = load_bundle(folder)
+    assert loaded.problems == [] and loaded.unchecked == []
+    rows = _rows(folder)
+    assert {r["ranks"] for r in rows} == {n} and {r["backend"] for r in rows} == {tool}
+    assert rows[0]["device"] == (device or "not stated in the log")
+    assert (folder / rows[0]["imported"]["log"]).read_text() == (LOGS / name).read_text()
+    assert {r["params"]["in_place"] for r in rows} == {False, True}
+
+
+@pytest.mark.parametrize("name", ["nccl-tests_h100_16ranks.txt", "nccl-tests_gb200-nvl72_72ranks.txt",
+                                  "rccl-tests_mi300x_8ranks.txt"])
+def test_rederived_busbw_equals_the_printed_within_its_precision(imported, name: str) -> None:
+    rows = _rows(imported(name))
+    assert len(rows) >= 10
+    for r in rows:
+        printed, prec = r["imported"]["printed"], r["imported"]["precision"]
+        assert r["imported"]["disagreements"] == []
+        # the printed time's rounding carried through, as nccl_tests.disagreements allows
+        slack = r["busbw_gbps"] * prec["time_us"] / (printed["time_us"] - prec["time_us"]) + prec["busbw_gbps"]
+        assert abs(r["busbw_gbps"] - printed["busbw_gbps"]) <= slack
+
+
+def test_old_all_gather_convention_is_flagged_not_replaced(imported) -> None:
+    """nccl-tests before 2020 printed all_gather's algbw as count x typesize x (n-1) / t (issue #37's log): xmfu's
+    algbw (count x typesize x n / t) disagrees and says so; its busbw (x (n-1)/n) agrees with the printed one."""
+    rows = _rows(imported("nccl-tests_v100_all_gather_8gpus_2020.txt"))
+    for r in rows:
+        assert r["status"] == "incorrect" and r["time_s"] is None  # error 1e+00: a wrong result has no speed
+        said = r["imported"]["disagreements"]
+        assert len(said) == 1 and said[0].startswith("algbw_gbps: printed 129.05" if not r["params"]["in_place"]
+                                                     else "algbw_gbps: printed 128.84")
+        assert r["imported"]["printed"]["algbw_gbps"] in (129.05, 128.84)  # kept as printed
+        assert abs(r["imported"]["rederived"]["busbw_gbps"] - r["imported"]["printed"]["busbw_gbps"]) < 0.01
+
+
+def test_planted_inconsistency_is_flagged(tmp_path: Path) -> None:
+    text = (LOGS / "nccl-tests_gb200-nvl72_72ranks.txt").read_text().replace("  423.16  834.57", "  423.16  844.57")
+    planted = tmp_path / "planted.txt"
+    planted.write_text(text)
+    folder = write("nccl-tests", planted, tmp_path / "out", ["xmfu"], "test", "all_reduce")
+    assert load_bundle(folder).problems == []  # flagged in the row, which stays a valid bundle
+    flagged = [r for r in _rows(folder) if r["imported"]["disagreements"]]
+    assert len(flagged) == 1 and flagged[0]["params"]["size_bytes"] == 8589934592
+    assert "busbw_gbps: printed 844.57" in flagged[0]["imported"]["disagreements"][0]
+    assert flagged[0]["imported"]["printed"]["busbw_gbps"] == 844.57  # kept as printed, never replaced
+
+
+def test_validate_refuses_an_imported_row_edited_after_the_import(tmp_path: Path) -> None:
+    folder = write("nccl-tests", LOGS / "nccl-tests_gb200-nvl72_72ranks.txt", tmp_path, ["xmfu"], "t", "all_reduce")
+    cases = folder / "cases.jsonl"
+    rows = _rows(folder)
+    rows[-1]["imported"]["printed"]["busbw_gbps"] = 400.0  # a figure moved; the checksum redone to match
+    cases.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    sums = folder / "SHA256SUMS"
+    digest = hashlib.sha256(cases.read_bytes()).hexdigest()
+    sums.write_text("".join(f"{digest}  cases.jsonl\n" if line.endswith("  cases.jsonl") else line + "\n"
+                            for line in sums.read_text().splitlines()))
+    problems = load_bundle(folder).problems
+    assert len(problems) == 1 and "imported" in problems[0] and "kept log" in problems[0]
+
+
+@pytest.mark.parametrize("name,median,device", [("mamf-finder_gfx1151_2025.txt", 22.3, "AMD Radeon Graphics"),
+                                                ("mamf-finder_gfx1151_hipblaslt_2025.txt", 35.1, None)])
+def test_mamf_logs_give_rows_whose_tflops_are_the_printed(tmp_path: Path, name: str, median: float,
+                                                          device: str | None) -> None:
+    folder = write("mamf-finder", LOGS / name, tmp_path, ["xmfu"], "test")
+    assert load_bundle(folder).problems == []
+    rows = _rows(folder)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 1 and abs(ok[0]["tflops"] - median) <= mamf_finder.PRECISION
+    m, n, k = (ok[0]["params"][x] for x in "mnk")
+    assert ok[0]["flops"] == 2 * m * n * k and ok[0]["flop_convention"] == "2mnk"
+    assert rows[0]["device"] == (device or "not stated in the log")
+    assert all(r["imported"]["disagreements"] == [] for r in rows)
+
+
+def test_old_mamf_best_outcome_is_a_max_and_is_not_timed(tmp_path: Path) -> None:
+    """Before 2024-12-23 mamf-finder printed one figure, the fastest iteration's rate (np.amin(times)): no median,
+    so the row is skipped with that reason instead of being timed from a max."""
+    rows = _rows(write("mamf-finder", LOGS / "mamf-finder_gh200_2024-08.txt", tmp_path, ["xmfu"], "test"))
+    assert len(rows) == 1 and rows[0]["status"] == "skipped" and "max 821.0" in rows[0]["reason"]
+    assert rows[0]["device"] == "NVIDIA GH200 480GB" and rows[0]["params"] == {"m": 11264, "n": 19712, "k": 1536}
+
+
+def test_planted_mamf_inconsistency_is_flagged() -> None:
+    text = (LOGS / "mamf-finder_gfx1151_2025.txt").read_text().replace("max:    22.9", "max:    20.9")
+    said = mamf_finder.parse(text).shapes[(3072, 3072, 1024)].said
+    assert len(said) == 2 and all("fastest iteration cannot be slower" in s for s in said)
+
+
+@pytest.mark.parametrize("tool,text,why", [
+    ("nccl-tests", "hello\nworld\n", "no nccl-tests table"),
+    ("nccl-tests", None, "cut short"),
+    ("nccl-tests", "TRUNCATED_FOOTER", "truncated"),
+    ("mamf-finder", "Benchmark started\n** Dtype: torch.bfloat16\n", "no mamf-finder results"),
+])
+def test_malformed_and_truncated_logs_are_one_paragraph_and_exit_2(tmp_path: Path, capsys, tool: str,
+                                                                    text: str | None, why: str) -> None:
+    full = (LOGS / "rccl-tests_mi300x_8ranks.txt").read_text()
+    if text is None:
+        text = full[:full.index("  47617")]  # cut inside the last row
+    elif text == "TRUNCATED_FOOTER":
+        text = full[:full.index("# Errors with")]
+    log = tmp_path / "log.txt"
+    log.write_text(text)
+    assert main(["import", tool, str(log), "--results-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert why in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_prints_the_bundle_last(tmp_path: Path, capsys) -> None:
+    assert main(["import", "mamf-finder", str(LOGS / "mamf-finder_gfx1151_2025.txt"), "--results-dir",
+                 str(tmp_path)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("bundle: ") and load_bundle(last.removeprefix("bundle: ")).problems == []
+
+
+def test_unknown_log_names_the_missing_operation() -> None:
+    with pytest.raises(LogError, match="--op"):
+        nccl_tests.parse((LOGS / "nccl-tests_gb200-nvl72_72ranks.txt").read_text())
