@@ -51,9 +51,11 @@ DEFAULT_PREPARE_S = 0.5  # inputs to the device, a library kernel chosen
 PREPARE_S = {
     ("matmul", "triton"): 10.0,  # 10 autotune configs (kernels/matmul.py), compiled and timed for each shape
     ("matmul", "jax"): 2.0,
+    ("matmul", "torch_compile"): 30.0,  # Inductor max-autotune: ATen, Triton templates (and CUTLASS/CK) per shape
     ("attention", "triton"): 3.0,  # 4-5 configs (kernels/flash_attention.py) timed per shape, compiled per mask
     ("attention", "jax"): 2.0, ("attention", "jax_cudnn"): 2.0,
     ("matmul", "jax_pallas"): 2.0, ("attention", "jax_pallas"): 3.0,  # Pallas -> Triton compile (fwd + bwd kernels)
+    ("attention", "torch_flex"): 10.0,  # Inductor compiles FlexAttention's template per shape, mask and pass
     ("transformer", "torch"): 5.0, ("transformer", "torch_compile"): 60.0,  # Inductor compiles one block, reused
     ("transformer", "torch_triton"): 60.0, ("transformer", "jax"): 60.0,
     ("inference", "torch"): 2.0, ("inference", "torch_compile"): 40.0, ("inference", "torch_triton"): 20.0,
@@ -111,11 +113,17 @@ PARTS = (
                   "torch at 8192^3 against it"),
     _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only), then "
                  "torch, Triton and JAX fp8 at 8192^3 against it", "torch,triton,jax"),
-    Part("matmul", "torch vs Triton vs JAX (XLA, Pallas) bf16 matmul at 4096^3 and 8192^3 (against mamf-bf16's "
-         "achievable peak when its bundle is there)",
-         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas]", "workload.sizes=[4096,8192]"),
+    Part("matmul", "torch vs Triton vs JAX (XLA, Pallas) vs torch.compile max-autotune bf16 matmul at 4096^3 and "
+         "8192^3 (against mamf-bf16's achievable peak when its bundle is there)",
+         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas,torch_compile]",
+          "workload.sizes=[4096,8192]"),
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
     _attention("fwd", 64), _attention("fwd", 128), _attention("fwd_bwd", 64), _attention("fwd_bwd", 128),
+    Part("attention-flex", "FlexAttention (torch.compile, causal through a block mask) against SDPA at two of the "
+         "shoot-out's shapes (4 x 4096, 1 x 16384), head dim 128, forward and forward+backward (each case compiles)",
+         ("experiment=attention-shootout", "backends=[torch_sdpa,torch_flex]", "workload.head_dim=[128]",
+          "workload.batch_seq=[[4,4096],[1,16384]]"),
+         ("timing.max_time_s=3",), ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "timing=quick")),
     Part("training-1b", "one training step of the 1b preset on every backend (torch, torch.compile, xmfu's Triton "
          "kernels, JAX)", ("workload=transformer", "model=1b", "dtype=bf16"), (), ("model=tiny", "timing=quick")),
     _inference("1b", "1,16,64", "torch,jax", "prefill (TTFT, MFU) and decode (TPOT, MBU) of the 1b preset, torch "

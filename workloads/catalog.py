@@ -50,6 +50,7 @@ def build_registry() -> Registry:
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.matmul.jax_pallas", JAX),
+        "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -62,6 +63,7 @@ def build_registry() -> Registry:
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX),
+        "torch_flex": _impl("torch_flex", "xmfu.workloads.attention.torch_flex", TORCH),
     }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),

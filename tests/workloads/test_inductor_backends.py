@@ -1,0 +1,100 @@
+"""The Inductor library backends: matmul `torch_compile` (max-autotune) and attention `torch_flex` (FlexAttention).
+
+What Inductor chose is read from its own hooks (harness/machine/inductor.py); the hook tests drive them through
+torch 2.13's real AlgorithmSelectorCache with stand-in candidates named as Inductor's classes are.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from xmfu.harness.machine import inductor
+from xmfu.workloads.attention import torch_flex
+from xmfu.workloads.attention.spec import AttentionCase
+from xmfu.workloads.catalog import build_registry
+from xmfu.workloads.matmul import torch_compile
+from xmfu.workloads.matmul.spec import MatmulCase
+
+
+class TritonTemplateCaller:  # named as torch._inductor.select_algorithm's classes: gemm_kind reads the name
+    name, description = "triton_mm_3", "BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=8"
+
+
+class ExternKernelCaller:
+    name, description = "mm", ""
+
+
+def test_both_backends_are_in_the_catalog():
+    registry = build_registry()
+    assert "torch_compile" in registry.workload("matmul").implementations
+    assert "torch_flex" in registry.workload("attention").implementations
+
+
+def test_the_autotune_winner_and_candidates_come_from_inductors_selection_hooks():
+    """A GPU-like autotune, fed through the hooks Inductor calls (preprocessing with every candidate list, feedback
+    with the benchmarked times): the fastest is the winner, ATen's time is kept beside it."""
+    from torch._inductor import select_algorithm
+
+    cache = select_algorithm.get_algorithm_selector_cache()
+    choices = [ExternKernelCaller(), TritonTemplateCaller()]
+    with inductor.record() as rec:
+        for fn in cache.preprocessing_fns:
+            choices = fn(choices)
+        for fn in cache.feedback_saver_fns:
+            fn({choices[0]: 0.50, choices[1]: 0.42}, "mm", [], choices, lambda: {}, {})
+    assert not any(f.__name__ == "feedback" for f in cache.feedback_saver_fns)  # removed on leaving
+    notes = torch_compile.autotune_notes(rec, "ATEN,TRITON")
+    assert notes["gemm_winner"] == "Triton template" and "BLOCK_K=64" in notes["gemm_winner_choice"]
+    assert notes["autotune_candidates"] == {inductor.GEMM_KINDS["ExternKernelCaller"]: 1, "Triton template": 1}
+    assert notes["autotune_best_ms_by_kind"][inductor.GEMM_KINDS["ExternKernelCaller"]] == 0.5
+    assert notes["autotune"].startswith("from Inductor's autotune cache")  # nothing benchmarked in this block
+
+
+def test_a_cached_compile_reads_the_winner_from_the_compiled_code():
+    rec = inductor.CompileRecord(code=["def call(args):\n    extern_kernels.mm(arg0_1, arg1_1, out=buf0)\n"])
+    notes = torch_compile.autotune_notes(rec, "ATEN,TRITON,CPP")
+    assert notes["gemm_winner"] == inductor.GEMM_KINDS["ExternKernelCaller"]
+    assert notes["autotune"].startswith("not run: Inductor's FX graph cache answered")
+    assert notes["compiled_calls"] == ["extern_kernels.mm"] and notes["autotune_s"].startswith("not measured")
+
+
+def test_skips_name_their_reason(cpu_ctx, monkeypatch):
+    ok, why = torch_compile.available(MatmulCase(32, 32, 32, "fp8", fp8_format="e4m3fn"), cpu_ctx)
+    assert not ok and "_scaled_mm" in why
+    ok, why = torch_flex.available(AttentionCase(1, 4, 2, 19, 37, 64, True, "top_left", 0.125, "bf16", "fwd_bwd"),
+                                   cpu_ctx)
+    assert not ok and why == torch_flex.CPU_NO_BACKWARD
+    monkeypatch.setattr(inductor.shutil, "which", lambda name: None)
+    for backend, case in ((torch_compile, MatmulCase(32, 32, 32, "fp32")),
+                          (torch_flex, AttentionCase(1, 2, 2, 16, 16, 64, False, "top_left", 0.125, "fp32", "fwd"))):
+        ok, why = backend.available(case, cpu_ctx)
+        assert not ok and "needs a C++ compiler" in why
+
+
+@pytest.mark.slow(seconds=30)
+def test_matmul_torch_compile_is_correct_on_a_cpu_and_says_aten_was_the_one_candidate(cpu_ctx):
+    """On a CPU, Inductor offers its C++ GEMM template only for a constant B (utils.py use_cpp_gemm_template), so
+    a matmul of two inputs has ATen alone and no autotune runs. 67x45x33, B transposed: off every tile size."""
+    case = MatmulCase(67, 45, 33, "bf16", transpose_b=True)
+    assert torch_compile.available(case, cpu_ctx) == (True, "")
+    prepared = torch_compile.prepare(case, cpu_ctx)
+    prepared.fn()
+    assert case.check(prepared.result(case.check_rows())).ok
+    notes = prepared.notes
+    assert notes["gemm_winner"] == inductor.GEMM_KINDS["ExternKernelCaller"], notes
+    assert notes["autotune"].startswith(("not run: one candidate", "not run: Inductor's FX graph cache"))
+    assert notes["compiled_calls"] == ["extern_kernels.mm"] and notes["compile_s"] > 0
+    assert prepared.timing_valid and notes["torch_version"]
+
+
+@pytest.mark.slow(seconds=80)
+@pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
+def test_flex_attention_is_correct_on_a_cpu_with_gqa_and_either_causal_alignment(alignment, cpu_ctx):
+    case = AttentionCase(1, 4, 2, 37, 53, 64, True, alignment, 0.1, "bf16", "fwd")
+    assert torch_flex.available(case, cpu_ctx) == (True, "")
+    prepared = torch_flex.prepare(case, cpu_ctx)
+    prepared.fn()
+    check = case.check(prepared.result(case.check_rows()))
+    assert check.ok, check
+    assert prepared.notes["block_mask"].startswith("causal")
+    assert any("flex_attention" in k for k in prepared.notes["compiled_kernels"]), prepared.notes
