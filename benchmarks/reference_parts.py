@@ -52,6 +52,7 @@ PREPARE_S = {
     ("matmul", "triton"): 10.0,  # 10 autotune configs (kernels/matmul.py), compiled and timed for each shape
     ("matmul", "jax"): 2.0,
     ("attention", "triton"): 3.0,  # 4-5 configs (kernels/flash_attention.py) timed per shape, compiled per mask
+    ("attention", "triton_fa2"): 3.0,  # 5 forward, 4 backward configs (kernels/flash_attention_fa2.py), likewise
     ("attention", "jax"): 2.0, ("attention", "jax_cudnn"): 2.0,
     ("transformer", "torch"): 5.0, ("transformer", "torch_compile"): 60.0,  # Inductor compiles one block, reused
     ("transformer", "torch_triton"): 60.0, ("transformer", "jax"): 60.0,
@@ -92,8 +93,8 @@ def _attention(mode: str, head_dim: int) -> Part:
     """FlashAttention's benchmark shapes (6 batch x seq pairs, causal and not) at one head dimension and pass."""
     passes = {"fwd": "forward", "fwd_bwd": "forward+backward"}[mode]
     return Part(f"attention-{mode.replace('_', '-')}-d{head_dim}",
-                f"attention shoot-out, {passes}, head dim {head_dim}, at FlashAttention's benchmark shapes: Triton, "
-                "SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN), speedups vs SDPA",
+                f"attention shoot-out, {passes}, head dim {head_dim}, at FlashAttention's benchmark shapes: Triton "
+                "(triton, triton_fa2), SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN), speedups vs SDPA",
                 ("experiment=attention-shootout", f"workload.mode=[{mode}]", f"workload.head_dim=[{head_dim}]"),
                 ("timing.max_time_s=3",),
                 ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "timing=quick"))
