@@ -53,6 +53,7 @@ PREPARE_S = {
     ("matmul", "jax"): 2.0,
     ("matmul", "torch_compile"): 30.0,  # Inductor max-autotune: ATen, Triton templates (and CUTLASS/CK) per shape
     ("attention", "triton"): 3.0,  # 4-5 configs (kernels/flash_attention.py) timed per shape, compiled per mask
+    ("attention", "triton_fa2"): 3.0,  # 5 forward, 4 backward configs (kernels/flash_attention_fa2.py), likewise
     ("attention", "jax"): 2.0, ("attention", "jax_cudnn"): 2.0,
     ("matmul", "jax_pallas"): 2.0, ("attention", "jax_pallas"): 3.0,  # Pallas -> Triton compile (fwd + bwd kernels)
     ("attention", "torch_flex"): 10.0,  # Inductor compiles FlexAttention's template per shape, mask and pass
@@ -91,13 +92,17 @@ def _mamf(dtype: str, what: str, backends: str = "torch") -> Part:
                 ("timing.max_time_s=2",), ("mamf.m=[128,256]", "mamf.n=[256]", "mamf.k=[256]", *MATMUL_SMOKE))
 
 
-def _attention(mode: str, head_dim: int) -> Part:
-    """FlashAttention's benchmark shapes (6 batch x seq pairs, causal and not) at one head dimension and pass."""
+def _attention(mode: str, head_dim: int, causal: bool) -> Part:
+    """FlashAttention's benchmark shapes (6 batch x seq pairs) at one head dimension, pass and mask: one part per
+    mask, since both masks through eight backends would not fit one part's budget at head dim 128."""
     passes = {"fwd": "forward", "fwd_bwd": "forward+backward"}[mode]
-    return Part(f"attention-{mode.replace('_', '-')}-d{head_dim}",
-                f"attention shoot-out, {passes}, head dim {head_dim}, at FlashAttention's benchmark shapes: Triton, "
-                "SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN, Pallas), speedups vs SDPA",
-                ("experiment=attention-shootout", f"workload.mode=[{mode}]", f"workload.head_dim=[{head_dim}]"),
+    mask = "causal" if causal else "full"
+    return Part(f"attention-{mode.replace('_', '-')}-d{head_dim}-{mask}",
+                f"attention shoot-out, {passes}, head dim {head_dim}, {mask} mask, at FlashAttention's benchmark "
+                "shapes: Triton (triton, triton_fa2), SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN, Pallas), speedups "
+                "vs SDPA",
+                ("experiment=attention-shootout", f"workload.mode=[{mode}]", f"workload.head_dim=[{head_dim}]",
+                 f"workload.causal=[{str(causal).lower()}]"),
                 ("timing.max_time_s=3",),
                 ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "timing=quick"))
 
@@ -118,7 +123,8 @@ PARTS = (
          ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas,torch_compile]",
           "workload.sizes=[4096,8192]"),
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
-    _attention("fwd", 64), _attention("fwd", 128), _attention("fwd_bwd", 64), _attention("fwd_bwd", 128),
+    *(_attention(mode, head_dim, causal) for mode in ("fwd", "fwd_bwd") for head_dim in (64, 128)
+      for causal in (False, True)),
     Part("attention-flex", "FlexAttention (torch.compile, causal through a block mask) against SDPA at two of the "
          "shoot-out's shapes (4 x 4096, 1 x 16384), head dim 128, forward and forward+backward (each case compiles)",
          ("experiment=attention-shootout", "backends=[torch_sdpa,torch_flex]", "workload.head_dim=[128]",

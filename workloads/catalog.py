@@ -60,6 +60,7 @@ def build_registry() -> Registry:
         "torch_sdpa_math": _sdpa("torch_sdpa_math", "math"),
         "torch_eager": _impl("torch_eager", "xmfu.workloads.attention.torch_eager", TORCH),
         "triton": _impl("triton", "xmfu.workloads.attention.triton", TORCH),
+        "triton_fa2": _impl("triton_fa2", "xmfu.workloads.attention.triton_fa2", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX),

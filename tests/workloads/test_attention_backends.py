@@ -11,7 +11,7 @@ import pytest
 
 from xmfu.harness.engine.case import Unavailable
 from xmfu.workloads.attention import jax as jax_backend
-from xmfu.workloads.attention import torch_eager, torch_sdpa
+from xmfu.workloads.attention import torch_eager, torch_sdpa, triton_fa2
 from xmfu.workloads.attention import triton as triton_backend
 from xmfu.workloads.attention.spec import AttentionCase
 
@@ -21,6 +21,7 @@ BACKENDS = {
     "torch_sdpa_flash": (torch_sdpa.available, torch_sdpa.make_prepare("flash")),
     "torch_sdpa_math": (torch_sdpa.available, torch_sdpa.make_prepare("math")),
     "triton": (triton_backend.available, triton_backend.prepare),
+    "triton_fa2": (triton_fa2.available, triton_fa2.prepare),
     "jax": (jax_backend.make_available("xla"), jax_backend.make_prepare("xla")),
 }
 SHAPES = [  # (heads, kv_heads, seq_q, seq_kv, head_dim, causal, alignment): none a multiple of the tiles
@@ -172,3 +173,42 @@ def test_triton_runs_a_one_token_forward_through_the_split_kv_decode_kernel(alig
     assert "flash_decoding" in prepared.notes["library"]
     _, tiled = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd_bwd"), cpu_ctx)
     assert "flash_attention" in tiled.notes["library"]  # gradients: the tiled kernels
+
+
+def test_triton_fa2_records_its_kernel_and_checks_large_cases_at_the_interpreters_size(cpu_ctx):
+    """The published-structure kernel beside `triton`: the same interpreter case, its own library and structure."""
+    from xmfu.harness.engine.attempts import prepare_and_check
+    from xmfu.workloads.attention.spec import expand
+    from xmfu.workloads.catalog import build_registry
+
+    (case,) = expand({"name": "attention", "batch": 2, "heads": 4, "kv_heads": 2, "seq_q": [256], "seq_kv": [512],
+                      "head_dim": [16], "causal": [True], "alignment": "bottom_right", "mode": ["fwd_bwd"]},
+                     "fp32", 0)
+    attempt = prepare_and_check(case, cpu_ctx, build_registry().workload("attention"), "triton_fa2")
+    assert attempt.status == "ok" and attempt.check["ok"], attempt.reason
+    assert attempt.check["case_id"].endswith("b1-h2kv1-q97-k97-d16-causal-bottom_right")
+    notes = attempt.prepared.notes
+    assert notes["library"] == "xmfu.kernels.flash_attention_fa2 (Triton)" and notes["interpreter"]
+    assert notes["library_version"].startswith("triton ") and "5 GEMMs" in notes["kernel"]
+    assert not attempt.prepared.timing_valid and "interpreter" in attempt.prepared.timing_note
+
+
+def test_triton_fa2_runs_a_one_token_forward_in_its_own_tiled_kernel(cpu_ctx):
+    check, prepared = _check("triton_fa2", _case((4, 2, 1, 45, 16, True, "bottom_right"), mode="fwd"), cpu_ctx)
+    assert check.ok, check
+    assert prepared.notes["library"].startswith("xmfu.kernels.flash_attention_fa2")
+
+
+def test_triton_fa2_is_skipped_with_the_reason_where_triton_cannot_run(cpu_ctx, monkeypatch):
+    import importlib.util
+    from dataclasses import replace
+
+    case = _case(SHAPES[0])
+    ok, why = triton_fa2.available(_case((2, 2, 8, 8, 72, False, "top_left")), cpu_ctx)
+    assert not ok and "72" in why
+    ok, why = triton_fa2.available(case, replace(cpu_ctx, platform=replace(cpu_ctx.platform, kind="tpu")))
+    assert not ok and why == "Triton does not target TPUs"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    ok, why = triton_fa2.available(case, cpu_ctx)
+    assert not ok and "triton is not installed" in why
