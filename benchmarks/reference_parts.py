@@ -53,6 +53,8 @@ PREPARE_S = {
     ("matmul", "jax"): 2.0,
     ("attention", "triton"): 3.0,  # 4-5 configs (kernels/flash_attention.py) timed per shape, compiled per mask
     ("attention", "jax"): 2.0, ("attention", "jax_cudnn"): 2.0,
+    # helion's 'quick' autotune (workloads/helion_support.py), per shape: compiled and timed for a few configs
+    ("matmul", "helion"): 60.0, ("attention", "helion"): 20.0,
     ("transformer", "torch"): 5.0, ("transformer", "torch_compile"): 60.0,  # Inductor compiles one block, reused
     ("transformer", "torch_triton"): 60.0, ("transformer", "jax"): 60.0,
     ("inference", "torch"): 2.0, ("inference", "torch_compile"): 40.0, ("inference", "torch_triton"): 20.0,
@@ -93,7 +95,7 @@ def _attention(mode: str, head_dim: int) -> Part:
     passes = {"fwd": "forward", "fwd_bwd": "forward+backward"}[mode]
     return Part(f"attention-{mode.replace('_', '-')}-d{head_dim}",
                 f"attention shoot-out, {passes}, head dim {head_dim}, at FlashAttention's benchmark shapes: Triton, "
-                "SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN), speedups vs SDPA",
+                "SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN), FlashAttention, AITER (ROCm), speedups vs SDPA",
                 ("experiment=attention-shootout", f"workload.mode=[{mode}]", f"workload.head_dim=[{head_dim}]"),
                 ("timing.max_time_s=3",),
                 ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "timing=quick"))
@@ -110,9 +112,9 @@ PARTS = (
                   "torch at 8192^3 against it"),
     _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only), then "
                  "torch, Triton and JAX fp8 at 8192^3 against it", "torch,triton,jax"),
-    Part("matmul", "torch vs Triton vs JAX bf16 matmul at 4096^3 and 8192^3 (against mamf-bf16's achievable peak "
-         "when its bundle is there)",
-         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax]", "workload.sizes=[4096,8192]"),
+    Part("matmul", "torch vs Triton vs JAX vs Helion bf16 matmul at 4096^3 and 8192^3 (against mamf-bf16's "
+         "achievable peak when its bundle is there)",
+         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,helion]", "workload.sizes=[4096,8192]"),
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
     _attention("fwd", 64), _attention("fwd", 128), _attention("fwd_bwd", 64), _attention("fwd_bwd", 128),
     Part("training-1b", "one training step of the 1b preset on every backend (torch, torch.compile, xmfu's Triton "

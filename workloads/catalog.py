@@ -49,6 +49,7 @@ def build_registry() -> Registry:
         "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
+        "helion": _impl("helion", "xmfu.workloads.matmul.helion", TORCH),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -60,6 +61,9 @@ def build_registry() -> Registry:
         "triton": _impl("triton", "xmfu.workloads.attention.triton", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
+        "flash_attn": _impl("flash_attn", "xmfu.workloads.attention.flash_attn", TORCH),
+        "aiter": _impl("aiter", "xmfu.workloads.attention.amd_aiter", TORCH),
+        "helion": _impl("helion", "xmfu.workloads.attention.helion", TORCH),
     }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),
