@@ -57,6 +57,8 @@ PREPARE_S = {
     ("attention", "jax"): 2.0, ("attention", "jax_cudnn"): 2.0,
     ("matmul", "jax_pallas"): 2.0, ("attention", "jax_pallas"): 3.0,  # Pallas -> Triton compile (fwd + bwd kernels)
     ("attention", "torch_flex"): 10.0,  # Inductor compiles FlexAttention's template per shape, mask and pass
+    # helion's 'quick' autotune (workloads/helion_support.py), per shape: compiled and timed for a few configs
+    ("matmul", "helion"): 60.0, ("attention", "helion"): 20.0,
     ("transformer", "torch"): 5.0, ("transformer", "torch_compile"): 60.0,  # Inductor compiles one block, reused
     ("transformer", "torch_triton"): 60.0, ("transformer", "jax"): 60.0,
     ("inference", "torch"): 2.0, ("inference", "torch_compile"): 40.0, ("inference", "torch_triton"): 20.0,
@@ -99,8 +101,8 @@ def _attention(mode: str, head_dim: int, causal: bool) -> Part:
     mask = "causal" if causal else "full"
     return Part(f"attention-{mode.replace('_', '-')}-d{head_dim}-{mask}",
                 f"attention shoot-out, {passes}, head dim {head_dim}, {mask} mask, at FlashAttention's benchmark "
-                "shapes: Triton (triton, triton_fa2), SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN, Pallas), speedups "
-                "vs SDPA",
+                "shapes: Triton (triton, triton_fa2), SDPA (auto, flash, cuDNN), JAX (XLA, cuDNN, Pallas), "
+                "FlashAttention, AITER (ROCm), speedups vs SDPA",
                 ("experiment=attention-shootout", f"workload.mode=[{mode}]", f"workload.head_dim=[{head_dim}]",
                  f"workload.causal=[{str(causal).lower()}]"),
                 ("timing.max_time_s=3",),
@@ -118,9 +120,9 @@ PARTS = (
                   "torch at 8192^3 against it"),
     _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only), then "
                  "torch, Triton and JAX fp8 at 8192^3 against it", "torch,triton,jax"),
-    Part("matmul", "torch vs Triton vs JAX (XLA, Pallas) vs torch.compile max-autotune bf16 matmul at 4096^3 and "
-         "8192^3 (against mamf-bf16's achievable peak when its bundle is there)",
-         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas,torch_compile]",
+    Part("matmul", "torch vs Triton vs JAX (XLA, Pallas) vs torch.compile max-autotune vs Helion bf16 matmul at "
+         "4096^3 and 8192^3 (against mamf-bf16's achievable peak when its bundle is there)",
+         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas,torch_compile,helion]",
           "workload.sizes=[4096,8192]"),
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
     *(_attention(mode, head_dim, causal) for mode in ("fwd", "fwd_bwd") for head_dim in (64, 128)

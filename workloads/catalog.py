@@ -51,6 +51,7 @@ def build_registry() -> Registry:
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.matmul.jax_pallas", JAX),
         "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH),
+        "helion": _impl("helion", "xmfu.workloads.matmul.helion", TORCH),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -65,6 +66,9 @@ def build_registry() -> Registry:
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX),
         "torch_flex": _impl("torch_flex", "xmfu.workloads.attention.torch_flex", TORCH),
+        "flash_attn": _impl("flash_attn", "xmfu.workloads.attention.flash_attn", TORCH),
+        "aiter": _impl("aiter", "xmfu.workloads.attention.amd_aiter", TORCH),
+        "helion": _impl("helion", "xmfu.workloads.attention.helion", TORCH),
     }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),
