@@ -1,4 +1,4 @@
-"""The `xmfu` command: run | compare | report | export | history | validate | doctor | peaks | env. Each
+"""The `xmfu` command: run | compare | report | export | history | validate | doctor | peaks | references | env. Each
 subcommand parses its arguments here (history in harness/cli/history.py; what they share in
 harness/cli/common.py) and hands the work to the packages.
 
@@ -30,6 +30,7 @@ from xmfu.harness.cli.common import (
     write_output,
 )
 from xmfu.harness.cli.history import cmd_history
+from xmfu.harness.cli.references import cmd_references
 from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.cli.table import cmd_table
 from xmfu.harness.engine import interrupts
@@ -65,6 +66,8 @@ commands:
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
                             backends that would be skipped); exit 1 naming every problem
   peaks [--json]            print the datasheet peak table
+  references [--json]       the public reference table: what others measured on each part, with conditions,
+                            FLOP convention, conversions and source (--device ID: one part's)
   env [--json]              print the detected platform, devices and the peaks that apply
 """
 
@@ -373,7 +376,7 @@ def cmd_run(args: Sequence[str]) -> int:
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
             "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "sign": cmd_sign,
             "doctor": cmd_doctor, "table": cmd_table,
-            "peaks": cmd_peaks, "env": cmd_env}
+            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env}
 
 
 def _strip_run_from_completion_line() -> None:
