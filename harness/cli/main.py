@@ -48,6 +48,7 @@ commands:
                             refuses incomparable rows; diffs the environments; --format
                             table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour;
                             --fail-on slower exits 1 on any slower verdict
+  compare --references B... each headline figure against its public reference: ratio, 95% CI, band, source
   report BUNDLES -o F.html  one self-contained HTML report (what runs where, plots with 95% CIs, every row,
                             environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
@@ -129,6 +130,9 @@ def _compare_parser() -> argparse.ArgumentParser:
                         help="give a verdict even on rows a run marked contended (by default: inconclusive)")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
+    parser.add_argument("--references", action="store_true",
+                        help="instead: each bundle's headline figures against their public references (xmfu "
+                             "references), one or more bundles")
     return parser
 
 
@@ -153,6 +157,8 @@ def cmd_compare(args: Sequence[str]) -> int:
     from xmfu.harness.results.compare_render import render
 
     ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
+    if ns.references:
+        return _compare_references(ns)
     sides = _sides(ns.bundles)
     if len(sides) < 2 or any(not side for side in sides):
         return usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
@@ -183,6 +189,22 @@ def cmd_compare(args: Sequence[str]) -> int:
     if ns.fail_on == "slower" and any(r["verdict"] == "slower" for r in result.rows):
         return 1
     return 1 if result.refused and not result.rows else 0
+
+
+def _compare_references(ns: argparse.Namespace) -> int:
+    """`xmfu compare --references BUNDLE...`: the headline figures against their public references, as a table."""
+    from xmfu.harness.machine.references import default_bands
+    from xmfu.harness.results import yardsticks
+
+    tokens = [t for t in ns.bundles if t != SIDE]
+    if not tokens:
+        return usage_error("compare: --references needs at least one bundle (xmfu compare --references BUNDLE...)")
+    try:
+        bundles = [b for path in tokens for b in validated_bundles("compare", path)]
+    except UsageFailure as exc:
+        return usage_error(str(exc))
+    print(yardsticks.render(yardsticks.of_bundles(bundles, default_bands()), ns.format))
+    return 0
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
@@ -258,7 +280,11 @@ def cmd_report(args: Sequence[str]) -> int:
         bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-        page = report.build(bundles, envs, telemetry)
+        from xmfu.harness.machine.references import default_bands
+        from xmfu.harness.results import yardsticks
+
+        against = yardsticks.html(yardsticks.of_bundles(bundles, default_bands()))
+        page = report.build(bundles, envs, telemetry, lead=[("Against public references", against)] if against else ())
         write_output("report", out, lambda path: path.write_text(page))
     except UsageFailure as exc:
         return usage_error(str(exc))
