@@ -284,7 +284,7 @@ def cmd_report(args: Sequence[str]) -> int:
         from xmfu.harness.results import yardsticks
 
         against = yardsticks.html(yardsticks.of_bundles(bundles, default_bands()))
-        page = report.build(bundles, envs, telemetry, lead=[("Against public references", against)] if against else ())
+        page = report.build(bundles, envs, telemetry, lead=[("Public references", against)] if against else ())
         write_output("report", out, lambda path: path.write_text(page))
     except UsageFailure as exc:
         return usage_error(str(exc))

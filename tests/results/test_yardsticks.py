@@ -136,3 +136,12 @@ def test_compare_references_prints_the_same_in_every_format(tmp_path, capsys):
     assert COMMANDS["compare"](["--references"]) == 2
     assert "needs at least one bundle" in capsys.readouterr().err
     assert COMMANDS["compare"](["--references", str(tmp_path / "nope")]) == 2
+
+
+def test_xmfu_report_shows_the_references_first(tmp_path):
+    root = _suite(tmp_path, 600.0)
+    out = tmp_path / "r.html"
+    assert COMMANDS["report"]([str(root / "node-a" / "node-a-mamf"), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.index("Public references") < page.index("What runs on day one")
+    assert "<td>794.5 (mamf-nvidia-h100-sxm-bf16)</td><td>75.5%</td>" in page and "<td>far below</td>" in page
