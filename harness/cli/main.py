@@ -1,5 +1,5 @@
-"""The `xmfu` command: run | compare | report | export | history | validate | doctor | peaks | env. Each
-subcommand parses its arguments here (history in harness/cli/history.py; what they share in
+"""The `xmfu` command: run | compare | report | export | history | validate | import | doctor | peaks | references |
+env. Each subcommand parses its arguments here (history in harness/cli/history.py; what they share in
 harness/cli/common.py) and hands the work to the packages.
 
 Bad input is one paragraph on stderr and exit status 2; nothing here prints a traceback for it.
@@ -31,6 +31,7 @@ from xmfu.harness.cli.common import (
 )
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.importing import cmd_import
+from xmfu.harness.cli.references import cmd_references
 from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.cli.table import cmd_table
 from xmfu.harness.engine import interrupts
@@ -48,6 +49,7 @@ commands:
                             refuses incomparable rows; diffs the environments; --format
                             table|csv|json|markdown; --price "DEVICE=USD/h" adds cost per token / PFLOP-hour;
                             --fail-on slower exits 1 on any slower verdict
+  compare --references B... each headline figure against its public reference: ratio, 95% CI, band, source
   report BUNDLES -o F.html  one self-contained HTML report (what runs where, plots with 95% CIs, every row,
                             environments)
   history add|trend|check   a Parquet store of runs (--store PATH): append bundles (idempotent, locked),
@@ -68,6 +70,8 @@ commands:
   doctor [--json]           what xmfu sees here (frameworks, devices, peaks, telemetry fields, clocks, NCCL,
                             backends that would be skipped); exit 1 naming every problem
   peaks [--json]            print the datasheet peak table
+  references [--json]       the public reference table: what others measured on each part, with conditions,
+                            FLOP convention, conversions and source (--device ID: one part's)
   env [--json]              print the detected platform, devices and the peaks that apply
 """
 
@@ -129,6 +133,9 @@ def _compare_parser() -> argparse.ArgumentParser:
                         help="give a verdict even on rows a run marked contended (by default: inconclusive)")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
+    parser.add_argument("--references", action="store_true",
+                        help="instead: each bundle's headline figures against their public references (xmfu "
+                             "references), one or more bundles")
     return parser
 
 
@@ -153,6 +160,8 @@ def cmd_compare(args: Sequence[str]) -> int:
     from xmfu.harness.results.compare_render import render
 
     ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
+    if ns.references:
+        return _compare_references(ns)
     sides = _sides(ns.bundles)
     if len(sides) < 2 or any(not side for side in sides):
         return usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
@@ -183,6 +192,22 @@ def cmd_compare(args: Sequence[str]) -> int:
     if ns.fail_on == "slower" and any(r["verdict"] == "slower" for r in result.rows):
         return 1
     return 1 if result.refused and not result.rows else 0
+
+
+def _compare_references(ns: argparse.Namespace) -> int:
+    """`xmfu compare --references BUNDLE...`: the headline figures against their public references, as a table."""
+    from xmfu.harness.machine.references import default_bands
+    from xmfu.harness.results import yardsticks
+
+    tokens = [t for t in ns.bundles if t != SIDE]
+    if not tokens:
+        return usage_error("compare: --references needs at least one bundle (xmfu compare --references BUNDLE...)")
+    try:
+        bundles = [b for path in tokens for b in validated_bundles("compare", path)]
+    except UsageFailure as exc:
+        return usage_error(str(exc))
+    print(yardsticks.render(yardsticks.of_bundles(bundles, default_bands()), ns.format))
+    return 0
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
@@ -258,7 +283,11 @@ def cmd_report(args: Sequence[str]) -> int:
         bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-        page = report.build(bundles, envs, telemetry)
+        from xmfu.harness.machine.references import default_bands
+        from xmfu.harness.results import yardsticks
+
+        against = yardsticks.html(yardsticks.of_bundles(bundles, default_bands()))
+        page = report.build(bundles, envs, telemetry, lead=[("Public references", against)] if against else ())
         write_output("report", out, lambda path: path.write_text(page))
     except UsageFailure as exc:
         return usage_error(str(exc))
@@ -376,7 +405,7 @@ def cmd_run(args: Sequence[str]) -> int:
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
             "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "import": cmd_import,
             "sign": cmd_sign, "doctor": cmd_doctor, "table": cmd_table,
-            "peaks": cmd_peaks, "env": cmd_env}
+            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env}
 
 
 def _strip_run_from_completion_line() -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import msgspec
 
-from xmfu.harness.results import figures, judgement, report, verdict
+from xmfu.harness.machine.references import Bands, default_bands
+from xmfu.harness.results import figures, judgement, report, verdict, yardsticks
 from xmfu.harness.results.html_table import html_table
 from xmfu.harness.results.reader import Bundle
 from xmfu.harness.results.schema.records import NodeRecord
@@ -261,19 +262,24 @@ def verdict_html(nodes: list[Node], v: dict[str, Any]) -> str:
     fig = _matmul_figure(v["nodes"])
     plot = figures.svg(fig, "verdict-matmul") if fig is not None else ""
     return (f"{scale}<ul>{''.join(f'<li>{escape(h)}</li>' for h in v['headlines'])}{problems}</ul>{plot}"
+            f"{yardsticks.html(v.get('references') or [])}"
             f"{_comparison_html(v)}<h3>Collectives against the link</h3>{collectives}"
             + "".join(_node_html(n, v["nodes"][n.host], v["price"]) for n in nodes))
 
 
 def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD,
-          problems: Sequence[str] = (), unreliable: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+          problems: Sequence[str] = (), unreliable: Sequence[str] = (),
+          bands: Bands | None = None) -> tuple[str, dict[str, Any]]:
     """(the report's HTML, the verdict's figures) of the suite folder `root`. `problems` and `unreliable`: what the
     suite found beside the folder (parts that exited non-zero, missing ranks, `history check`'s regressions and
     discounted changes); with the folder's own problems and every row's flags they make the verdict's first line
-    (harness/results/judgement.py), `v["judgement"]`."""
+    (harness/results/judgement.py), `v["judgement"]`. Each headline figure is set against its public reference
+    (harness/results/yardsticks.py, `bands`: the reference table's unless given); one far below is a problem."""
     nodes, found = load(root)
     v = figures_of(nodes, price, threshold)
-    v["problems"] = found + v["problems"]
+    v["references"] = yardsticks.of_verdict(v, bands or default_bands())
+    v["headlines"] += [f"reference: {yardsticks.headline(r)}" for r in v["references"]]
+    v["problems"] = found + v["problems"] + yardsticks.problems(v["references"])
     bundles = list({b.folder: b for n in nodes for _, bs in n.parts.values() for b in bs}.values())
     judged = judgement.judge([r for b in bundles for r in b.cases], [*problems, *v["problems"]], unreliable)
     v["judgement"] = judged.as_dict()

@@ -64,7 +64,25 @@ def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
                          "of_achievable": best["tflops"] / mamf["tflops"] if mamf else None})
     return {"dtype": top["dtype"], "datasheet_tflops": top.get("peak_tflops"), "peak_source": top.get("peak_source"),
             "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top["backend"])],
-            "backends": backends}
+            "backends": backends, "device_id": device_id(top), "achievable_ci95": _achievable_ci(bundles, mamf)}
+
+
+def device_id(row: Row) -> str | None:
+    """The peak-table id of the device a row ran on (its `peak_entry`), or None: an override, a CPU estimate or an
+    unknown device has no id, so no public reference is matched to it."""
+    from xmfu.harness.machine.peaks import load_table
+
+    entry = row.get("peak_entry")
+    return entry if entry in {e["id"] for e in load_table()["devices"]} else None
+
+
+def _achievable_ci(bundles: Sequence[Bundle], mamf: dict[str, Any] | None) -> list[float] | None:
+    """The 95% CI of the achievable figure: its row's (the mamf sweep's best case), where a bundle holds it."""
+    if not mamf:
+        return None
+    row = next((r for b in bundles for r in b.cases if r.get("case_id") == mamf.get("case_id")
+                and r.get("backend") == mamf.get("backend") and r.get("dtype") == mamf.get("dtype")), None)
+    return (row or {}).get("tflops_ci95")
 
 
 def attention(rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -85,9 +103,15 @@ def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
     for backend in sorted({r["backend"] for r in timed_rows}):
         best = _best([r for r in timed_rows if r["backend"] == backend],
                      lambda r: (r.get("throughput") or {}).get("tokens_per_s") or 0)
+        tokens = (best.get("throughput") or {}).get("tokens_per_s")
+        ci = best.get("tflops_ci95")
+        p = best.get("params") or {}
         out.append({"backend": backend, "case_id": best["case_id"], "mfu": best.get("mfu"), "tflops": best["tflops"],
-                    "tokens_per_s": (best.get("throughput") or {}).get("tokens_per_s"), "flags": flags_text(best),
-                    **cost_figures(best, price)})
+                    "tokens_per_s": tokens, "flags": flags_text(best), **cost_figures(best, price),
+                    # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
+                    "tokens_per_s_ci95": [tokens * c / best["tflops"] for c in ci] if tokens and ci else None,
+                    "device_id": device_id(best), "dtype": best.get("dtype"), "model": p.get("name"),
+                    "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1})
     return out
 
 
@@ -142,11 +166,14 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     """Each collective series' peak bus bandwidth against the device's link (the run's summary)."""
     out = []
     for b in bundles:
+        ids = {device_id(r) for r in b.cases}
+        device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
         for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
             if s.get("peak_busbw_gbps") is None:
                 continue
             of_link = s.get("peak_busbw_of_link")
             out.append({"series": series, "ranks": s.get("ranks"), "peak_busbw_gbps": s["peak_busbw_gbps"],
+                        "device_id": device, "op": series.split("/")[1] if series.count("/") >= 1 else None,
                         "peak_at_bytes": s.get("peak_at_bytes"), "link_gbps": s.get("link_gbps"),
                         "of_link": of_link if isinstance(of_link, (int, float)) else None,
                         "link_note": of_link if isinstance(of_link, str) else ""})

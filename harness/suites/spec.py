@@ -22,6 +22,7 @@ from typing import Any
 
 from xmfu.harness.engine.declare import NON_NEGATIVE, ConfigError, OneOf, Range, choice, required, setting
 from xmfu.harness.engine.structured import parse_section
+from xmfu.harness.machine.references import Bands
 
 SCALES = ("auto", "full", "smoke")  # auto: smoke sizes where no accelerator is visible
 KINDS = ("run", "ranks", "devices")
@@ -54,6 +55,10 @@ class SuiteSettings:
     only: Any = setting(None, "a list of part names to run, e.g. [mamf,outliers]; null: every part")
     outlier_threshold: float = setting(0.03, "a device (or node) this far below the median is flagged",
                                        Range(maximum=1))
+    reference_within: float = setting(0.95, "a headline figure at or above this fraction of its public reference "
+                                      "is within its band (docs/references.md)", Range(maximum=1.5))
+    reference_far_below: float = setting(0.85, "below this fraction of its public reference a figure is far below: "
+                                         "a finding (FAIL)", Range(maximum=1.5))
     barrier_timeout_s: float = setting(7200.0, "under a launcher, how long rank 0 waits for every rank before "
                                        "reporting", NON_NEGATIVE)
     check: tuple[str, ...] = setting(("tflops", "busbw_gbps"), "with store=PATH: the metrics `history check` "
@@ -80,6 +85,8 @@ class SuiteSpec:
     doctor: bool
     parts: tuple[Part, ...]  # the ones to run (`only` applied)
     outlier_threshold: float
+    reference_within: float
+    reference_far_below: float
     barrier_timeout_s: float
     check: tuple[str, ...]  # metrics `history check` judges after a run with a store
     needs_store: bool
@@ -118,13 +125,17 @@ def parse_suite(data: Any) -> SuiteSpec:
     s = parse_section("suite", SuiteSettings, data)
     if not s.name.replace("-", "").isalnum():
         raise ConfigError("suite.name", f"{s.name!r} is not a plain name", "letters, digits and '-'")
+    why = Bands(s.reference_within, s.reference_far_below).check()
+    if why:
+        raise ConfigError("suite.reference_far_below", why, "0 < suite.reference_far_below <= suite.reference_within")
     if not s.parts:
         raise ConfigError("suite.parts", "is empty", "a mapping of part name to its definition")
     parts = tuple(_part(str(k), v) for k, v in s.parts.items())
     only = _only(s.only, [p.name for p in parts])
     return SuiteSpec(name=s.name, version=s.version, scale=s.scale, doctor=s.doctor,
                      parts=tuple(p for p in parts if only is None or p.name in only),
-                     outlier_threshold=s.outlier_threshold, barrier_timeout_s=s.barrier_timeout_s, check=s.check,
+                     outlier_threshold=s.outlier_threshold, reference_within=s.reference_within,
+                     reference_far_below=s.reference_far_below, barrier_timeout_s=s.barrier_timeout_s, check=s.check,
                      needs_store=s.needs_store, strict=s.strict,
                      definition_sha=definition_sha(s.name, s.version, parts))
 

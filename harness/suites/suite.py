@@ -17,7 +17,8 @@ appended to that history store and `history check` judges them (harness/suites/n
 
 The first line printed at the end, of suite.json (`judgement`) and of the report is the verdict: PASS, FAIL or NOT
 JUDGED with its reasons (harness/results/judgement.py). Exit status: 0 PASS (every part ran, no device was an
-outlier, no regression, and no row's figure discounted by its own flags); 1 FAIL (each problem named); 3 NOT JUDGED
+outlier, no regression, no headline figure far below its public reference (docs/references.md), and no row's figure
+discounted by its own flags); 1 FAIL (each problem named); 3 NOT JUDGED
 (no problem found, but rows were contended or not validly timed, or a change was discounted); 2 for invalid input;
 130 when interrupted.
 """
@@ -317,6 +318,7 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     """Rank 0, every rank done (or given up on): the store, the report, the summary and the exit status. The store
     is judged before the report is built, so that the verdict's first line (PASS / FAIL / NOT JUDGED) weighs its
     regressions too."""
+    from xmfu.harness.machine.references import Bands
     from xmfu.harness.results import suite_report
 
     problems = []
@@ -331,7 +333,8 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
         judged = append_and_check(Path(p.settings.store), p.root, p.spec.check, p.spec.strict)
         problems += judged.problems
         unreliable = judged.unreliable
-    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable)
+    bands = Bands(p.spec.reference_within, p.spec.reference_far_below)
+    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable, bands)
     (p.root / "report.html").write_text(html)
     problems = verdict["problems"] + problems
     summary = {"judgement": verdict["judgement"], "suite": asdict(p.spec), "suite_id": p.suite_id,

@@ -1,0 +1,176 @@
+"""Public references from references.yaml: what others measured on the same part, each with its source, and
+the band a figure of xmfu's falls in against one.
+
+A reference matches a figure only when the device id (the peak table's), the figure's kind and every condition
+the reference names (dtype, model, sequence length, world size, nodes, op, ranks) are equal: a near match
+(another dtype, another sequence length, another part of the same family) is no match, and the figure then has
+"no public reference". Where the source counts FLOPs under another convention than xmfu's, the entry carries
+the conversion, which `conversion_problems` recomputes (tests/machine/test_references.py runs it on every entry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REFERENCES_FILE = Path(__file__).with_name("references.yaml")
+
+# What each kind of reference is compared with, in xmfu's headline figures (the verdict page, `xmfu report`).
+FIGURES = {
+    "matmul_achievable": "the achievable (mamf) matmul TFLOP/s: the best over a sweep of shapes on one device",
+    "training_tokens": "training tokens/s per device for a named model, sequence length, dtype and world size",
+    "collective_busbw": "a collective's peak bus bandwidth over the sizes swept, for an op, rank and node count",
+}
+# The conditions each kind must name, all of which a figure must equal (no near matches).
+MATCHED_ON = {
+    "matmul_achievable": ("dtype", "world_size"),
+    "training_tokens": ("model", "seq_len", "dtype", "world_size", "nodes"),
+    "collective_busbw": ("op", "ranks", "nodes"),
+}
+WITHIN, LOW, FAR_BELOW = "within", "low", "far below"
+NO_REFERENCE = "no public reference"
+
+
+def _transformer(attention_factor: float) -> Any:
+    """FLOPs per token x tokens/s, in TFLOP/s: 6·N_non-embedding + factor·L·H·Dh·S per token (PaLM appendix B:
+    factor 12, every attention score; Megatron-LM's causal count halves it: 6). The same formula as xmfu's
+    transformer spec (workloads/transformer/spec.py `_attention_per_token`)."""
+    def convert(i: Mapping[str, float]) -> float:
+        per_token = 6 * i["non_embedding_params"] + attention_factor * i["n_layers"] * i["n_heads"] * i[
+            "head_dim"] * i["seq_len"]
+        return i["tokens_per_s"] * per_token / 1e12
+    return convert
+
+
+# Named conversions an entry may use: pure functions of the entry's `inputs`.
+CONVERSIONS = {"transformer-palm": _transformer(12.0), "transformer-causal": _transformer(6.0),
+               "scale": lambda i: i["value"] * i["factor"]}
+
+
+@dataclass(frozen=True)
+class Bands:
+    """ratio >= within: within the band; >= far_below: low; below: far below (a finding)."""
+
+    within: float = 0.95
+    far_below: float = 0.85
+
+    def of(self, ratio: float) -> str:
+        return WITHIN if ratio >= self.within else LOW if ratio >= self.far_below else FAR_BELOW
+
+    def check(self) -> str | None:
+        """Why these bands are unusable, or None."""
+        if not (0 < self.far_below <= self.within <= 1.5) or not all(map(math.isfinite, (self.within,
+                                                                                          self.far_below))):
+            return (f"bands within={self.within:g}, far_below={self.far_below:g}: need 0 < far_below <= within "
+                    "(fractions of the reference, e.g. 0.95 and 0.85)")
+        return None
+
+
+@lru_cache(maxsize=2)
+def load_table(path: Path = REFERENCES_FILE) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    data["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return data
+
+
+def default_bands(table: Mapping[str, Any] | None = None) -> Bands:
+    b = (table or load_table())["bands"]
+    return Bands(float(b["within"]), float(b["far_below"]))
+
+
+def entries(table: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    return list((table or load_table())["references"])
+
+
+def _round_to(result: float) -> float:
+    """Half a unit of the last decimal the entry writes (836.9 -> 0.05): how far a recomputation may differ."""
+    text = repr(float(result))
+    decimals = len(text.split(".")[1]) if "." in text and not text.endswith(".0") else 0
+    return 0.5 * 10 ** -decimals
+
+
+def conversion_problems(entry: Mapping[str, Any]) -> list[str]:
+    """What does not recompute in an entry's conversions (and its printed figure, where one conversion is under
+    the printed convention): [] when every one does."""
+    problems = []
+    for c in entry.get("conversions") or []:
+        formula = CONVERSIONS.get(c.get("formula"))
+        if formula is None:
+            problems.append(f"{entry['id']}: unknown conversion {c.get('formula')!r}; known: {', '.join(CONVERSIONS)}")
+            continue
+        got = formula(c["inputs"])
+        if abs(got - c["result"]) > _round_to(c["result"]) + 1e-9:
+            problems.append(f"{entry['id']}: {c['formula']} gives {got:.6g}, the entry says {c['result']}")
+        printed = entry.get("printed") or {}
+        if printed.get("convention") == c["formula"] and abs(got - printed["value"]) > _round_to(printed["value"]):
+            problems.append(f"{entry['id']}: {c['formula']} gives {got:.6g}, the source printed {printed['value']}")
+    return problems
+
+
+def entry_problems(entry: Mapping[str, Any], device_ids: Sequence[str]) -> list[str]:
+    """Everything an entry must have: a peak-table device, a known figure with all its matched conditions, a
+    positive value, a source with a URL, a read date and what was read, and conversions that recompute."""
+    eid = entry.get("id", "?")
+    problems = []
+    if entry.get("device") not in device_ids:
+        problems.append(f"{eid}: device {entry.get('device')!r} is not a peak-table id")
+    figure = entry.get("figure")
+    if figure not in FIGURES:
+        problems.append(f"{eid}: figure {figure!r} is not one of {', '.join(FIGURES)}")
+    else:
+        missing = [k for k in MATCHED_ON[figure] if (entry.get("conditions") or {}).get(k) is None]
+        if missing:
+            problems.append(f"{eid}: conditions lack {', '.join(missing)}")
+    if not isinstance(entry.get("value"), (int, float)) or not entry["value"] > 0:
+        problems.append(f"{eid}: value {entry.get('value')!r} is not a positive number")
+    source = entry.get("source") or {}
+    for key in ("url", "read", "what"):
+        if not str(source.get(key) or "").strip():
+            problems.append(f"{eid}: source lacks {key}")
+    if not str(source.get("url", "")).startswith("https://"):
+        problems.append(f"{eid}: source url {source.get('url')!r} is not an https address")
+    for key in ("unit", "flop_convention"):
+        if not entry.get(key):
+            problems.append(f"{eid}: no {key}")
+    return problems + conversion_problems(entry)
+
+
+def find(figure: str, device: str | None, conditions: Mapping[str, Any],
+         table: Mapping[str, Any] | None = None) -> tuple[dict[str, Any] | None, str]:
+    """The reference for a figure of kind `figure` on peak-table id `device` under `conditions`, or None with why.
+    Every condition the reference's kind is matched on must be known and equal."""
+    if not device:
+        return None, f"{NO_REFERENCE} (the device is not a peak-table entry)"
+    keys = MATCHED_ON[figure]
+    unknown = [k for k in keys if conditions.get(k) is None]
+    if unknown:
+        return None, f"{NO_REFERENCE} (the figure does not record {', '.join(unknown)})"
+    for e in entries(table):
+        if e["figure"] == figure and e["device"] == device and all(
+                str(e["conditions"][k]) == str(conditions[k]) for k in keys):
+            return e, ""
+    said = ", ".join(f"{k} {conditions[k]}" for k in keys)
+    return None, f"{NO_REFERENCE} for {device}, {said}"
+
+
+def judge(value: float, ci: Sequence[float] | None, entry: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
+    """The ratio of xmfu's figure to the reference, its CI (the figure's own CI over the reference: a published
+    figure carries none), and the band of the ratio."""
+    ref = float(entry["value"])
+    ratio = value / ref
+    ratio_ci = [ci[0] / ref, ci[1] / ref] if ci and None not in ci else None
+    return {"reference_id": entry["id"], "reference": ref, "reference_unit": entry["unit"], "ratio": ratio,
+            "ratio_ci95": ratio_ci, "band": bands.of(ratio), "source": source_text(entry),
+            "context": entry.get("context", "")}
+
+
+def source_text(entry: Mapping[str, Any]) -> str:
+    s = entry["source"]
+    return f"{s['url']} (read {s['read']})"

@@ -1,0 +1,35 @@
+"""`xmfu references`: the table with its sources; bad options are one paragraph and exit 2."""
+
+from __future__ import annotations
+
+import json
+
+from xmfu.harness.cli.main import COMMANDS
+
+
+def test_references_lists_every_entry_with_its_source(capsys):
+    assert COMMANDS["references"]([]) == 0
+    out = capsys.readouterr().out
+    assert ("mamf-nvidia-h100-sxm-bf16: nvidia-h100-sxm matmul_achievable 794.5 TFLOP/s (dtype bf16, "
+            "world_size 1)") in out
+    assert "source: https://github.com/NVIDIA/nccl-tests/issues/212, read 2026-11-26" in out
+    assert ("under transformer-palm: 14451 x (6 x 7504924672 + 12 x 32 x 32 x 128 x 8192) / 1e12 = 14451 x "
+            "57914449920 / 1e12 = 836.9") in out
+
+
+def test_references_json_and_one_device(capsys):
+    assert COMMANDS["references"](["--json", "--device", "amd-mi300x"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [e["id"] for e in data["references"]] == ["mamf-amd-mi300x-bf16"] and data["bands"]["within"] == 0.95
+
+
+def test_bad_options_are_one_paragraph_and_exit_2(capsys):
+    assert COMMANDS["references"](["--device", "h100"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xmfu: references: --device 'h100' is not a peak-table id. Allowed: nvidia-a100")
+    assert len(err.strip().splitlines()) == 1
+    try:
+        COMMANDS["references"](["--bogus"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

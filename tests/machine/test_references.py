@@ -1,0 +1,104 @@
+"""The public reference table: every entry sourced and on a peak-table device, every conversion recomputed (and
+cross-checked against xmfu's own transformer formula), bands, and matching that takes no near match."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from xmfu.harness.machine import peaks, references
+from xmfu.harness.machine.references import Bands, conversion_problems, entry_problems, find, judge
+
+DEVICE_IDS = [e["id"] for e in peaks.load_table()["devices"]]
+ENTRIES = references.entries()
+
+
+def test_the_table_has_entries_and_ids_are_unique():
+    ids = [e["id"] for e in ENTRIES]
+    assert len(ids) >= 10 and len(set(ids)) == len(ids)
+    assert {e["figure"] for e in ENTRIES} == set(references.FIGURES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["id"])
+def test_every_entry_has_a_source_a_device_of_the_peak_table_and_conversions_that_recompute(entry):
+    assert entry_problems(entry, DEVICE_IDS) == []
+
+
+def test_every_conversion_is_xmfus_own_transformer_formula_for_the_model_it_names():
+    """The inputs are Llama-3-8B's shapes as xmfu's 8b model has them; the result is what TrainSpec's formula gives
+    for tokens_per_s tokens (so the converted figure is under xmfu's convention, not a look-alike)."""
+    from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
+
+    model = yaml.safe_load((Path(__file__).parents[2] / "configs/model/8b.yaml").read_text())
+    checked = 0
+    for e in ENTRIES:
+        for c in e.get("conversions") or []:
+            i = c["inputs"]
+            spec = TrainSpec(ModelSpec(**{**model, "seq_len": i["seq_len"], "batch": 1}), "bf16",
+                             flop_convention=c["formula"].removeprefix("transformer-"))
+            assert spec.model.param_counts()["non_embedding"] == i["non_embedding_params"]
+            assert (spec.model.n_layers, spec.model.n_heads, spec.model.head_dim) == (
+                i["n_layers"], i["n_heads"], i["head_dim"])
+            per_token = spec.global_flops() / spec.tokens
+            assert i["tokens_per_s"] * per_token / 1e12 == pytest.approx(c["result"], abs=0.05)
+            checked += 1
+    assert checked >= 4
+
+
+def test_the_megatron_count_is_reproduced_and_the_palm_figure_is_larger_by_the_attention_term():
+    e = next(x for x in ENTRIES if x["id"] == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs")
+    palm, causal = (c["result"] for c in e["conversions"])
+    assert (e["value"], e["printed"]["value"]) == (14451, 744)
+    assert causal == pytest.approx(744, abs=0.5) and palm / causal == pytest.approx(57914449920 / 51471998976,
+                                                                                    rel=1e-4)
+
+
+def test_a_wrong_conversion_or_printed_figure_or_missing_source_is_named():
+    e = copy.deepcopy(next(x for x in ENTRIES if x.get("conversions")))
+    e["conversions"][0]["result"] += 1.0
+    assert any("gives 836.9" in p and "says 837.9" in p for p in conversion_problems(e))
+    e = copy.deepcopy(next(x for x in ENTRIES if x.get("conversions")))
+    e["printed"]["value"] = 760
+    assert any("source printed 760" in p for p in conversion_problems(e))
+    e = copy.deepcopy(ENTRIES[0])
+    del e["source"]["read"]
+    e["device"] = "nvidia-h100"
+    assert {p.split(": ", 1)[1] for p in entry_problems(e, DEVICE_IDS)} == {
+        "source lacks read", "device 'nvidia-h100' is not a peak-table id"}
+
+
+def test_bands():
+    b = Bands(0.95, 0.85)
+    assert [b.of(x) for x in (1.2, 0.95, 0.9499, 0.85, 0.8499)] == ["within", "within", "low", "low", "far below"]
+    assert references.default_bands() == Bands(0.95, 0.85)
+    assert Bands(0.9, 0.95).check() and Bands(0.95, 0.0).check() and b.check() is None
+
+
+def test_matching_is_exact_no_near_match():
+    ref, why = find("matmul_achievable", "nvidia-h100-sxm", {"dtype": "bf16", "world_size": 1})
+    assert ref["value"] == 794.5 and why == ""
+    for device, conditions in [("nvidia-h100-sxm", {"dtype": "fp16", "world_size": 1}),  # another dtype
+                               ("nvidia-h100-pcie", {"dtype": "bf16", "world_size": 1}),  # another part
+                               ("nvidia-h200-sxm", {"dtype": "bf16", "world_size": 1})]:  # "the same", unmeasured
+        ref, why = find("matmul_achievable", device, conditions)
+        assert ref is None and why.startswith("no public reference for ")
+    # the training reference needs every condition: 8192 tokens, fp8, 8 devices on one node
+    full = {"model": "8b", "seq_len": 8192, "dtype": "fp8", "world_size": 8, "nodes": 1}
+    assert find("training_tokens", "nvidia-h100-sxm", full)[0]["value"] == 14451
+    assert find("training_tokens", "nvidia-h100-sxm", {**full, "seq_len": 2048})[0] is None
+    assert find("training_tokens", "nvidia-h100-sxm", {**full, "nodes": None})[1] == (
+        "no public reference (the figure does not record nodes)")
+    assert find("collective_busbw", None, {"op": "all_reduce", "ranks": 8, "nodes": 1})[1] == (
+        "no public reference (the device is not a peak-table entry)")
+
+
+def test_judge_gives_the_ratio_its_ci_and_the_band():
+    ref, _ = find("matmul_achievable", "nvidia-h100-sxm", {"dtype": "bf16", "world_size": 1})
+    j = judge(650.0, [640.0, 660.0], ref, Bands())
+    assert j["ratio"] == pytest.approx(650 / 794.5) and j["band"] == "far below"
+    assert j["ratio_ci95"] == pytest.approx([640 / 794.5, 660 / 794.5])
+    assert j["source"].startswith("https://github.com/stas00/ml-engineering/") and "(read 2026-11-26)" in j["source"]
+    assert judge(780.0, None, ref, Bands())["band"] == "within" and judge(700.0, None, ref, Bands())["band"] == "low"
