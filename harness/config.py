@@ -331,7 +331,7 @@ def parse_run_config(data: Mapping[str, Any], backends_by_workload: Mapping[str,
         achievable_method=s.achievable_method,
         cpu_clock_ghz=s.cpu_clock_ghz, baseline=s.baseline, telemetry=s.telemetry, rocm=s.rocm, repeats=s.repeats,
         equivalence_margin=s.equivalence_margin, device_index=s.device_index, scale=s.scale,
-        scale_notes=scaled.notes, output=s.output)
+        scale_notes=scaled.notes, output=s.output, backends_named=s.backends is not None)
 
 
 def _suite_settings_need_a_suite(s: RunSettings) -> None:

@@ -26,10 +26,20 @@ TORCH, JAX = ("torch",), ("jax",)
 SDPA, JAX_ATTENTION = "xmfu.workloads.attention.torch_sdpa", "xmfu.workloads.attention.jax"
 
 
-def _impl(backend: str, module: str, frameworks: tuple[str, ...]) -> Implementation:
+# Backends whose preparation on a CPU takes tens of seconds per case (measured on this project's 2-core machine:
+# Inductor's start-up and C++ compile, 1-32 s per case; Pallas' interpreted program, 3-13 s per case). A CPU run
+# is the plumbing check (make bench, experiment=smoke): there they run when named, and `backends: null` skips them
+# with the reason. On an accelerator they are in the default set like every other.
+INDUCTOR_ON_CPU = "Inductor compiles each case on a CPU: tens of seconds"
+PALLAS_ON_CPU = "Pallas' interpreter compiles each case on a CPU: seconds to tens of seconds"
+HELION_ON_CPU = "Helion compiles each shape for Triton's interpreter on a CPU: about 10 s"
+
+
+def _impl(backend: str, module: str, frameworks: tuple[str, ...], cpu_when_named: str = "") -> Implementation:
     """A backend whose module has `available` and `prepare`. Full module paths, written out: tests/test_layout.py
     counts them as imports."""
-    return Implementation(backend, Lazy(module, "available"), Lazy(module, "prepare"), frameworks)
+    return Implementation(backend, Lazy(module, "available"), Lazy(module, "prepare"), frameworks,
+                          cpu_when_named=cpu_when_named)
 
 
 def _sdpa(backend: str, kernel: str) -> Implementation:
@@ -49,9 +59,9 @@ def build_registry() -> Registry:
         "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
-        "jax_pallas": _impl("jax_pallas", "xmfu.workloads.matmul.jax_pallas", JAX),
-        "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH),
-        "helion": _impl("helion", "xmfu.workloads.matmul.helion", TORCH),
+        "jax_pallas": _impl("jax_pallas", "xmfu.workloads.matmul.jax_pallas", JAX, PALLAS_ON_CPU),
+        "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH, INDUCTOR_ON_CPU),
+        "helion": _impl("helion", "xmfu.workloads.matmul.helion", TORCH, HELION_ON_CPU),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
@@ -64,11 +74,11 @@ def build_registry() -> Registry:
         "triton_fa2": _impl("triton_fa2", "xmfu.workloads.attention.triton_fa2", TORCH),
         "jax": _jax_attention("jax", "xla"),
         "jax_cudnn": _jax_attention("jax_cudnn", "cudnn"),
-        "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX),
-        "torch_flex": _impl("torch_flex", "xmfu.workloads.attention.torch_flex", TORCH),
+        "jax_pallas": _impl("jax_pallas", "xmfu.workloads.attention.jax_pallas", JAX, PALLAS_ON_CPU),
+        "torch_flex": _impl("torch_flex", "xmfu.workloads.attention.torch_flex", TORCH, INDUCTOR_ON_CPU),
         "flash_attn": _impl("flash_attn", "xmfu.workloads.attention.flash_attn", TORCH),
         "aiter": _impl("aiter", "xmfu.workloads.attention.amd_aiter", TORCH),
-        "helion": _impl("helion", "xmfu.workloads.attention.helion", TORCH),
+        "helion": _impl("helion", "xmfu.workloads.attention.helion", TORCH, HELION_ON_CPU),
     }, settings=attention_spec.AttentionSettings))
     registry.add(WorkloadDef("transformer", transformer_cases.expand, {
         "torch": _impl("torch", "xmfu.workloads.transformer.torch", TORCH),

@@ -69,6 +69,9 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
     begins (preparing, compiling/first call, checking), so a display can say what a long case is doing."""
     attempt = Attempt(backend)
     impl = workload.implementations[backend]
+    if impl.cpu_when_named and ctx.platform.kind == "cpu" and not ctx.config.backends_named:
+        return Attempt(backend, "skipped", f"on a CPU {backend} runs only when named ({impl.cpu_when_named}): "
+                                           f"backends=[...,{backend}] runs it")
     try:
         ok, why = impl.available(case, ctx)
         if not ok:

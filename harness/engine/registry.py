@@ -55,6 +55,9 @@ class Implementation:
     frameworks: tuple[str, ...] = FRAMEWORKS
     # a plug-in's provenance (engine/plugins.py: its object, distribution and version); None for a built-in
     plugin: Mapping[str, Any] | None = None
+    # set: on a CPU this backend runs only when the config names it (why, e.g. a compile of tens of seconds per
+    # case), so `backends: null` (a smoke run, make bench) stays seconds; its row says how to run it
+    cpu_when_named: str = ""
 
 
 @dataclass(frozen=True)

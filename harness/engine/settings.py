@@ -150,6 +150,9 @@ class RunConfig:
     scale: str = "full"  # full, or smoke: shrunk by harness/config.py (scale=smoke)
     # what scale=smoke shrank, in words, by phase ("mamf", "main"): printed, and kept in the manifest and the rows
     scale_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # whether the config named its backends (False: `backends: null`, every built-in); a backend the catalog runs on a
+    # CPU only when named (Implementation.cpu_when_named) is skipped, saying so, in a CPU run that did not name it
+    backends_named: bool = True
 
     def protocol(self, phase: str = "main") -> dict[str, Any]:
         """The timing protocol and, for a suite's part, the suite it belongs to: what joins the comparability
