@@ -71,6 +71,7 @@ def test_skips_name_their_reason(cpu_ctx, monkeypatch):
         assert not ok and "needs a C++ compiler" in why
 
 
+@pytest.mark.long  # the slow group (make test-slow): Inductor's first compile in a process, about 30 s here
 @pytest.mark.slow(seconds=30)
 def test_matmul_torch_compile_is_correct_on_a_cpu_and_says_aten_was_the_one_candidate(cpu_ctx):
     """On a CPU, Inductor offers its C++ GEMM template only for a constant B (utils.py use_cpp_gemm_template), so
@@ -87,6 +88,7 @@ def test_matmul_torch_compile_is_correct_on_a_cpu_and_says_aten_was_the_one_cand
     assert prepared.timing_valid and notes["torch_version"]
 
 
+@pytest.mark.long  # the slow group (make test-slow): FlexAttention's C++ compile, 25-50 s per case here
 @pytest.mark.slow(seconds=80)
 @pytest.mark.parametrize("alignment", ["top_left", "bottom_right"])
 def test_flex_attention_is_correct_on_a_cpu_with_gqa_and_either_causal_alignment(alignment, cpu_ctx):
