@@ -108,3 +108,27 @@ def empty_cache(torch: Any) -> None:
     acc = getattr(torch, "accelerator", None)
     call = getattr(acc, "empty_cache", None) or torch.cuda.empty_cache
     call()
+
+
+def on_accelerator(device: str) -> bool:
+    """Whether a torch device string names an accelerator ("cuda:0", "xpu:1", "neuron:0"), not the host."""
+    return not (device == "cpu" or device.startswith("cpu:"))
+
+
+def wait_for(torch: Any, device: str, out: Any = None) -> None:
+    """Block until `device` has finished the work so far, by the device's sync rule (machine/sync.py): a read-back
+    of one element of `out` where the device's own sync is not trusted (Trainium, Gaudi), else synchronize.
+    Nothing on the host. Used for one-off times (a first call's compile time), not for the timers."""
+    from xmfu.harness.machine.sync import READ_BACK, TORCH_RULES
+
+    if not on_accelerator(device):
+        return
+    device_type = device.split(":")[0]
+    if device_type == "cuda":
+        torch.cuda.synchronize(device)
+        return
+    rule = TORCH_RULES.get(DEVICE_KINDS.get(device_type, (device_type,))[0])
+    if rule is not None and rule.method == READ_BACK and out is not None and hasattr(out, "reshape"):
+        out.reshape(-1)[0].item()
+        return
+    synchronize(torch, device)

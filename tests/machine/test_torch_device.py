@@ -142,3 +142,28 @@ def test_a_row_records_its_sync_and_an_unproven_one_is_checked_not_timed(fake_to
     row = _rows(tmp_path / "t", "tpu", fake_torch("tpu"))
     assert row["status"] == "ok" and row["timing_valid"] is False and row["time_s"] is None
     assert row["sync"]["method"] is None and "TorchTPU" in row["sync"]["reason"] and row["mfu"] is None
+
+
+def test_a_one_off_wait_follows_the_devices_sync_rule():
+    """A workload's first-call time (compile time) ends when the device is done: by a read-back on Trainium, whose
+    synchronize is reported to return early; by torch.accelerator.synchronize on an XPU; not at all on the host."""
+    read = []
+
+    class Out:
+        def reshape(self, *shape):
+            return self
+
+        def __getitem__(self, i):
+            return self
+
+        def item(self):
+            read.append(True)
+            return 0.0
+
+    neuron, xpu = FakeAcceleratorTorch("neuron"), FakeAcceleratorTorch("xpu")
+    torch_device.wait_for(neuron, "neuron:0", Out())
+    assert read == [True] and not neuron.calls
+    torch_device.wait_for(xpu, "xpu:0", Out())
+    assert xpu.calls == [("synchronize", "xpu:0")] and read == [True]
+    torch_device.wait_for(xpu, "cpu", Out())
+    assert len(xpu.calls) == 1
