@@ -264,9 +264,10 @@ def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
     if rule.method == rules.DEVICE_EVENT:
         return TorchEventTimer(device=device, sync=rule)
     if flush is not None:
-        return FlushingTimer(flush, torch=_torch() if torch_gpu else None)
-    if torch_gpu:
-        timer: Timer = CudaGraphTimer() if cuda_graph else TorchEventTimer(sync=rule)
-        timer.sync = rule
-        return timer
-    return HostTimer()
+        timer: Timer = FlushingTimer(flush, torch=_torch() if torch_gpu else None)
+    elif torch_gpu:
+        timer = CudaGraphTimer() if cuda_graph else TorchEventTimer(sync=rule)
+    else:
+        timer = HostTimer()
+    timer.sync = rule  # the row's record: torch's own rule on a CPU, not the generic host one
+    return timer
