@@ -22,6 +22,7 @@ from xmfu.harness.engine.sampler import sample_fixed_group, sample_interleaved
 from xmfu.harness.engine.timers import timer_for
 from xmfu.harness.engine.timing import Series, merged_series
 from xmfu.harness.machine.frameworks import jax_processes_joined
+from xmfu.harness.machine.sync import sync_rule
 
 STATUS_ORDER = ("failed", "incorrect", "skipped", "ok")  # the worst status of a backend's repeats is its row's
 
@@ -119,6 +120,9 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
     for a in attempts:
         p = a.prepared
         assert p is not None
+        rule = sync_rule(p.framework, ctx.platform.kind)
+        if p.timing_valid and not rule.proven:  # checked above; a time without a proven sync would mislead
+            p.timing_valid, p.timing_note = False, rule.reason
         if p.timing_valid:
             timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph and not p.no_cuda_graph,
                               flush=flush, device=ctx.torch_device)

@@ -20,8 +20,12 @@ class RunContext:
 
     @property
     def torch_device(self) -> str:
-        """torch device string for this process ("cuda:N" covers ROCm builds too)."""
-        return f"cuda:{self.device.index}" if self.platform.kind in ("cuda", "rocm") else "cpu"
+        """torch device string for this process: "cuda:N" (ROCm builds too), or "<type>:N" for the accelerator torch
+        found ("xpu:N", "neuron:N"...); "cpu" where torch drives none of the platform's devices."""
+        if self.platform.kind in ("cuda", "rocm"):
+            return f"cuda:{self.device.index}"
+        device_type = self.device.torch_device_type
+        return f"{device_type}:{self.device.index}" if device_type and device_type != "cpu" else "cpu"
 
     def input_copies(self, input_bytes: float) -> int:
         """How many copies of a case's inputs to rotate through (1 unless timing.cold_cache)."""

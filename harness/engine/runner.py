@@ -35,6 +35,7 @@ from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention, stack
 from xmfu.harness.machine.frameworks import jax_processes_joined, release_cached_memory
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
+from xmfu.harness.machine.sync import sync_rule
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.recorder import Recorder
@@ -118,6 +119,18 @@ def _launch_fields(s: Series, device_median: float) -> dict[str, Any]:
         return {"host_launch_s": None, "launch_bound": None}
     host = float(np.median(s.host_samples))
     return {"host_launch_s": host, "launch_bound": bool(host >= 0.9 * device_median)}
+
+
+def _sync_field(a: Attempt, ctx: RunContext) -> dict[str, Any]:
+    """How completion was established for this row's time: the timer's rule where it was timed (machine/sync.py),
+    else why there was no time to establish."""
+    if a.series is not None:
+        return a.series.timer.sync.as_dict()
+    p = a.prepared
+    if p is None or not p.timing_valid:  # an unproven sync says so here: time_attempts set the note to its reason
+        return {"method": None, "reason": f"not timed: {(p.timing_note if p else '') or a.status}"}
+    rule = sync_rule(p.framework, ctx.platform.kind)
+    return {"method": None, "reason": f"not timed: {a.status} (its sync would have been: {rule.method})"}
 
 
 def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
@@ -405,7 +418,8 @@ class CaseRunner:
             "dtype": case.dtype, "params": case.params(),
             "status": a.status, "reason": a.reason, "flops": flops,
             "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
-            "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "correctness": a.check,
+            "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "sync": _sync_field(a, self.ctx),
+            "correctness": a.check,
             "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,

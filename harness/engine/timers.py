@@ -12,11 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from xmfu.harness.machine import sync as rules
+from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import make_torch_device_current
 
 
 class Timer(Protocol):
     name: str
+    sync: rules.SyncRule  # how completion is established: the row's `sync` (machine/sync.py)
     last_host_s: float | None  # host time to issue the last sample's calls, per call (None: not measured)
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
@@ -35,6 +38,7 @@ class HostTimer:
 
     name = "perf_counter"
     last_host_s = None  # the host time is the measurement itself
+    sync = rules.HOST_RULE
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
         start = time.perf_counter()
@@ -44,18 +48,29 @@ class HostTimer:
 
 
 class TorchEventTimer:
-    """CUDA/HIP events recorded on the current stream (torch.cuda covers both vendors)."""
+    """Device events recorded on the current stream: torch.cuda.Event on CUDA and ROCm (torch.cuda covers both
+    vendors; the CUDA timing path stays as it was measured), the device-generic torch.Event with
+    torch.accelerator.synchronize on another accelerator whose rule is an event (machine/sync.py)."""
 
-    name = "torch.cuda.Event"
-
-    def __init__(self, torch: Any = None) -> None:
+    def __init__(self, torch: Any = None, device: str | None = None, sync: rules.SyncRule | None = None) -> None:
         self._torch = torch or _torch()
+        self._device = device
+        self.sync = sync or rules.TORCH_RULES["cuda"]
+        self._generic = self.sync.method == rules.DEVICE_EVENT
+        self.name = "torch.Event" if self._generic else "torch.cuda.Event"
         self.last_host_s: float | None = None
 
-    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+    def _events(self) -> tuple[Any, Any]:
+        if self._generic:
+            device = self._device or "xpu"
+            torch_device.synchronize(self._torch, device)
+            return torch_device.timing_event(self._torch, device), torch_device.timing_event(self._torch, device)
         cuda = self._torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
         cuda.synchronize()
+        return cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        start, end = self._events()
         start.record()
         issued = time.perf_counter()
         for _ in range(inner):
@@ -73,6 +88,7 @@ class CudaGraphTimer:
     side stream, then capture); a callable that cannot be captured fails its row with torch's reason."""
 
     name = "torch.cuda.CUDAGraph replay"
+    sync = rules.TORCH_RULES["cuda"]
 
     def __init__(self, torch: Any = None) -> None:
         self._torch = torch or _torch()
@@ -118,6 +134,7 @@ class JaxTimer:
     """
 
     name = "perf_counter+block_until_ready"
+    sync = rules.JAX_RULE
 
     def __init__(self, block: Callable[[Any], Any] | None = None) -> None:
         if block is None:
@@ -138,6 +155,45 @@ class JaxTimer:
         return (time.perf_counter() - start) / inner
 
 
+def first_tensor(out: Any) -> Any:
+    """The first tensor in a call's output (a tensor, or one inside tuples, lists or dicts), None without one."""
+    if hasattr(out, "reshape") and hasattr(out, "numel"):
+        return out if out.numel() > 0 else None
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
+    return next((t for t in map(first_tensor, items) if t is not None), None)
+
+
+class ReadBackTimer:
+    """perf_counter, ended by copying one element of the last call's output to the host: the rule where a device's
+    own sync calls are not trusted (machine/sync.py: Trainium, Gaudi). A host copy cannot finish before the work
+    that produces it, and calls on one device run in order, so it waits for all `inner` calls. The one-element copy
+    is inside the timed window (its latency is part of the figure, a caveat the rule states)."""
+
+    name = "perf_counter+read-back of one element"
+
+    def __init__(self, sync: rules.SyncRule) -> None:
+        self.sync = sync
+        self.last_host_s: float | None = None
+
+    @staticmethod
+    def _read_back(out: Any) -> None:
+        tensor = first_tensor(out)
+        if tensor is None:
+            raise RuntimeError("the call returned no tensor to read back, and read-back is the only sync proven on "
+                               "this device: return the output from the timed callable")
+        tensor.reshape(-1)[0].item()
+
+    def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        self._read_back(fn())  # drain anything queued before the window opens
+        start = time.perf_counter()
+        out = None
+        for _ in range(inner):
+            out = fn()
+        self.last_host_s = (time.perf_counter() - start) / inner  # issue only
+        self._read_back(out)
+        return (time.perf_counter() - start) / inner
+
+
 class FlushingTimer:
     """Before every timed call, overwrite a buffer of at least twice the last-level cache (H100: 50 MB L2;
     MI300X: 256 MB Infinity Cache) outside the timed region, so each call starts cold: the method of
@@ -148,6 +204,7 @@ class FlushingTimer:
 
     def __init__(self, flush: Callable[[], Any], torch: Any = None) -> None:
         self._flush, self._torch = flush, torch
+        self.sync = rules.TORCH_RULES["cuda"] if torch else rules.HOST_RULE
         self.name = ("torch.cuda.Event" if torch else "perf_counter") + " per call after a last-level-cache flush"
         self.last_wall_s: float | None = None  # per call, the flush included: what a sample really costs
 
@@ -189,18 +246,28 @@ def flush_buffer(cache_bytes: int | None, device: str | None) -> tuple[Callable[
 
 def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
               flush: Callable[[], Any] | None = None, device: str | None = None) -> Timer:
-    """The timer for a backend's framework here. CUDA graphs apply to torch on GPUs; an LLC flush to torch
-    and host work (JAX runs whole compiled programs, whose calls cannot be split by a flush).
+    """The timer for a backend's framework here, following its sync rule (machine/sync.py). CUDA graphs apply to
+    torch on CUDA/ROCm GPUs; an LLC flush to torch there and to host work (JAX runs whole compiled programs, whose
+    calls cannot be split by a flush; a read-back or device-event timer times whole samples).
 
-    `device` ("cuda:N"): the GPU the work runs on, made torch's current device first (the timer's events and
-    synchronize act on the current device: machine.frameworks.make_torch_device_current)."""
+    `device` ("cuda:N", "xpu:N"...): the device the work runs on, made torch's current device first (the timer's
+    events and synchronize act on the current device: machine.frameworks.make_torch_device_current). A rule that
+    proves nothing never reaches here: the engine leaves those rows untimed."""
+    rule = rules.sync_rule(framework, platform_kind)
     torch_gpu = framework == "torch" and platform_kind in ("cuda", "rocm")
-    if torch_gpu and device is not None:
+    if framework == "torch" and platform_kind != "cpu" and device is not None:
         make_torch_device_current(device)
-    if flush is not None and framework != "jax":
-        return FlushingTimer(flush, torch=_torch() if torch_gpu else None)
     if framework == "jax":
         return JaxTimer()
-    if torch_gpu:
-        return CudaGraphTimer() if cuda_graph else TorchEventTimer()
-    return HostTimer()
+    if rule.method == rules.READ_BACK:
+        return ReadBackTimer(rule)
+    if rule.method == rules.DEVICE_EVENT:
+        return TorchEventTimer(device=device, sync=rule)
+    if flush is not None:
+        timer: Timer = FlushingTimer(flush, torch=_torch() if torch_gpu else None)
+    elif torch_gpu:
+        timer = CudaGraphTimer() if cuda_graph else TorchEventTimer(sync=rule)
+    else:
+        timer = HostTimer()
+    timer.sync = rule  # the row's record: torch's own rule on a CPU, not the generic host one
+    return timer

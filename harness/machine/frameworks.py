@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.machine import compat
+from xmfu.harness.machine import compat, torch_device
 from xmfu.harness.machine.dtypes import FP8_FORMATS, storage
 from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
@@ -66,11 +66,16 @@ def make_torch_device_current(device: str) -> None:
     synchronize() and graph captures act on the current device (torch 2.13: torch.cuda.synchronize(None) uses
     current_device(), torch/cuda/__init__.py; Event.record(None) uses current_stream(), torch/cuda/streams.py),
     and Triton launches on it (triton/runtime/jit.py: driver.active.get_current_device()); a rank or a
-    `device_index` other than 0 would otherwise work or time on cuda:0 while its tensors live elsewhere."""
-    if device.startswith("cuda"):
-        import torch
+    `device_index` other than 0 would otherwise work or time on cuda:0 while its tensors live elsewhere. Another
+    accelerator ("xpu:N", "neuron:N"...) goes through torch.accelerator (machine/torch_device.py)."""
+    if device == "cpu" or device.startswith("cpu:"):
+        return
+    import torch
 
+    if device.startswith("cuda"):
         torch.cuda.set_device(device)
+    else:
+        torch_device.set_device(torch, device)
 
 
 def torch_unavailable(dtype: str, platform_kind: str, arch: str | None = None) -> str | None:
@@ -83,10 +88,12 @@ def torch_unavailable(dtype: str, platform_kind: str, arch: str | None = None) -
     why = compat.too_old("torch")  # before anything imports it: an older torch may lack what xmfu calls
     if why:
         return why
-    if platform_kind == "tpu":  # torch would run on the host and be compared with the TPU's peak
-        return "torch does not drive TPUs here (no torch_xla backend in xmfu)"
     if platform_kind in ("cuda", "rocm"):
         why = _torch_gpu_mismatch(platform_kind)
+        if why:
+            return why
+    elif platform_kind != "cpu":
+        why = _torch_accelerator_mismatch(platform_kind)
         if why:
             return why
     if dtype == "tf32" and platform_kind not in ("cuda", "rocm"):
@@ -105,6 +112,19 @@ def _torch_gpu_mismatch(platform_kind: str) -> str | None:
     built_for = "rocm" if getattr(torch.version, "hip", None) else "cuda"
     if built_for != platform_kind:
         return f"this torch is a {built_for} build and the run measures a {platform_kind} device"
+    return None
+
+
+def _torch_accelerator_mismatch(platform_kind: str) -> str | None:
+    """A device torch does not drive (a TPU found through JAX beside a torch without TorchTPU, say): torch would
+    run on the host and be compared with the device's peak."""
+    import torch
+
+    device_type = torch_device.accelerator_type(torch)
+    drives = torch_device.platform_kind(torch, device_type)[0] if device_type else None
+    if drives != platform_kind:
+        return (f"torch does not drive the {platform_kind} device here (its accelerator: {drives or 'none'}; "
+                f"{platform_kind} needs the vendor's torch backend)")
     return None
 
 

@@ -1,4 +1,4 @@
-"""What is this machine: cuda | rocm | tpu | cpu, and the identity of the device a run uses.
+"""What is this machine: cuda | rocm | tpu | xpu | hpu | neuron | cpu, and the identity of the device a run uses.
 
 Detection asks the frameworks that are installed: torch (a CUDA or ROCm build) first, then JAX (its CUDA or
 ROCm plugin, or a TPU), and falls back to the CPU. JAX is only asked where one of its accelerator plugins is
@@ -20,9 +20,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from xmfu.harness.machine import torch_device
+from xmfu.harness.machine.neuron import lnc_degree
 from xmfu.harness.machine.ranks import process_info
 
-KINDS = ("cuda", "rocm", "tpu", "cpu")
+KINDS = ("cuda", "rocm", "tpu", "xpu", "hpu", "neuron", "cpu")
 FRAMEWORKS = ("torch", "jax")  # what detection can ask, in the order it asks
 # Device nodes the GPU drivers create, looked at without a framework: NVIDIA's (/dev/nvidia0 per GPU, /dev/nvidiactl,
 # as jax/_src/hardware_utils.py has_visible_nvidia_gpu checks) and AMD's compute interface /dev/kfd (ROCm's "Running
@@ -36,9 +38,9 @@ AMD_INFINITY_CACHE_BYTES = {"gfx942": 256 * 2**20, "gfx950": 256 * 2**20}
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    kind: str  # cuda | rocm | tpu | cpu
+    kind: str  # cuda | rocm | tpu | xpu | hpu | neuron | cpu
     name: str
-    vendor: str
+    vendor: str  # nvidia | amd | google | intel | aws, or the CPU's
     index: int = 0
     memory_bytes: int | None = None
     multiprocessors: int | None = None  # SMs (NVIDIA), CUs (AMD), physical cores (CPU)
@@ -54,6 +56,9 @@ class DeviceInfo:
     # JAX's `local_hardware_id`: the CUDA/HIP runtime's ordinal of the device (jaxlib: "e.g., the CUDA device
     # number"), which `index` (its place among jax.local_devices()) need not be in a multi-process run
     hardware_id: int | None = None
+    # The torch device type that drives it ("cuda" on CUDA and ROCm builds, "xpu", "hpu", "neuron", "tpu"); None
+    # where torch did not find it (JAX did, or the CPU)
+    torch_device_type: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,12 +210,49 @@ def _torch_devices() -> tuple[str, list[DeviceInfo]] | None:
         import torch
     except ImportError:
         return None
-    if not torch.cuda.is_available():
+    device_type = torch_device.accelerator_type(torch)
+    if device_type is None:
         return None
+    if device_type != "cuda":
+        kind = torch_device.platform_kind(torch, device_type)[0]
+        count = torch_device.device_count(torch)
+        return kind, [describe_torch_accelerator(torch, device_type, i) for i in range(count)]
     hip = getattr(torch.version, "hip", None)
-    devices = [describe_torch_device(torch.cuda.get_device_properties(i), i, hip)
+    devices = [replace(describe_torch_device(torch.cuda.get_device_properties(i), i, hip), torch_device_type="cuda")
                for i in range(torch.cuda.device_count())]
     return ("rocm" if hip else "cuda"), devices
+
+
+def describe_torch_accelerator(torch: Any, device_type: str, index: int,
+                               environ: Mapping[str, str] | None = None) -> DeviceInfo:
+    """DeviceInfo of a non-CUDA torch device (xpu, hpu, neuron, tpu) from what its device module offers: the name
+    from `get_device_name(i)`, memory from `get_device_properties(i).total_memory`, where present. A Neuron
+    device is a logical NeuronCore: its `multiprocessors` is the LNC degree, the unit its peak is scaled by
+    (machine/neuron.py; the instance type comes from the EC2 metadata that telemetry/neuron.py reads, absent here,
+    so an unset NEURON_LOGICAL_NC_CONFIG leaves it None with the peak)."""
+    kind, vendor = torch_device.platform_kind(torch, device_type)
+    module = getattr(torch, device_type, None)
+    name = _call(module, "get_device_name", index) or f"{vendor} {device_type} device"
+    props = _call(module, "get_device_properties", index)
+    memory = getattr(props, "total_memory", None)
+    cores = None
+    if kind == "neuron":
+        cores, _ = lnc_degree(os.environ if environ is None else environ, None)
+    return DeviceInfo(kind=kind, name=str(name), vendor=vendor, index=index,
+                      memory_bytes=int(memory) if isinstance(memory, int) else None, multiprocessors=cores,
+                      torch_device_type=device_type)
+
+
+def _call(module: Any, name: str, index: int) -> Any:
+    """module.name(index), None where the device module lacks the call or it fails (a vendor build may not offer
+    every torch.cuda-like query)."""
+    call = getattr(module, name, None)
+    if call is None:
+        return None
+    try:
+        return call(index)
+    except Exception:  # a vendor module's failure only loses this fact
+        return None
 
 
 # The packages that give JAX an accelerator, as jax 0.10.2 names them: the kernel halves of the GPU plugins

@@ -101,3 +101,12 @@ def test_a_flushed_sample_counts_its_flushes_in_its_length():
     series = Series("torch", lambda: None, FlushingTimer(lambda: time.sleep(0.005)))
     warm_up(series, TimingConfig(warmup_s=0, warmup_min_iters=2, min_sample_s=0.001, max_inner=100))
     assert series.inner == 1 and series.timer.last_wall_s >= 0.005
+
+
+def test_each_timer_carries_the_sync_rule_its_row_records():
+    from xmfu.harness.machine import sync
+
+    assert timer_for("torch", "cpu").sync == sync.TORCH_RULES["cpu"]
+    assert timer_for("host", "cpu").sync == sync.HOST_RULE
+    assert timer_for("torch", "cpu", flush=lambda: None).sync == sync.TORCH_RULES["cpu"]
+    assert timer_for("jax", "cpu").sync == sync.JAX_RULE

@@ -15,6 +15,7 @@ import numpy as np
 
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import make_torch_device_current
 from xmfu.workloads.inference.spec import InferenceSpec, decode_cycle
 from xmfu.workloads.inference.torch_decoder import AttendPrefix, CachedDecoder, sdpa_prefix
@@ -27,7 +28,7 @@ def _on_gpu(device: str) -> bool:
 def _allocated(device: str) -> int:
     import torch
 
-    return torch.cuda.memory_allocated(device) if _on_gpu(device) else 0
+    return (torch_device.memory_allocated(torch, device) or 0) if torch_device.on_accelerator(device) else 0
 
 
 def build_decoder(case: InferenceSpec, device: str, attend_prefix: AttendPrefix,
@@ -114,8 +115,7 @@ class Generation:
         p, steps = self.case.prompt_len, self.case.check_steps
 
         def finished() -> float:  # a GPU runs the call after it returns: the first call's time ends when it is done
-            if self.tokens.is_cuda:
-                torch.cuda.synchronize(self.tokens.device)
+            torch_device.wait_for(torch, str(self.tokens.device), self.tokens)
             return time.perf_counter()
 
         start = time.perf_counter()
@@ -151,11 +151,13 @@ def _checked(gen: Generation, device: str) -> tuple[dict[str, np.ndarray], int]:
     """The correctness pass, and the most it allocated above what was resident before it (GPU; 0 on a CPU)."""
     import torch
 
-    if _on_gpu(device):
-        torch.cuda.reset_peak_memory_stats(device)
+    if not torch_device.on_accelerator(device):
+        return gen.check_pass(), 0
+    torch_device.reset_peak_memory_stats(torch, device)
     at_reset = _allocated(device)
     check = gen.check_pass()
-    return check, torch.cuda.max_memory_allocated(device) - at_reset if _on_gpu(device) else 0
+    peak = torch_device.max_memory_allocated(torch, device)
+    return check, peak - at_reset if peak is not None else 0
 
 
 def _compile_notes(case: InferenceSpec, gen: Generation, skipped: int, device: str) -> dict[str, Any]:
@@ -202,6 +204,7 @@ def prepare_generation(case: InferenceSpec, ctx: RunContext, *, notes: dict[str,
              "static_kv_cache": True,
              "peak_memory": "GPU: this backend's own weights and cache plus the largest transient of its prefill and "
                             "decode steps (other backends' buffers excluded); CPU: the process's max RSS"}
+    on_device = torch_device.on_accelerator(device)
     return Prepared(timed, lambda rows: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                    notes=notes, peak_memory=lambda: resident + transient if _on_gpu(device) else None,
+                    notes=notes, peak_memory=lambda: resident + transient if on_device else None,
                     calls_per_sample=1, before_sample=advance)

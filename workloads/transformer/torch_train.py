@@ -11,6 +11,7 @@ from typing import Any
 
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import make_torch_device_current
 from xmfu.workloads.transformer.spec import TrainSpec
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
@@ -26,19 +27,19 @@ NO_CUDA_GRAPH = ("a training step is not captured (its torch.optim.AdamW has cap
                  "refuses to capture); timed with CUDA/HIP events")
 
 
-def _sync(device: str) -> None:
+def _sync(device: str, out: Any = None) -> None:
+    """Wait for the device to finish (the first step's time): by its sync rule, machine/torch_device.py."""
     import torch
 
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
+    torch_device.wait_for(torch, device, out)
 
 
 def loss_under_precision(model: Any, tokens: Any, targets: Any, dtype: str) -> Any:
     """The model's loss as every torch backend computes it: fp32, or bf16 autocast over fp32 master weights."""
     import torch
 
-    device_type = "cuda" if tokens.device.type == "cuda" else "cpu"
-    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=dtype == "bf16"):
+    # torch.autocast takes the tensor's device type (cuda, cpu, xpu, hpu or a renamed PrivateUse1 backend)
+    with torch.autocast(tokens.device.type, dtype=torch.bfloat16, enabled=dtype == "bf16"):
         return model(tokens, targets)
 
 
@@ -69,7 +70,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     runner = torch.compile(model, dynamic=False) if compile_model else model
     graphs_before = _compiled_graphs()
     tokens, targets = (torch.from_numpy(a).to(device) for a in case.batch_tokens())
-    device_type = "cuda" if device.startswith("cuda") else "cpu"
+    accelerated = torch_device.on_accelerator(device)
 
     def loss_of(x, y):
         return loss_under_precision(runner, x, y, case.dtype)
@@ -88,17 +89,16 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
         opt.step()
         return loss.detach()
 
-    if device_type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    if accelerated:
+        torch_device.reset_peak_memory_stats(torch, device)
     first_step_s = None
     if timing_valid:  # an untimed backend (the interpreter) is only checked: no step to warm up for
         start = time.perf_counter()
-        step()  # the first step compiles (torch.compile) and allocates optimizer state: not timed
-        _sync(device)
+        _sync(device, step())  # the first step compiles (torch.compile) and allocates optimizer state: not timed
         first_step_s = time.perf_counter() - start
 
     def peak_memory() -> int | None:
-        return torch.cuda.max_memory_allocated(device) if device_type == "cuda" else None
+        return torch_device.max_memory_allocated(torch, device) if accelerated else None
 
     if compile_model:  # one graph for the correctness shape, one for the timed shape; more means recompiles
         notes = {**notes, "compiles": _compiled_graphs() - graphs_before, "compile_dynamic": False}

@@ -45,6 +45,14 @@ class Timer(Record, kw_only=True):
                                      "<why>'; absent when not asked for") = None
 
 
+class Sync(Record, kw_only=True):
+    """How the timer established that the device had finished the timed calls (harness/machine/sync.py)."""
+
+    method: maybe(str, "cuda event, torch.Event, read-back of one element, jax.block_until_ready, or none needed "
+                       "(synchronous host work); null: not timed, or no sync is proven on this device")
+    reason: doc(str, "why that method is trusted (its source), or why the row has no time")
+
+
 class Correctness(Record, kw_only=True):
     """The backend's output against the fp64 (or exact) reference, checked before anything was timed."""
 

@@ -23,6 +23,7 @@ from xmfu.harness.results.schema.parts import (
     ScalingBaseline,
     Speedup,
     SteadyState,
+    Sync,
     Telemetry,
     Threads,
     Timer,
@@ -43,7 +44,7 @@ class Row(Record, kw_only=True):
     case_id: doc(Text, "the case (shape, size, model): the same id for every backend of the case")
     workload: doc(Text, "the workload: matmul, attention, transformer, inference, collectives")
     backend: doc(Text, "the implementation (torch, triton, jax, torch_sdpa, torch_compile, torch_dist...)")
-    platform: doc(str, "the platform kind: cpu, cuda, rocm, tpu")
+    platform: doc(str, "the platform kind: cpu, cuda, rocm, tpu, xpu, hpu, neuron")
     device: doc(str, "the device's name as detected")
     dtype: doc(str, "the data type of the inputs (fp32, tf32, bf16, fp16, fp8)")
     params: doc(AnyMap, "the case's parameters, as its workload defines them (docs/workloads.md)")
@@ -70,6 +71,8 @@ class Row(Record, kw_only=True):
     started: maybe(str, "when the case started, UTC ISO 8601") = None
     finished: maybe(str, "when the row was written, UTC ISO 8601") = None
     timing_note: maybe(str, "why timing_valid is false, or a caveat about the time") = None
+    sync: maybe(Sync, "how completion of the timed work was established on this device, with the reason; "
+                      "null in rows written before it was recorded") = None
     correctness: maybe(Correctness, "the check against the reference; null where none ran (skipped, failed "
                                     "before the check)") = None
     notes: doc(AnyMap, "the backend's notes (library, precision settings, compile times, "
