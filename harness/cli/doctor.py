@@ -16,6 +16,7 @@ from typing import Any
 
 from xmfu.harness.machine import compat, environment, stack
 from xmfu.harness.machine.platform import Platform, detect
+from xmfu.harness.machine.sync import sync_rule
 from xmfu.harness.machine.telemetry import open_sampler
 from xmfu.harness.machine.vendor_stack import vendor_stacks
 
@@ -140,6 +141,7 @@ def check_vendor_stack(plat: Platform, found: Findings) -> None:
     stacks = vendor_stacks()
     found.facts["device_type"] = plat.kind
     found.facts["vendor_stacks"] = stacks
+    found.facts["sync_rules"] = {fw: sync_rule(fw, plat.kind).as_dict() for fw in ("torch", "jax")}
     if plat.kind in ("neuron", "hpu", "xpu") or any(s["present"] for s in stacks.values()):
         found.facts["not_measured"] = NOT_MEASURED
 
@@ -162,11 +164,13 @@ def render(found: Findings) -> str:
     lines.append("packages: " + ", ".join(f"{k} {v or 'MISSING'}" for k, v in f["packages"].items()))
     lines.append("peaks (dense TFLOP/s): " + ", ".join(
         f"{dt} {p['peak_tflops']:.4g}" if p["peak_tflops"] else f"{dt} null" for dt, p in f["peaks"].items()))
-    lines.append(f"device type: {f['device_type']}")
-    lines.append("vendor stacks: " + "; ".join(
+    lines.append(f"device type: {f.get('device_type', 'not read')}")
+    lines.append("vendor stacks: " + ("; ".join(
         f"{name} " + (", ".join(f"{k} {v}" for k, v in s["packages"].items() if v) + (
             f", driver {s['driver']}" if s["driver"] else "") if s["present"] else "not found")
-        for name, s in f["vendor_stacks"].items()))
+        for name, s in (f.get("vendor_stacks") or {}).items()) or "not read"))
+    for framework, rule in (f.get("sync_rules") or {}).items():  # how a row's timer knows the device finished
+        lines.append(f"sync rule, {framework}: {rule['method'] or 'none proven: rows checked, not timed'}")
     if f.get("not_measured"):
         lines.append(f"note: {f['not_measured']}")
     tel = f["telemetry"]
