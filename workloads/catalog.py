@@ -48,6 +48,7 @@ def build_registry() -> Registry:
     registry.add(WorkloadDef("matmul", matmul_spec.expand, {
         "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
+        "triton_persistent": _impl("triton_persistent", "xmfu.workloads.matmul.triton_persistent", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {

@@ -1,0 +1,158 @@
+"""xmfu's persistent Triton GEMM (kernels/matmul_persistent.py, issue 27 section 3): both kernels (plain pointers,
+tensor descriptors) in the interpreter at odd sizes, K a multiple of BLOCK_K and not; the XCD remap; the EVEN_K
+specialisation and both targets in Triton's own front end; the backend's kernel choice and notes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from xmfu.harness.machine import compat
+
+if compat.triton_interpreter_too_old():
+    pytest.skip(compat.triton_interpreter_too_old(), allow_module_level=True)
+
+from tests.workloads.triton_front_end import lowered
+from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.kernels import matmul_persistent as gemm
+from xmfu.workloads.matmul import triton_persistent as backend
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.6e-2}  # output rounding: 2**-11 (fp16), 2**-8 (bf16)
+
+
+def _check(m: int, n: int, k: int, dtype: str, use_tma: bool, transposed: bool = False, **plan) -> gemm.Plan:
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.rand(shape, generator=g) * 2 - 1 for shape in ((m, k), (k, n)))
+    a, b = a.to(DTYPES[dtype]), b.to(DTYPES[dtype])
+    if transposed:  # stored (K, M) and (N, K): columns contiguous
+        a, b = a.T.contiguous().T, b.T.contiguous().T
+    out = torch.full((m, n), float("nan"), dtype=DTYPES[dtype])  # a tile never written stays NaN
+    chosen = gemm.plan(a, b, out, use_tma=use_tma, **plan)
+    gemm.matmul(a, b, out, "ieee" if dtype == "fp32" else None, chosen)
+    ref = a.double() @ b.double()
+    error = float((out.double() - ref).abs().max() / ref.abs().max())
+    assert error < TOLERANCE[dtype], (chosen, error)
+    return chosen
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("k", [33, 64])  # the masked K tail, and EVEN_K (BLOCK_K 32 in the interpreter)
+def test_pointer_kernel_at_odd_sizes(dtype, k):
+    chosen = _check(67, 45, k, dtype, use_tma=False)
+    assert chosen.kernel == "pointer" and chosen.num_sms == gemm.INTERPRETER_SMS  # 3 x 2 tiles over 4 programs
+
+
+# 16-byte aligned rows, M and N off the 32-element tiles; K 48 (the tail past BLOCK_K is the descriptors' zero
+# padding) and 64 (whole K tiles)
+@pytest.mark.parametrize(("dtype", "k"), [("fp32", 48), ("fp16", 64), ("bf16", 48)])
+def test_descriptor_kernel_at_odd_sizes(dtype, k):
+    assert _check(67, 40, k, dtype, use_tma=True).kernel == "tma"
+
+
+@pytest.mark.parametrize("use_tma", [False, True])
+def test_both_kernels_take_column_major_operands(use_tma):
+    assert _check(72, 40, 48, "fp16", use_tma=use_tma, transposed=True).kernel == ("tma" if use_tma else "pointer")
+
+
+def test_unaligned_rows_fall_back_to_the_pointer_kernel_and_say_why():
+    chosen = _check(67, 45, 33, "fp16", use_tma=True)  # 33 fp16 = 66 bytes a row
+    assert chosen.kernel == "pointer" and "16-byte" in chosen.why
+
+
+def test_the_xcd_remap_computes_every_tile_when_there_are_fewer_tiles_than_programs():
+    """The remap permutes 0..NUM_SMS-1 only over a grid of exactly NUM_SMS programs: with 4 tiles and 8 programs on
+    4 dies, program 1 becomes 2, 2 becomes 4... and a grid cut to the tile count would leave tiles 1 and 3 NaN."""
+    assert _check(40, 40, 40, "fp32", use_tma=False, num_sms=8, num_xcds=4).num_xcds == 4
+    assert _check(100, 70, 64, "fp32", use_tma=False, num_sms=8, num_xcds=4).num_xcds == 4  # 12 tiles: 2 rounds
+
+
+def test_no_remap_where_the_dies_do_not_share_the_programs_equally():
+    a = torch.empty(8, 8)
+    assert gemm.plan(a, a, a, num_sms=10, num_xcds=4).num_xcds == 1
+
+
+def _pointer_case(device: str, even_k: bool) -> dict:
+    ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
+    nvidia = device.startswith("sm")
+    return {"device": device, "signature": {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16",
+                                            **{n: "i32" for n in ints}},
+            "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
+                          "NUM_SMS": 132 if nvidia else 304, "NUM_XCDS": 1 if nvidia else 8, "FLATTEN": nvidia,
+                          "EVEN_K": even_k, "INPUT_PRECISION": None, "UPCAST": False, "INT64": False}}
+
+
+def _masked_loads(ttir: str) -> int:
+    """tt.load with a mask operand: `tt.load %ptr, %mask, %other`."""
+    return sum(1 for line in ttir.splitlines() if "tt.load " in line and "," in line.split("tt.load ")[1].split(":")[0])
+
+
+@pytest.mark.slow(seconds=12)  # two compiler processes
+def test_even_k_loads_unmasked_and_both_targets_compile():
+    """Triton 3.9's front end for sm90 (flattened tile loop) and gfx942 (8-XCD remap): EVEN_K has no masked load;
+    otherwise only the peeled K tail masks A and B (2 loads). The descriptor kernel lowers for sm90 with TMA types."""
+    cases = [_pointer_case(device, even) for device in ("sm90", "gfx942") for even in (True, False)]
+    tma = {"device": "sm90", "signature": {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": "tensordesc<bf16[64, 128]>",
+                                           "c_desc": "tensordesc<bf16[128, 128]>", "M": "i32", "N": "i32", "K": "i32"},
+           "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_SMS": 132, "FLATTEN": True,
+                         "A_COLMAJOR": False, "B_COLMAJOR": False, "INPUT_PRECISION": None, "UPCAST": False,
+                         "DTYPES": "torch.bfloat16->torch.bfloat16"}}
+    pointer = lowered("xmfu.kernels.matmul_persistent", "_persistent_kernel", cases)
+    assert [p["error"] for p in pointer] == [None] * 4
+    assert [_masked_loads(p["ttir"]) for p in pointer] == [0, 2, 0, 2]
+    (desc,) = lowered("xmfu.kernels.matmul_persistent", "_persistent_tma_kernel", [tma])
+    assert desc["error"] is None and "!tt.tensordesc<128x64xbf16>" in desc["ttir"]
+
+
+def test_configs_follow_tutorial_09_and_amds_guidance():
+    nvidia = [c.kwargs for c in gemm._nvidia_configs()]
+    amd = [c.kwargs for c in gemm._amd_configs()]
+    assert {k["BLOCK_K"] for k in nvidia} == {64, 128} and all("waves_per_eu" not in k for k in nvidia)
+    assert {k["BLOCK_K"] for k in amd} == {64} and all("waves_per_eu" in k for k in amd)
+    edges = [k[e] for k in nvidia + amd for e in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]
+    assert max(edges) <= gemm.TILE_MAX
+
+
+def test_tma_only_on_nvidia_sm90_and_later(monkeypatch):
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert gemm.device_has_tma(cuda)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert not gemm.device_has_tma(cuda)
+    monkeypatch.setattr(torch.version, "hip", "6.4")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 4))  # gfx942 reports 9.4
+    assert not gemm.device_has_tma(cuda) and not gemm.device_has_tma(torch.device("cpu"))
+
+
+def _amd(arch: str, cus: int) -> DeviceInfo:
+    return DeviceInfo("rocm", "AMD Instinct", "AMD", multiprocessors=cus, arch=f"{arch}:sramecc+:xnack-")
+
+
+@pytest.mark.parametrize(("device", "xcds"), [
+    (_amd("gfx942", 304), 8),  # MI300X, MI325X
+    (_amd("gfx942", 228), 6),  # MI300A
+    (_amd("gfx950", 256), 8),  # MI355X, MI350X
+    (_amd("gfx942", 38), 1),  # one XCD of a CPX partition
+    (_amd("gfx942", 80), 1),  # not whole 38-CU dies: unknown, no remap
+    (_amd("gfx90a", 104), 1),  # MI250X GCD: one die
+    (DeviceInfo("cuda", "NVIDIA H100", "NVIDIA", multiprocessors=132, compute_capability="9.0"), 1),
+])
+def test_xcd_count(device, xcds):
+    count, why = backend.xcd_count(device)
+    assert count == xcds and why
+
+
+def test_backend_row_says_which_kernel_ran(cpu_ctx):
+    from xmfu.workloads.matmul.spec import MatmulCase
+
+    case = MatmulCase(67, 45, 33, "bf16")
+    assert backend.available(case, cpu_ctx) == (True, "")
+    prepared = backend.prepare(case, cpu_ctx)
+    prepared.fn()
+    assert case.check(prepared.result(case.check_rows())).ok
+    notes = prepared.notes
+    assert notes["kernel"] == "persistent, pointers" and "compute capability 9.0" in notes["kernel_choice"]
+    assert notes["programs"] == gemm.INTERPRETER_SMS and notes["xcd_remap"].startswith("off")
+    assert notes["autotune_config"] and not notes["int64_offsets"]
+    assert prepared.timing_valid is False and "interpreter" in prepared.timing_note
