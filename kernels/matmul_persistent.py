@@ -70,9 +70,9 @@ def _amd_configs() -> list[triton.Config]:
 
 
 def _interpreter_configs() -> list[triton.Config]:
-    # Small tiles: the interpreter runs each program in numpy, so small odd shapes still span several tiles per
-    # program (the persistent loop) and both K paths (EVEN_K and the masked tail).
-    return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}, num_warps=4, num_stages=1)]
+    # kernels/matmul.py's interpreter tile: the interpreter's time goes by tile steps, and smaller tiles made the
+    # matmul smoke run 12 s longer. With INTERPRETER_SMS programs, shapes past 2 x 1 tiles loop (the persistent path).
+    return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 2}, num_warps=4, num_stages=1)]
 
 
 def autotune_configs() -> list[triton.Config]:
@@ -220,7 +220,7 @@ def _persistent_tma_kernel(
 TILE_MAX = 256
 INT32_MAX = 2**31 - 1
 UPCAST_IN_INTERPRETER = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz)
-INTERPRETER_SMS = 4  # a few programs, each looping over several tiles: the persistent path, exercised on a CPU
+INTERPRETER_SMS = 2  # few programs, each looping over several tiles: the persistent path, exercised on a CPU
 
 
 def needs_int64_offsets(*tensors: torch.Tensor) -> bool:

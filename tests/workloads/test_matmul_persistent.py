@@ -37,22 +37,22 @@ def _check(m: int, n: int, k: int, dtype: str, use_tma: bool, transposed: bool =
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("k", [33, 64])  # the masked K tail, and EVEN_K (BLOCK_K 32 in the interpreter)
+@pytest.mark.parametrize("k", [100, 128])  # a full K step and the masked tail, and EVEN_K (BLOCK_K 64 here)
 def test_pointer_kernel_at_odd_sizes(dtype, k):
-    chosen = _check(67, 45, k, dtype, use_tma=False)
-    assert chosen.kernel == "pointer" and chosen.num_sms == gemm.INTERPRETER_SMS  # 3 x 2 tiles over 4 programs
+    chosen = _check(130, 70, k, dtype, use_tma=False)
+    assert chosen.kernel == "pointer" and chosen.num_sms == gemm.INTERPRETER_SMS  # 3 x 2 tiles over 2 programs
 
 
-# 16-byte aligned rows, M and N off the 32-element tiles; K 48 (the tail past BLOCK_K is the descriptors' zero
-# padding) and 64 (whole K tiles)
-@pytest.mark.parametrize(("dtype", "k"), [("fp32", 48), ("fp16", 64), ("bf16", 48)])
+# 16-byte aligned rows, M and N off the 64-element tiles; K 112 (the tail past BLOCK_K is the descriptors' zero
+# padding) and 128 (whole K tiles)
+@pytest.mark.parametrize(("dtype", "k"), [("fp32", 112), ("fp16", 128), ("bf16", 112)])
 def test_descriptor_kernel_at_odd_sizes(dtype, k):
-    assert _check(67, 40, k, dtype, use_tma=True).kernel == "tma"
+    assert _check(130, 72, k, dtype, use_tma=True).kernel == "tma"
 
 
 @pytest.mark.parametrize("use_tma", [False, True])
 def test_both_kernels_take_column_major_operands(use_tma):
-    assert _check(72, 40, 48, "fp16", use_tma=use_tma, transposed=True).kernel == ("tma" if use_tma else "pointer")
+    assert _check(136, 72, 112, "fp16", use_tma=use_tma, transposed=True).kernel == ("tma" if use_tma else "pointer")
 
 
 def test_unaligned_rows_fall_back_to_the_pointer_kernel_and_say_why():
@@ -61,10 +61,10 @@ def test_unaligned_rows_fall_back_to_the_pointer_kernel_and_say_why():
 
 
 def test_the_xcd_remap_computes_every_tile_when_there_are_fewer_tiles_than_programs():
-    """The remap permutes 0..NUM_SMS-1 only over a grid of exactly NUM_SMS programs: with 4 tiles and 8 programs on
-    4 dies, program 1 becomes 2, 2 becomes 4... and a grid cut to the tile count would leave tiles 1 and 3 NaN."""
-    assert _check(40, 40, 40, "fp32", use_tma=False, num_sms=8, num_xcds=4).num_xcds == 4
-    assert _check(100, 70, 64, "fp32", use_tma=False, num_sms=8, num_xcds=4).num_xcds == 4  # 12 tiles: 2 rounds
+    """The remap permutes 0..NUM_SMS-1 only over a grid of exactly NUM_SMS programs: with 9 tiles and 16 programs
+    on 4 dies, program 1 becomes 4, 3 becomes 12... and a grid cut to the tile count would leave tiles 3, 6, 7 NaN."""
+    assert _check(130, 130, 64, "fp32", use_tma=False, num_sms=16, num_xcds=4).num_xcds == 4
+    assert _check(200, 130, 64, "fp32", use_tma=False, num_sms=8, num_xcds=4).num_xcds == 4  # 12 tiles: 2 rounds
 
 
 def test_no_remap_where_the_dies_do_not_share_the_programs_equally():
