@@ -12,7 +12,7 @@ from xmfu.harness.machine import compat
 if compat.triton_interpreter_too_old():
     pytest.skip(compat.triton_interpreter_too_old(), allow_module_level=True)
 
-from tests.workloads.triton_front_end import lowered
+from tests.workloads.triton_front_end import compiled
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.kernels import matmul_persistent as gemm
 from xmfu.workloads.matmul import triton_persistent as backend
@@ -72,14 +72,30 @@ def test_no_remap_where_the_dies_do_not_share_the_programs_equally():
     assert gemm.plan(a, a, a, num_sms=10, num_xcds=4).num_xcds == 1
 
 
+POINTER_INTS = ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")  # unit strides: constants, as a launch has them
+DIVISIBLE = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]  # by 16: 4096^3
+
+
 def _pointer_case(device: str, even_k: bool) -> dict:
-    ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
     nvidia = device.startswith("sm")
-    return {"device": device, "signature": {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16",
-                                            **{n: "i32" for n in ints}},
-            "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
+    return {"kernel": "_persistent_kernel", "device": device, "divisible": DIVISIBLE if even_k else DIVISIBLE[:-4],
+            "compile": {"num_warps": 8, "num_stages": 3 if nvidia else 2},
+            "signature": {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", **{n: "i32" for n in POINTER_INTS}},
+            "constants": {"BLOCK_M": 128, "BLOCK_N": 128 if nvidia else 256, "BLOCK_K": 64, "GROUP_M": 8,
                           "NUM_SMS": 132 if nvidia else 304, "NUM_XCDS": 1 if nvidia else 8, "FLATTEN": nvidia,
-                          "EVEN_K": even_k, "INPUT_PRECISION": None, "UPCAST": False, "INT64": False}}
+                          "EVEN_K": even_k, "INPUT_PRECISION": None, "UPCAST": False, "INT64": False,
+                          "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}}
+
+
+def _tma_case(colmajor: bool) -> dict:
+    a, b = ("bf16[64, 128]", "bf16[128, 64]") if colmajor else ("bf16[128, 64]", "bf16[64, 128]")
+    return {"kernel": "_persistent_tma_kernel", "device": "sm90", "divisible": ["M", "N", "K"],
+            "compile": {"num_warps": 8, "num_stages": 3},
+            "signature": {"a_desc": f"tensordesc<{a}>", "b_desc": f"tensordesc<{b}>",
+                          "c_desc": "tensordesc<bf16[128, 128]>", "M": "i32", "N": "i32", "K": "i32"},
+            "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_SMS": 132,
+                          "FLATTEN": True, "A_COLMAJOR": colmajor, "B_COLMAJOR": colmajor, "INPUT_PRECISION": None,
+                          "UPCAST": False, "DTYPES": "torch.bfloat16->torch.bfloat16"}}
 
 
 def _masked_loads(ttir: str) -> int:
@@ -87,21 +103,22 @@ def _masked_loads(ttir: str) -> int:
     return sum(1 for line in ttir.splitlines() if "tt.load " in line and "," in line.split("tt.load ")[1].split(":")[0])
 
 
-@pytest.mark.slow(seconds=12)  # two compiler processes
-def test_even_k_loads_unmasked_and_both_targets_compile():
-    """Triton 3.9's front end for sm90 (flattened tile loop) and gfx942 (8-XCD remap): EVEN_K has no masked load;
-    otherwise only the peeled K tail masks A and B (2 loads). The descriptor kernel lowers for sm90 with TMA types."""
-    cases = [_pointer_case(device, even) for device in ("sm90", "gfx942") for even in (True, False)]
-    tma = {"device": "sm90", "signature": {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": "tensordesc<bf16[64, 128]>",
-                                           "c_desc": "tensordesc<bf16[128, 128]>", "M": "i32", "N": "i32", "K": "i32"},
-           "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_SMS": 132, "FLATTEN": True,
-                         "A_COLMAJOR": False, "B_COLMAJOR": False, "INPUT_PRECISION": None, "UPCAST": False,
-                         "DTYPES": "torch.bfloat16->torch.bfloat16"}}
-    pointer = lowered("xmfu.kernels.matmul_persistent", "_persistent_kernel", cases)
-    assert [p["error"] for p in pointer] == [None] * 4
-    assert [_masked_loads(p["ttir"]) for p in pointer] == [0, 2, 0, 2]
-    (desc,) = lowered("xmfu.kernels.matmul_persistent", "_persistent_tma_kernel", [tma])
-    assert desc["error"] is None and "!tt.tensordesc<128x64xbf16>" in desc["ttir"]
+@pytest.mark.slow(seconds=30)  # Triton's whole compiler, six kernels, one process
+def test_both_kernels_compile_for_hopper_and_mi300_as_the_structure_says():
+    """Triton 3.9's compiler to a cubin (sm90) and an hsaco (gfx942), on this CPU. EVEN_K: no masked load; otherwise
+    only the peeled K tail masks A and B. The pointer kernel's K loop is pipelined (cp.async copies into shared
+    memory) under the flattened tile loop; the descriptor kernel loads by TMA and multiplies by wgmma, both layouts;
+    gfx942 (8-XCD remap, 256x128 tiles) multiplies by MFMA."""
+    cases = [_pointer_case(d, even) for d in ("sm90", "gfx942") for even in (True, False)]
+    cases += [_tma_case(colmajor) for colmajor in (False, True)]
+    results = compiled("xmfu.kernels.matmul_persistent", cases)
+    assert [r["error"] for r in results] == [None] * 6
+    assert [r["binary"] for r in results] == ["cubin", "cubin", "hsaco", "hsaco", "cubin", "cubin"]
+    assert [_masked_loads(r["ttir"]) for r in results[:4]] == [0, 2, 0, 2]
+    assert "async_copy_global_to_local" in results[0]["ttgir"]  # the sm90 EVEN_K case: pipelined
+    assert all("async_tma_copy_global_to_local" in r["ttgir"] and "warp_group_dot" in r["ttgir"]
+               for r in results[4:])
+    assert all("#ttg.amd_mfma" in r["ttgir"] for r in results[2:4])  # the dot in an MFMA layout
 
 
 def test_configs_follow_tutorial_09_and_amds_guidance():
