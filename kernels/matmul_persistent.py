@@ -120,25 +120,40 @@ def _first_tile(NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr):
     return pid
 
 
+# fp8 on NVIDIA Hopper: how many K products the tensor cores' reduced-precision fp8 accumulator may sum before they
+# join the fp32 accumulator. Not 0, as kernels/matmul.py passes: Triton 3.9 will not use wgmma for an fp8 dot into
+# fp32 with max_num_imprecise_acc < 32 (supportMMA, lib/Analysis/Utility.cpp: "We cannot use MMA_V3 if we need to
+# accumulate in F32 within the MMA op") and falls back to mma.sync on operands widened to fp16 (checked here by
+# compiling for sm90). 128 is CUTLASS's default promotion for its sm90 fp8 GEMM without fast accumulation
+# (mma_promotion_interval = 4 wgmma instructions of K 32, collective/sm90_mma_tma_gmma_ss_warpspecialized_fp8.hpp),
+# the mode torch._scaled_mm uses by default (use_fast_accum=False); Triton requires it <= BLOCK_K (semantic.dot), so
+# BLOCK_K 64 configs promote every 64. Elsewhere 0 (AMD's MFMA accumulates fp8 products in fp32).
+FP8_PROMOTION = 128
+
+
+def _imprecise(args: dict) -> int:
+    return min(FP8_PROMOTION, args["BLOCK_K"]) if args["FP8_WGMMA"] else 0
+
+
 @triton.jit
-def _dot(a, b, acc, INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+def _dot(a, b, acc, INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, IMPRECISE: tl.constexpr):
     if UPCAST:
         # Triton's interpreter mis-computes tl.dot on bf16 operands; bf16 (and fp8) products are exact in fp32
         a = a.to(tl.float32)
         b = b.to(tl.float32)
-    # max_num_imprecise_acc=0: fp8 products join the fp32 accumulator after every MMA, as kernels/matmul.py explains
-    return tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=0)
+    return tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=IMPRECISE)
 
 
 @triton.autotune(configs=autotune_configs(), key=KEY)
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0, "IMPRECISE": _imprecise})
 @triton.jit
 def _persistent_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, NUM_XCDS: tl.constexpr, FLATTEN: tl.constexpr, EVEN_K: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, FP8_WGMMA: tl.constexpr,
+    IMPRECISE: tl.constexpr,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -165,14 +180,14 @@ def _persistent_kernel(
         b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for _ in range(k_full):
-            acc = _dot(tl.load(a_ptrs), tl.load(b_ptrs), acc, INPUT_PRECISION, UPCAST)
+            acc = _dot(tl.load(a_ptrs), tl.load(b_ptrs), acc, INPUT_PRECISION, UPCAST, IMPRECISE)
             a_ptrs += step_a
             b_ptrs += step_b
         if not EVEN_K:  # the K tail: the one masked step
             k_left = K - k_full * BLOCK_K
             a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST)
+            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
 
         tile_id_c += NUM_SMS
         pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
@@ -186,12 +201,14 @@ def _persistent_kernel(
 
 
 @triton.autotune(configs=_with_descriptor_shapes(autotune_configs()), key=TMA_KEY)
+@triton.heuristics({"IMPRECISE": _imprecise})
 @triton.jit
 def _persistent_tma_kernel(
     a_desc, b_desc, c_desc, M, N, K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr, A_COLMAJOR: tl.constexpr, B_COLMAJOR: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, DTYPES: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, DTYPES: tl.constexpr, FP8_WGMMA: tl.constexpr,
+    IMPRECISE: tl.constexpr,
 ):
     # A_COLMAJOR: A is the transpose of a row-major (K, M) array, described as that array and loaded as (BLOCK_K,
     # BLOCK_M) tiles, then transposed in registers (tutorial 09 does this for B, stored (N, K): `tl.dot(a, b.T)`).
@@ -210,7 +227,7 @@ def _persistent_tma_kernel(
             offs_k = ki * BLOCK_K
             a = a_desc.load([offs_k, offs_am]).T if A_COLMAJOR else a_desc.load([offs_am, offs_k])
             b = b_desc.load([offs_bn, offs_k]).T if B_COLMAJOR else b_desc.load([offs_k, offs_bn])
-            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST)
+            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
         tile_id_c += NUM_SMS
         pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
@@ -294,10 +311,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
         raise ValueError(f"shape mismatch: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)}")
     p = chosen or plan(a, b, out)
     upcast = interpreting() and a.dtype in UPCAST_IN_INTERPRETER
+    fp8_wgmma = fp8_promotes(a)
     # flatten the tile loop into the K loop on NVIDIA, as tutorial 09; ROCm's kernel does not
     flatten = not interpreting() and not getattr(torch.version, "hip", None)
     if p.kernel == "tma":
-        _launch_tma(a, b, out, p, input_precision, upcast, flatten)
+        _launch_tma(a, b, out, p, input_precision, upcast, flatten, fp8_wgmma)
         return out
 
     def grid(meta: dict) -> tuple[int]:
@@ -308,13 +326,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
     _persistent_kernel[grid](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         NUM_SMS=p.num_sms, NUM_XCDS=p.num_xcds, FLATTEN=flatten, INPUT_PRECISION=input_precision, UPCAST=upcast,
-        INT64=p.int64,
+        INT64=p.int64, FP8_WGMMA=fp8_wgmma,
     )
     return out
 
 
 def _launch_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, p: Plan, input_precision: str | None,
-                upcast: bool, flatten: bool) -> None:
+                upcast: bool, flatten: bool, fp8_wgmma: bool) -> None:
     M, K = a.shape
     N = b.shape[1]
     a_col, b_col = bool(_colmajor(a)), bool(_colmajor(b))
@@ -328,8 +346,18 @@ def _launch_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, p: Plan, in
 
     _persistent_tma_kernel[grid](
         a_desc, b_desc, c_desc, M, N, K, NUM_SMS=p.num_sms, FLATTEN=flatten, A_COLMAJOR=a_col, B_COLMAJOR=b_col,
-        INPUT_PRECISION=input_precision, UPCAST=upcast, DTYPES=f"{a.dtype}->{out.dtype}",
+        INPUT_PRECISION=input_precision, UPCAST=upcast, DTYPES=f"{a.dtype}->{out.dtype}", FP8_WGMMA=fp8_wgmma,
     )
+
+
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)  # NVIDIA's fp8 types (the fnuz ones are AMD's)
+
+
+def fp8_promotes(a: torch.Tensor) -> bool:
+    """Whether fp8 products sum in the tensor cores' own accumulator between promotions (FP8_PROMOTION): fp8 on an
+    NVIDIA GPU. Not in the interpreter (which computes every product in fp32) nor on AMD."""
+    return (a.dtype in FP8 and a.device.type == "cuda" and not getattr(torch.version, "hip", None)
+            and not interpreting())
 
 
 def best_config(kernel: str = "pointer") -> str | None:

@@ -84,18 +84,19 @@ def _pointer_case(device: str, even_k: bool) -> dict:
             "constants": {"BLOCK_M": 128, "BLOCK_N": 128 if nvidia else 256, "BLOCK_K": 64, "GROUP_M": 8,
                           "NUM_SMS": 132 if nvidia else 304, "NUM_XCDS": 1 if nvidia else 8, "FLATTEN": nvidia,
                           "EVEN_K": even_k, "INPUT_PRECISION": None, "UPCAST": False, "INT64": False,
-                          "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}}
+                          "FP8_WGMMA": False, "IMPRECISE": 0, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}}
 
 
-def _tma_case(colmajor: bool) -> dict:
-    a, b = ("bf16[64, 128]", "bf16[128, 64]") if colmajor else ("bf16[128, 64]", "bf16[64, 128]")
+def _tma_case(colmajor: bool, dtype: str = "bf16") -> dict:
+    a, b = (f"{dtype}[64, 128]", f"{dtype}[128, 64]") if colmajor else (f"{dtype}[128, 64]", f"{dtype}[64, 128]")
+    fp8 = dtype.startswith("fp8")
     return {"kernel": "_persistent_tma_kernel", "device": "sm90", "divisible": ["M", "N", "K"],
             "compile": {"num_warps": 8, "num_stages": 3},
             "signature": {"a_desc": f"tensordesc<{a}>", "b_desc": f"tensordesc<{b}>",
                           "c_desc": "tensordesc<bf16[128, 128]>", "M": "i32", "N": "i32", "K": "i32"},
             "constants": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "NUM_SMS": 132,
                           "FLATTEN": True, "A_COLMAJOR": colmajor, "B_COLMAJOR": colmajor, "INPUT_PRECISION": None,
-                          "UPCAST": False, "DTYPES": "torch.bfloat16->torch.bfloat16"}}
+                          "UPCAST": False, "DTYPES": f"{dtype}->bf16", "FP8_WGMMA": fp8, "IMPRECISE": 64 if fp8 else 0}}
 
 
 def _masked_loads(ttir: str) -> int:
@@ -103,21 +104,23 @@ def _masked_loads(ttir: str) -> int:
     return sum(1 for line in ttir.splitlines() if "tt.load " in line and "," in line.split("tt.load ")[1].split(":")[0])
 
 
-@pytest.mark.slow(seconds=30)  # Triton's whole compiler, six kernels, one process
+@pytest.mark.slow(seconds=30)  # Triton's whole compiler, seven kernels, one process
 def test_both_kernels_compile_for_hopper_and_mi300_as_the_structure_says():
     """Triton 3.9's compiler to a cubin (sm90) and an hsaco (gfx942), on this CPU. EVEN_K: no masked load; otherwise
     only the peeled K tail masks A and B. The pointer kernel's K loop is pipelined (cp.async copies into shared
-    memory) under the flattened tile loop; the descriptor kernel loads by TMA and multiplies by wgmma, both layouts;
+    memory) under the flattened tile loop; the descriptor kernel loads by TMA and multiplies by wgmma, both layouts
+    and fp8 too (promoted every 64 products: with max_num_imprecise_acc=0 Triton would fall back to mma.sync);
     gfx942 (8-XCD remap, 256x128 tiles) multiplies by MFMA."""
     cases = [_pointer_case(d, even) for d in ("sm90", "gfx942") for even in (True, False)]
-    cases += [_tma_case(colmajor) for colmajor in (False, True)]
+    cases += [_tma_case(False), _tma_case(True), _tma_case(False, "fp8e4nv")]
     results = compiled("xmfu.kernels.matmul_persistent", cases)
-    assert [r["error"] for r in results] == [None] * 6
-    assert [r["binary"] for r in results] == ["cubin", "cubin", "hsaco", "hsaco", "cubin", "cubin"]
+    assert [r["error"] for r in results] == [None] * 7
+    assert [r["binary"] for r in results] == ["cubin", "cubin", "hsaco", "hsaco", "cubin", "cubin", "cubin"]
     assert [_masked_loads(r["ttir"]) for r in results[:4]] == [0, 2, 0, 2]
     assert "async_copy_global_to_local" in results[0]["ttgir"]  # the sm90 EVEN_K case: pipelined
     assert all("async_tma_copy_global_to_local" in r["ttgir"] and "warp_group_dot" in r["ttgir"]
                for r in results[4:])
+    assert "maxNumImpreciseAcc = 64" in results[6]["ttir"]
     assert all("#ttg.amd_mfma" in r["ttgir"] for r in results[2:4])  # the dot in an MFMA layout
 
 

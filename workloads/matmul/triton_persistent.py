@@ -75,8 +75,11 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
              "kernel_choice": plan.why, "programs": plan.num_sms,
              "xcd_remap": (f"{plan.num_xcds} XCDs ({xcd_why})" if plan.num_xcds > 1 else f"off ({xcd_why})"),
              "int64_offsets": plan.int64}
-    if case.dtype == "fp8":
-        notes.update(fp8_format=case.fp8_format, fp8_accumulation="fp32 after every MMA (max_num_imprecise_acc=0)")
+    if case.dtype == "fp8":  # kernels/matmul_persistent.py FP8_PROMOTION: why not after every MMA on Hopper
+        promoted = ("fp32 every min(128, BLOCK_K) products of K (max_num_imprecise_acc; CUTLASS's promotion without "
+                    "fast accumulation), wgmma between" if kernel.fp8_promotes(a) else
+                    "fp32 after every MMA (max_num_imprecise_acc=0)")
+        notes.update(fp8_format=case.fp8_format, fp8_accumulation=promoted)
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()
