@@ -6,7 +6,7 @@ Structure (Triton's tutorial 09, python/tutorials/09-persistent-matmul.py, trito
 - persistent: the grid is one program per SM/CU (NUM_SMS); each loops over output tiles tile_id = pid, pid + NUM_SMS,
   ... in tutorial 03's grouped order (GROUP_M rows of tiles at a time, so consecutive tiles share B from L2), and the
   tile loop is flattened into the K loop on NVIDIA (`tl.range(..., flatten=True)`) so loads of the next tile overlap
-  the epilogue of this one;
+  the epilogue of this one (where the installed Triton has `flatten`: RANGE_FLATTENS);
 - tensor descriptors (TMA) on NVIDIA Hopper and later: loads and stores of whole tiles by the copy engine, with
   out-of-bounds elements zero-filled on load and dropped on store, so neither the K tail nor the edges are masked
   in software. The installed Triton (3.9) has both host-side descriptors (triton.tools.tensor_descriptor.
@@ -32,6 +32,7 @@ Offsets: as kernels/matmul.py, int32 unless an operand's element offset can reac
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 
@@ -43,6 +44,11 @@ try:  # host-side tensor descriptors: Triton 3.4 and later
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover - older Triton: the plain-pointer kernel only
     TensorDescriptor = None
+
+
+# tl.range's `flatten` hint, which tutorial 09 passes, is newer than xmfu's Triton floor (3.2): without it the tile
+# loop is a plain loop.
+RANGE_FLATTENS = "flatten" in inspect.signature(tl.range.__init__).parameters
 
 
 def interpreting() -> bool:
@@ -144,6 +150,50 @@ def _dot(a, b, acc, INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, IMPRECI
     return tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=IMPRECISE)
 
 
+@triton.jit
+def _pointer_tile(
+    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    tile_id, tile_id_c, num_pid_m, num_pid_n,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, IMPRECISE: tl.constexpr,
+):
+    """One output tile: tile_id's A rows and B columns, stored at tile_id_c's (the same tile, counted apart)."""
+    pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M  # (BLOCK_M,) wrapped: rows past M are never stored
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # (BLOCK_N,)
+    offs_k = tl.arange(0, BLOCK_K)
+    step_a = BLOCK_K * stride_ak
+    step_b = BLOCK_K * stride_bk
+    if INT64:  # as kernels/matmul.py: an element offset past 2**31 would wrap in int32
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
+        offs_k = offs_k.to(tl.int64)
+        step_a = BLOCK_K * tl.cast(stride_ak, tl.int64)
+        step_b = BLOCK_K * tl.cast(stride_bk, tl.int64)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_full = K // BLOCK_K  # K steps that need no mask; EVEN_K: all of them
+    for _ in range(k_full):
+        acc = _dot(tl.load(a_ptrs), tl.load(b_ptrs), acc, INPUT_PRECISION, UPCAST, IMPRECISE)
+        a_ptrs += step_a
+        b_ptrs += step_b
+    if not EVEN_K:  # the K tail: the one masked step
+        k_left = K - k_full * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
+
+    pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_cm = offs_cm.to(tl.int64)
+        offs_cn = offs_cn.to(tl.int64)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
 @triton.autotune(configs=autotune_configs(), key=KEY)
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0, "IMPRECISE": _imprecise})
 @triton.jit
@@ -158,46 +208,42 @@ def _persistent_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    k_full = K // BLOCK_K  # K steps that need no mask; EVEN_K: all of them
     start = _first_tile(NUM_SMS, NUM_XCDS)
     # Tutorial 09 counts the epilogue's tile separately (tile_id_c): with flatten=True, a value used in both the
     # loop's prologue and epilogue trips a Blackwell pipelining bug.
     tile_id_c = start - NUM_SMS
-    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN):
-        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M  # (BLOCK_M,) wrapped: rows past M are never stored
-        offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # (BLOCK_N,)
-        offs_k = tl.arange(0, BLOCK_K)
-        step_a = BLOCK_K * stride_ak
-        step_b = BLOCK_K * stride_bk
-        if INT64:  # as kernels/matmul.py: an element offset past 2**31 would wrap in int32
-            offs_am = offs_am.to(tl.int64)
-            offs_bn = offs_bn.to(tl.int64)
-            offs_k = offs_k.to(tl.int64)
-            step_a = BLOCK_K * tl.cast(stride_ak, tl.int64)
-            step_b = BLOCK_K * tl.cast(stride_bk, tl.int64)
-        a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
-        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for _ in range(k_full):
-            acc = _dot(tl.load(a_ptrs), tl.load(b_ptrs), acc, INPUT_PRECISION, UPCAST, IMPRECISE)
-            a_ptrs += step_a
-            b_ptrs += step_b
-        if not EVEN_K:  # the K tail: the one masked step
-            k_left = K - k_full * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
+    if FLATTEN:  # a constexpr branch: a Triton without tl.range's `flatten` (RANGE_FLATTENS) never reads it
+        for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=True):
+            tile_id_c += NUM_SMS
+            _pointer_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                          stride_cn, tile_id, tile_id_c, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                          EVEN_K, INPUT_PRECISION, UPCAST, INT64, IMPRECISE)
+    else:
+        for tile_id in range(start, num_tiles, NUM_SMS):
+            tile_id_c += NUM_SMS
+            _pointer_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                          stride_cn, tile_id, tile_id_c, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                          EVEN_K, INPUT_PRECISION, UPCAST, INT64, IMPRECISE)
 
-        tile_id_c += NUM_SMS
-        pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        if INT64:
-            offs_cm = offs_cm.to(tl.int64)
-            offs_cn = offs_cn.to(tl.int64)
-        c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+@triton.jit
+def _tma_tile(a_desc, b_desc, c_desc, K, tile_id, tile_id_c, num_pid_m, num_pid_n,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+              A_COLMAJOR: tl.constexpr, B_COLMAJOR: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+              UPCAST: tl.constexpr, IMPRECISE: tl.constexpr):
+    # A_COLMAJOR: A is the transpose of a row-major (K, M) array, described as that array and loaded as (BLOCK_K,
+    # BLOCK_M) tiles, then transposed in registers (tutorial 09 does this for B, stored (N, K): `tl.dot(a, b.T)`).
+    pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+    offs_am = pid_m * BLOCK_M
+    offs_bn = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(tl.cdiv(K, BLOCK_K)):  # the tail step reads zeros past K (the descriptors' padding): no mask
+        offs_k = ki * BLOCK_K
+        a = a_desc.load([offs_k, offs_am]).T if A_COLMAJOR else a_desc.load([offs_am, offs_k])
+        b = b_desc.load([offs_bn, offs_k]).T if B_COLMAJOR else b_desc.load([offs_k, offs_bn])
+        acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
+    pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # rows and columns past M, N dropped
 
 
 @triton.autotune(configs=_with_descriptor_shapes(autotune_configs()), key=TMA_KEY)
@@ -210,27 +256,21 @@ def _persistent_tma_kernel(
     INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, DTYPES: tl.constexpr, FP8_WGMMA: tl.constexpr,
     IMPRECISE: tl.constexpr,
 ):
-    # A_COLMAJOR: A is the transpose of a row-major (K, M) array, described as that array and loaded as (BLOCK_K,
-    # BLOCK_M) tiles, then transposed in registers (tutorial 09 does this for B, stored (N, K): `tl.dot(a, b.T)`).
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
-    k_tiles = tl.cdiv(K, BLOCK_K)  # the tail step reads zeros past K (the descriptors' padding): no mask
     start = tl.program_id(axis=0)
     tile_id_c = start - NUM_SMS
-    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN):
-        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        offs_am = pid_m * BLOCK_M
-        offs_bn = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            offs_k = ki * BLOCK_K
-            a = a_desc.load([offs_k, offs_am]).T if A_COLMAJOR else a_desc.load([offs_am, offs_k])
-            b = b_desc.load([offs_bn, offs_k]).T if B_COLMAJOR else b_desc.load([offs_k, offs_bn])
-            acc = _dot(a, b, acc, INPUT_PRECISION, UPCAST, IMPRECISE)
-        tile_id_c += NUM_SMS
-        pid_m, pid_n = _tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+    if FLATTEN:
+        for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=True):
+            tile_id_c += NUM_SMS
+            _tma_tile(a_desc, b_desc, c_desc, K, tile_id, tile_id_c, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K,
+                      GROUP_M, A_COLMAJOR, B_COLMAJOR, INPUT_PRECISION, UPCAST, IMPRECISE)
+    else:
+        for tile_id in range(start, num_tiles, NUM_SMS):
+            tile_id_c += NUM_SMS
+            _tma_tile(a_desc, b_desc, c_desc, K, tile_id, tile_id_c, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, BLOCK_K,
+                      GROUP_M, A_COLMAJOR, B_COLMAJOR, INPUT_PRECISION, UPCAST, IMPRECISE)
 
 
 # The largest tile edge any config above uses (see kernels/matmul.py's TILE_MAX).
@@ -313,7 +353,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
     upcast = interpreting() and a.dtype in UPCAST_IN_INTERPRETER
     fp8_wgmma = fp8_promotes(a)
     # flatten the tile loop into the K loop on NVIDIA, as tutorial 09; ROCm's kernel does not
-    flatten = not interpreting() and not getattr(torch.version, "hip", None)
+    flatten = RANGE_FLATTENS and not interpreting() and not getattr(torch.version, "hip", None)
     if p.kernel == "tma":
         _launch_tma(a, b, out, p, input_precision, upcast, flatten, fp8_wgmma)
         return out
