@@ -294,6 +294,7 @@ class Plan:
     num_sms: int
     num_xcds: int  # 1: no XCD remap
     int64: bool
+    flatten: bool  # the tile loop flattened into the K loop (tutorial 09, NVIDIA, where tl.range has `flatten`)
 
 
 def _colmajor(t: torch.Tensor) -> bool | None:
@@ -335,10 +336,12 @@ def plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, num_sms: int | Non
                    else torch.cuda.get_device_properties(a.device).multi_processor_count)
     if num_xcds > 1 and num_sms % num_xcds:
         num_xcds = 1  # the remap is a permutation only when the dies hold equal shares of the programs
+    # as tutorial 09 on NVIDIA; ROCm's persistent kernel does not flatten
+    flatten = RANGE_FLATTENS and not interpreting() and not getattr(torch.version, "hip", None)
     why = tma_refusal(a, b, out, device_has_tma(a.device) if use_tma is None else use_tma)
     if why is None:
-        return Plan("tma", "tensor descriptors (TMA)", num_sms, 1, False)
-    return Plan("pointer", why, num_sms, num_xcds, needs_int64_offsets(a, b, out))
+        return Plan("tma", "tensor descriptors (TMA)", num_sms, 1, False, flatten)
+    return Plan("pointer", why, num_sms, num_xcds, needs_int64_offsets(a, b, out), flatten)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str | None = None,
@@ -352,10 +355,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
     p = chosen or plan(a, b, out)
     upcast = interpreting() and a.dtype in UPCAST_IN_INTERPRETER
     fp8_wgmma = fp8_promotes(a)
-    # flatten the tile loop into the K loop on NVIDIA, as tutorial 09; ROCm's kernel does not
-    flatten = RANGE_FLATTENS and not interpreting() and not getattr(torch.version, "hip", None)
     if p.kernel == "tma":
-        _launch_tma(a, b, out, p, input_precision, upcast, flatten, fp8_wgmma)
+        _launch_tma(a, b, out, p, input_precision, upcast, fp8_wgmma)
         return out
 
     def grid(meta: dict) -> tuple[int]:
@@ -365,14 +366,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
 
     _persistent_kernel[grid](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        NUM_SMS=p.num_sms, NUM_XCDS=p.num_xcds, FLATTEN=flatten, INPUT_PRECISION=input_precision, UPCAST=upcast,
+        NUM_SMS=p.num_sms, NUM_XCDS=p.num_xcds, FLATTEN=p.flatten, INPUT_PRECISION=input_precision, UPCAST=upcast,
         INT64=p.int64, FP8_WGMMA=fp8_wgmma,
     )
     return out
 
 
 def _launch_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, p: Plan, input_precision: str | None,
-                upcast: bool, flatten: bool, fp8_wgmma: bool) -> None:
+                upcast: bool, fp8_wgmma: bool) -> None:
     M, K = a.shape
     N = b.shape[1]
     a_col, b_col = bool(_colmajor(a)), bool(_colmajor(b))
@@ -385,7 +386,7 @@ def _launch_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, p: Plan, in
         return (min(p.num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
     _persistent_tma_kernel[grid](
-        a_desc, b_desc, c_desc, M, N, K, NUM_SMS=p.num_sms, FLATTEN=flatten, A_COLMAJOR=a_col, B_COLMAJOR=b_col,
+        a_desc, b_desc, c_desc, M, N, K, NUM_SMS=p.num_sms, FLATTEN=p.flatten, A_COLMAJOR=a_col, B_COLMAJOR=b_col,
         INPUT_PRECISION=input_precision, UPCAST=upcast, DTYPES=f"{a.dtype}->{out.dtype}", FP8_WGMMA=fp8_wgmma,
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
 
 from xmfu.harness.machine import compat
 
@@ -174,5 +175,17 @@ def test_backend_row_says_which_kernel_ran(cpu_ctx):
     notes = prepared.notes
     assert notes["kernel"] == "persistent, pointers" and "compute capability 9.0" in notes["kernel_choice"]
     assert notes["programs"] == gemm.INTERPRETER_SMS and notes["xcd_remap"].startswith("off")
-    assert notes["autotune_config"] and not notes["int64_offsets"]
+    assert notes["autotune_config"] and not notes["int64_offsets"] and notes["tile_loop"] == "a plain loop"
+    assert notes["triton"] == triton.__version__
     assert prepared.timing_valid is False and "interpreter" in prepared.timing_note
+
+
+def test_the_tile_loop_is_flattened_on_nvidia_only(monkeypatch):
+    """Tutorial 09 flattens on NVIDIA; ROCm's persistent_gemm does not; Triton's interpreter has no such pass."""
+    a = torch.empty(8, 8)
+    assert not gemm.plan(a, a, a, num_sms=4).flatten  # the interpreter
+    monkeypatch.setattr(gemm, "interpreting", lambda: False)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert gemm.plan(a, a, a, num_sms=4).flatten is gemm.RANGE_FLATTENS
+    monkeypatch.setattr(torch.version, "hip", "6.4")
+    assert not gemm.plan(a, a, a, num_sms=4).flatten

@@ -69,12 +69,15 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
         plans.append(plan)
         calls.append(lambda a=a, b=b, plan=plan: kernel.matmul(a, b, out, precision, plan))
     plan = plans[0]  # every copy has the same shape, layout and alignment (fresh allocations)
-    notes = {"library": "xmfu.kernels.matmul_persistent (Triton)", "input_precision": precision or "default",
+    import triton
+
+    notes = {"library": "xmfu.kernels.matmul_persistent (Triton)", "triton": triton.__version__,
+             "input_precision": precision or "default",
              "interpreter": on_cpu, "input_copies": len(calls),
              "kernel": ("persistent, tensor descriptors (TMA)" if plan.kernel == "tma" else "persistent, pointers"),
              "kernel_choice": plan.why, "programs": plan.num_sms,
              "xcd_remap": (f"{plan.num_xcds} XCDs ({xcd_why})" if plan.num_xcds > 1 else f"off ({xcd_why})"),
-             "int64_offsets": plan.int64}
+             "tile_loop": "flattened into the K loop" if plan.flatten else "a plain loop", "int64_offsets": plan.int64}
     if case.dtype == "fp8":  # kernels/matmul_persistent.py FP8_PROMOTION: why not after every MMA on Hopper
         promoted = ("fp32 every min(128, BLOCK_K) products of K (max_num_imprecise_acc; CUTLASS's promotion without "
                     "fast accumulation), wgmma between" if kernel.fp8_promotes(a) else
