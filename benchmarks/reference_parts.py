@@ -50,6 +50,7 @@ COLLECTIVE_SAMPLE_S = 2e-3  # assumed: a collectives sample's barrier and data c
 DEFAULT_PREPARE_S = 0.5  # inputs to the device, a library kernel chosen
 PREPARE_S = {
     ("matmul", "triton"): 10.0,  # 10 autotune configs (kernels/matmul.py), compiled and timed for each shape
+    ("matmul", "triton_persistent"): 16.0,  # 16 configs on NVIDIA (kernels/matmul_persistent.py, tutorial 09's)
     ("matmul", "jax"): 2.0,
     ("matmul", "torch_compile"): 30.0,  # Inductor max-autotune: ATen, Triton templates (and CUTLASS/CK) per shape
     ("attention", "triton"): 3.0,  # 4-5 configs (kernels/flash_attention.py) timed per shape, compiled per mask
@@ -120,9 +121,11 @@ PARTS = (
                   "torch at 8192^3 against it"),
     _mamf("fp8", "maximum achievable fp8 matmul, the same sweep (torch._scaled_mm; sm89+ and gfx942+ only), then "
                  "torch, Triton and JAX fp8 at 8192^3 against it", "torch,triton,jax"),
-    Part("matmul", "torch vs Triton vs JAX (XLA, Pallas) vs torch.compile max-autotune vs Helion bf16 matmul at "
-         "4096^3 and 8192^3 (against mamf-bf16's achievable peak when its bundle is there)",
-         ("workload=matmul", "dtype=bf16", "backends=[torch,triton,jax,jax_pallas,torch_compile,helion]",
+    Part("matmul", "torch vs Triton (tutorial-03 and persistent kernels) vs JAX (XLA, Pallas) vs torch.compile "
+         "max-autotune vs Helion bf16 matmul at 4096^3 and 8192^3 (against mamf-bf16's achievable peak when its "
+         "bundle is there)",
+         ("workload=matmul", "dtype=bf16",
+          "backends=[torch,triton,triton_persistent,jax,jax_pallas,torch_compile,helion]",
           "workload.sizes=[4096,8192]"),
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
     *(_attention(mode, head_dim, causal) for mode in ("fwd", "fwd_bwd") for head_dim in (64, 128)

@@ -61,11 +61,11 @@ def test_estimate_terms_by_hand():
     assert parts.call_s(case) == pytest.approx(1.3839e-3, rel=1e-3)
     timing = type("T", (), {"warmup_min_iters": 3, "min_samples": 10, "round_samples": 5, "max_time_s": 10.0})()
     assert parts.timing_s(case, timing, backends=3) == pytest.approx(10 + 15 * 1.3839e-3, rel=1e-4)
-    # the matmul part: two sizes, six backends (torch, triton, jax, jax_pallas, torch_compile, helion); its host
-    # term draws 2 n^2 inputs per case at 5e7 values/s and checks 64 rows per backend at 1e11 FLOP/s
+    # the matmul part: two sizes, seven backends (torch, both Triton kernels, jax, jax_pallas, torch_compile,
+    # helion); its host term draws 2 n^2 inputs per case at 5e7 values/s and checks 64 rows per backend at 1e11 FLOP/s
     host = parts.estimate("matmul").terms["host"]
     values = 2 * (4096**2 + 8192**2)
-    check = 6 * 2 * 64 * (4096**2 + 8192**2)
+    check = 7 * 2 * 64 * (4096**2 + 8192**2)
     assert host == pytest.approx(values / 5e7 + check / 1e11)
 
 

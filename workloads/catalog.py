@@ -58,6 +58,7 @@ def build_registry() -> Registry:
     registry.add(WorkloadDef("matmul", matmul_spec.expand, {
         "torch": _impl("torch", "xmfu.workloads.matmul.torch", TORCH),
         "triton": _impl("triton", "xmfu.workloads.matmul.triton", TORCH),
+        "triton_persistent": _impl("triton_persistent", "xmfu.workloads.matmul.triton_persistent", TORCH),
         "jax": _impl("jax", "xmfu.workloads.matmul.jax", JAX),
         "jax_pallas": _impl("jax_pallas", "xmfu.workloads.matmul.jax_pallas", JAX, PALLAS_ON_CPU),
         "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH, INDUCTOR_ON_CPU),

@@ -7,9 +7,11 @@ import pytest
 from xmfu.workloads.matmul import jax as jax_backend
 from xmfu.workloads.matmul import torch as torch_backend
 from xmfu.workloads.matmul import triton as triton_backend
+from xmfu.workloads.matmul import triton_persistent
 from xmfu.workloads.matmul.spec import MatmulCase
 
-BACKENDS = {"torch": torch_backend, "jax": jax_backend, "triton": triton_backend}
+BACKENDS = {"torch": torch_backend, "jax": jax_backend, "triton": triton_backend,
+            "triton_persistent": triton_persistent}
 
 
 def _run(module, case, ctx):
@@ -28,7 +30,7 @@ def test_backend_matches_reference(backend, dtype, cpu_ctx):
     assert check.ok, check
 
 
-@pytest.mark.parametrize("backend", ["torch", "jax", "triton"])
+@pytest.mark.parametrize("backend", ["torch", "jax", "triton", "triton_persistent"])
 def test_transposed_operands(backend, cpu_ctx):
     check, _ = _run(BACKENDS[backend], MatmulCase(40, 70, 50, "bf16", transpose_a=True, transpose_b=True), cpu_ctx)
     assert check.ok, check
@@ -48,7 +50,7 @@ def test_fp32_precision_is_pinned_and_recorded(cpu_ctx):
     assert "HIGHEST" in prepared.notes["precision"] and prepared.notes["compile_s"] > 0
 
 
-@pytest.mark.parametrize("backend", ["torch", "jax", "triton"])
+@pytest.mark.parametrize("backend", ["torch", "jax", "triton", "triton_persistent"])
 @pytest.mark.parametrize("dtype", ["tf32", "fp8"])
 def test_unsupported_dtypes_on_cpu_are_skipped_with_a_reason(backend, dtype, cpu_ctx):
     ok, why = BACKENDS[backend].available(MatmulCase(16, 16, 16, dtype), cpu_ctx)

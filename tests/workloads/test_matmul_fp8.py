@@ -71,15 +71,16 @@ def test_fp8_shapes_scaled_mm_cannot_take_are_skipped_with_the_reason():
     assert not ok and "16" in why
 
 
-@pytest.mark.parametrize("backend", ["triton", "jax"])
+@pytest.mark.parametrize("backend", ["triton", "triton_persistent", "jax"])
 @pytest.mark.parametrize("fmt", ["e4m3fn", "e4m3fnuz"])
 def test_triton_and_jax_compute_fp8_in_either_format(backend, fmt, cpu_ctx):
     """On the CPU (Triton's interpreter, XLA's CPU dot) both formats, inputs rounded to each: the same check as
     torch._scaled_mm's rows, so the mamf fp8 part compares the three backends on equal terms."""
     from xmfu.workloads.matmul import jax as jax_backend
     from xmfu.workloads.matmul import triton as triton_backend
+    from xmfu.workloads.matmul import triton_persistent
 
-    module = {"triton": triton_backend, "jax": jax_backend}[backend]
+    module = {"triton": triton_backend, "triton_persistent": triton_persistent, "jax": jax_backend}[backend]
     case = spec.MatmulCase(67, 45, 48, "fp8", transpose_b=True, fp8_format=fmt)  # off the tile multiples
     prepared = module.prepare(case, cpu_ctx)
     prepared.fn()
