@@ -130,9 +130,10 @@ PARTS = (
          (), MATMUL_SMOKE, achievable_from="mamf-bf16"),
     *(_attention(mode, head_dim, causal) for mode in ("fwd", "fwd_bwd") for head_dim in (64, 128)
       for causal in (False, True)),
-    Part("attention-flex", "FlexAttention (torch.compile, causal through a block mask) against SDPA at two of the "
-         "shoot-out's shapes (4 x 4096, 1 x 16384), head dim 128, forward and forward+backward (each case compiles)",
-         ("experiment=attention-shootout", "backends=[torch_sdpa,torch_flex]", "workload.head_dim=[128]",
+    Part("attention-compiled", "FlexAttention (torch.compile, causal through a block mask) and Helion (forward "
+         "only) against SDPA at two of the shoot-out's shapes (4 x 4096, 1 x 16384), head dim 128, forward and "
+         "forward+backward (each case compiles)",
+         ("experiment=attention-shootout", "backends=[torch_sdpa,torch_flex,helion]", "workload.head_dim=[128]",
           "workload.batch_seq=[[4,4096],[1,16384]]"),
          ("timing.max_time_s=3",), ("workload.batch_seq=[[1,48]]", "workload.model_dim=128", "timing=quick")),
     Part("training-1b", "one training step of the 1b preset on every backend (torch, torch.compile, xmfu's Triton "

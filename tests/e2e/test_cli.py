@@ -185,10 +185,13 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path, cli):
     bundle = read_bundle(_bundle_path(proc.stdout))
     rows = {r["backend"]: r for r in bundle.cases}
     assert {b for b, r in rows.items() if r["status"] == "ok"} == {
-        "torch_sdpa", "torch_sdpa_flash", "torch_sdpa_math", "torch_eager", "triton", "jax"}
+        "torch_sdpa", "torch_sdpa_flash", "torch_sdpa_math", "torch_eager", "triton", "triton_fa2", "jax"}
     assert {b for b, r in rows.items() if r["status"] == "skipped"} == {
-        "torch_sdpa_efficient", "torch_sdpa_cudnn", "jax_cudnn", "torch_flex"}  # flex: no backward on a CPU
+        "torch_sdpa_efficient", "torch_sdpa_cudnn", "jax_cudnn", "torch_flex", "jax_pallas", "flash_attn", "aiter",
+        "helion"}  # GPU-only libraries; the CPU-compiling ones, not named (catalog cpu_when_named)
     assert all(r["reason"] for r in rows.values() if r["status"] == "skipped")
+    assert "runs only when named" in rows["torch_flex"]["reason"] and "runs only when named" in rows["jax_pallas"][
+        "reason"]
     assert rows["jax"]["speedup"]["verdict"] in ("faster", "slower", "equivalent", "inconclusive")
     assert rows["torch_sdpa"]["speedup"] is None and rows["triton"]["speedup"] is None  # baseline; invalid timing
     assert rows["triton"]["timing_valid"] is False and rows["triton"]["correctness"]["ok"]

@@ -105,6 +105,7 @@ def _masked_loads(ttir: str) -> int:
     return sum(1 for line in ttir.splitlines() if "tt.load " in line and "," in line.split("tt.load ")[1].split(":")[0])
 
 
+@pytest.mark.long  # the slow group (make test-slow): Triton's whole compiler, seven kernels, 11-16 s here
 @pytest.mark.slow(seconds=30)  # Triton's whole compiler, seven kernels, one process
 def test_both_kernels_compile_for_hopper_and_mi300_as_the_structure_says():
     """Triton 3.9's compiler to a cubin (sm90) and an hsaco (gfx942), on this CPU. EVEN_K: no masked load; otherwise
