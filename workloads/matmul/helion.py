@@ -20,7 +20,7 @@ from xmfu.workloads.helion_support import (
     notes_for,
 )
 from xmfu.workloads.matmul.spec import MatmulCase
-from xmfu.workloads.matmul.triton import interpreter_case
+from xmfu.workloads.matmul.triton import checked_in_the_interpreter
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 # Helion's dot precision for fp32 inputs defaults to tf32 (runtime/settings.py _get_dot_precision, "Defaults to
@@ -46,14 +46,7 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     why = helion_unavailable(ctx.platform.kind)
     if why:
         raise Unavailable(why)
-    on_cpu = ctx.platform.kind == "cpu"
-    checked = interpreter_case(case) if on_cpu else case
-    prepared = _prepare(checked, ctx, on_cpu)
-    if checked is not case:
-        prepared.check_case = checked
-        prepared.timing_note += (f"; checked at {checked.m}x{checked.n}x{checked.k} (the interpreter would take "
-                                 f"hours at {case.m}x{case.n}x{case.k})")
-    return prepared
+    return checked_in_the_interpreter(case, ctx, _prepare)
 
 
 def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -85,9 +86,17 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
     if why:
         raise Unavailable(why)
+    return checked_in_the_interpreter(case, ctx, _prepare)
+
+
+def checked_in_the_interpreter(case: MatmulCase, ctx: RunContext,
+                               prepare_case: Callable[[MatmulCase, RunContext, bool], Prepared]) -> Prepared:
+    """`prepare_case(case, ctx, on_cpu)` for the case, or on a CPU (Triton's interpreter) for the smaller case that
+    checks the same kernel (interpreter_case), the row saying so. Shared by every matmul backend whose kernel runs
+    in Triton's interpreter on a CPU (triton, triton_persistent, helion)."""
     on_cpu = ctx.platform.kind == "cpu"
     checked = interpreter_case(case) if on_cpu else case
-    prepared = _prepare(checked, ctx, on_cpu)
+    prepared = prepare_case(checked, ctx, on_cpu)
     if checked is not case:
         prepared.check_case = checked
         prepared.timing_note += (f"; checked at {checked.m}x{checked.n}x{checked.k} (the interpreter would take "

@@ -42,14 +42,7 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
     if why:
         raise Unavailable(why)
-    on_cpu = ctx.platform.kind == "cpu"
-    checked = tutorial.interpreter_case(case) if on_cpu else case
-    prepared = _prepare(checked, ctx, on_cpu)
-    if checked is not case:
-        prepared.check_case = checked
-        prepared.timing_note += (f"; checked at {checked.m}x{checked.n}x{checked.k} (the interpreter would take "
-                                 f"hours at {case.m}x{case.n}x{case.k})")
-    return prepared
+    return tutorial.checked_in_the_interpreter(case, ctx, _prepare)
 
 
 def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
