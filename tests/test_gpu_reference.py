@@ -161,6 +161,7 @@ def _script(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.e2e
+@pytest.mark.long  # the slow group (make test-slow): two parts of the reference set run whole, 30 s or more here
 @pytest.mark.slow(seconds=45)
 def test_parts_resume_redo_and_stop_at_their_budget(tmp_path, capsys):
     """Two quick parts at smoke sizes; again (both skipped: their valid bundles are there); one again with --redo and
