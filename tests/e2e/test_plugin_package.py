@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,11 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.long  # the slow group (make test-slow): a package build and an interpreter run, 20 s or more
 @pytest.mark.slow(seconds=25)
 def test_the_example_package_runs_by_entry_point_and_by_import_path_beside_a_builtin(tmp_path):
-    site = tmp_path / "site"
+    site, package = tmp_path / "site", tmp_path / "my_attention"
+    # built from a copy: setuptools writes build/ and *.egg-info beside the sources, which must not be the checkout
+    shutil.copytree(ROOT / "examples" / "my_attention", package, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(ROOT / "examples" / "my_attention")], check=True, timeout=300)
+                    "--target", str(site), str(package)], check=True, timeout=300)
     env = {**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, "PYTHONPATH": str(site)}
     by_path = "my_attention.backend:MyAttention"
     run = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=attention", "experiment=smoke",
