@@ -72,20 +72,23 @@ tpu_chip() {
   return 1
 }
 
+# Where the device nodes are: /dev (tests/test_install.py points it at a folder of stand-in nodes).
+DEV=${XMFU_DEV_DIR:-/dev}
+
 detect_platform() {
   # NVIDIA: the driver's device nodes (what jax/_src/hardware_utils.py looks for) or a working nvidia-smi.
-  if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ] || nvidia-smi -L >/dev/null 2>&1; then echo cuda
+  if [ -e "$DEV/nvidiactl" ] || [ -e "$DEV/nvidia0" ] || nvidia-smi -L >/dev/null 2>&1; then echo cuda
   # AMD: /dev/kfd, ROCm's compute interface shared by all GPUs (ROCm's "Running ROCm Docker containers"), or rocminfo.
-  elif [ -e /dev/kfd ] || rocminfo >/dev/null 2>&1; then echo rocm
+  elif [ -e "$DEV/kfd" ] || rocminfo >/dev/null 2>&1; then echo rocm
   # AWS Trainium: the Neuron driver's /dev/neuron0.. nodes (AWS's neuron-ls and container docs pass them in).
-  elif compgen -G "/dev/neuron[0-9]*" >/dev/null; then echo neuron
+  elif compgen -G "$DEV/neuron[0-9]*" >/dev/null; then echo neuron
   # Intel Gaudi: the habanalabs driver's /dev/accel/accel0.. (accel subsystem, a directory, unlike the TPU's
   # /dev/accel0) with a working hl-smi, its management tool.
-  elif compgen -G "/dev/accel/accel[0-9]*" >/dev/null && hl-smi -L >/dev/null 2>&1; then echo hpu
+  elif compgen -G "$DEV/accel/accel[0-9]*" >/dev/null && hl-smi -L >/dev/null 2>&1; then echo hpu
   # Intel data-center GPUs: xpu-smi (Intel's XPU Manager CLI) lists them (an integrated GPU alone is not one).
   elif xpu-smi discovery >/dev/null 2>&1; then echo xpu
   # TPU: a TPU chip on the PCI bus, the /dev/accel* nodes of TPU v2-v4 VMs, or libtpu already installed.
-  elif tpu_chip || compgen -G "/dev/accel[0-9]*" >/dev/null || "$BASE_PY" -c "import libtpu" 2>/dev/null; then echo tpu
+  elif tpu_chip || compgen -G "$DEV/accel[0-9]*" >/dev/null || "$BASE_PY" -c "import libtpu" 2>/dev/null; then echo tpu
   else echo cpu
   fi
 }

@@ -295,3 +295,33 @@ def test_hadolint_does_fail_a_bad_dockerfile(tmp_path):
     proc = subprocess.run([_hadolint(), "--no-color", "--failure-threshold", "warning", str(bad)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode != 0 and "DL3007" in proc.stdout
+
+
+def _detected(tmp_path: Path, nodes: tuple[str, ...], tools: tuple[str, ...]) -> str:
+    """install.sh --print-platform with stand-in device nodes (XMFU_DEV_DIR) and management tools that answer (a
+    script on PATH exiting 0), nothing of this machine's own."""
+    dev, bin_dir = tmp_path / "dev", tmp_path / "bin"
+    for node in nodes:
+        (dev / node).parent.mkdir(parents=True, exist_ok=True)
+        (dev / node).touch()
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "XMFU_PLATFORM"}
+    env.update(XMFU_DEV_DIR=str(dev), PATH=f"{bin_dir}:/usr/bin:/bin", PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(SCRIPT), "--print-platform"], capture_output=True, text=True, env=env,
+                          check=True)
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize(("nodes", "tools", "platform"), [
+    (("neuron0", "neuron1"), (), "neuron"),  # Trainium: the Neuron driver's nodes
+    (("accel/accel0",), ("hl-smi",), "hpu"),  # Gaudi: the accel subsystem's nodes and a working hl-smi
+    (("accel/accel0",), (), "cpu"),  # the same nodes without hl-smi are not taken for a Gaudi
+    ((), ("xpu-smi",), "xpu"),  # Intel data-center GPUs: xpu-smi discovery lists them
+    (("accel0",), (), "tpu"),  # TPU v2-v4 VMs' /dev/accel0 (a node, not the accel/ folder)
+    (("kfd", "neuron0"), (), "rocm"),  # the GPU vendors come first
+])
+def test_each_vendor_torch_platform_is_detected_from_its_nodes_and_tools(tmp_path, nodes, tools, platform):
+    assert _detected(tmp_path, nodes, tools) == platform
