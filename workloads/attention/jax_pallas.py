@@ -20,7 +20,6 @@ What the ops can express (jax 0.10.2, read in the installed sources):
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.frameworks import local_jax_device, to_jax
 from xmfu.workloads.attention.jax import _program, from_jax_layout, to_jax_layout
 from xmfu.workloads.attention.spec import GRADS, AttentionCase
+from xmfu.workloads.attention.triton import interpreter_case
 from xmfu.workloads.matmul.jax_pallas import PALLAS_INTERPRETER_NOTE, jaxlib_version, lowering, pallas_unavailable
 
 # Block caps: jax's defaults (gpu BlockSizes.get_default: 128 forward, 32 backward; tpu: 128 everywhere); the
@@ -98,18 +98,9 @@ def case_unavailable(case: AttentionCase, kind: str) -> str | None:
     return blocks if isinstance(blocks, str) else None
 
 
-# Pallas' interpreter compiles every grid step into the XLA program: above this many score entries a smaller case
-# checks the same op (one kv-head group, GQA kept, lengths off the block multiples, the same causal alignment, head
-# dim and mode), as the Triton backend's interpreter check does (workloads/attention/triton.py).
-INTERPRETER_LIMIT = 2 * 4 * 128 * 128
-
-
-def interpreter_case(case: AttentionCase) -> AttentionCase:
-    if case.batch * case.heads * case.seq_q * case.seq_kv <= INTERPRETER_LIMIT:
-        return case
-    seq_kv = min(case.seq_kv, 97)
-    seq_q = min(case.seq_q, seq_kv if case.causal and case.alignment == "bottom_right" else 83)
-    return replace(case, batch=1, heads=case.group, kv_heads=1, seq_q=seq_q, seq_kv=seq_kv)
+# Pallas' interpreter compiles every grid step into the XLA program: above the Triton interpreter's limit a smaller
+# case checks the same op, the Triton backend's (workloads/attention/triton.py interpreter_case: one kv-head group,
+# GQA kept, lengths off the block multiples, the same causal alignment, head dim and mode).
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
