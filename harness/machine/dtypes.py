@@ -3,12 +3,14 @@
 Every backend receives the same values: inputs are drawn once in float32, rounded to the dtype's
 representable values here (with ml_dtypes, so no framework is needed), and each backend only casts.
 
-"fp8" is e4m3 in the variant the device's matrix units take, its fp8 format (`fp8_format`): OCP `e4m3fn`
-(bias 7, max 448, NaN only) or `e4m3fnuz` (bias 8, max 240, no negative zero: its one NaN takes that code).
+"fp8" is the 8-bit float the device's matrix units take, its fp8 format (`fp8_format`): OCP `e4m3fn`
+(bias 7, max 448, NaN only), `e4m3fnuz` (bias 8, max 240, no negative zero: its one NaN takes that code), or `e5m2`
+(bias 15, max 57344, IEEE-like) on parts that refuse e4m3fn (Trainium 1 and 2, machine/peaks.yaml `fp8_formats`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -31,27 +33,39 @@ DTYPES: dict[str, DType] = {
     "fp16": DType("fp16", np.float16, 2, 2, "fp16 inputs and output, fp32 accumulate"),
     # storage: the OCP variant; values are rounded with storage("fp8", format), the device's variant
     "fp8": DType("fp8", ml_dtypes.float8_e4m3fn, 1, 2,
-                 "fp8 e4m3 inputs (e4m3fn, or e4m3fnuz on AMD gfx94x), bf16 output, fp32 accumulate"),
+                 "fp8 inputs in the device's format (e4m3fn; e4m3fnuz on AMD gfx94x; e5m2 on Trainium 1/2), "
+                 "bf16 output, fp32 accumulate"),
 }
-FP8_STORAGE = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e4m3fnuz": ml_dtypes.float8_e4m3fnuz}
+# The fp8 formats xmfu rounds inputs to: the ones a torch tensor can hold (torch.float8_e4m3fn, float8_e4m3fnuz,
+# float8_e5m2) and ml_dtypes can round to. A part's other encodings (Trainium's IEEE-style e4m3, MXFP8's block
+# scales) have no torch dtype, so inputs cannot be made in them.
+FP8_STORAGE = {"e4m3fn": ml_dtypes.float8_e4m3fn, "e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+               "e5m2": ml_dtypes.float8_e5m2}
 FP8_FORMATS = tuple(FP8_STORAGE)
 
 
-def fp8_format(platform_kind: str, arch: str | None) -> str:
-    """The e4m3 variant a platform's fp8 matrix units take: `e4m3fnuz` on AMD CDNA3 (gfx94x: MI300X, MI300A,
-    MI325X), OCP `e4m3fn` everywhere else, AMD gfx950 (MI350X/MI355X) included.
+def fp8_format(platform_kind: str, arch: str | None, formats: Sequence[str] | None = None) -> str | None:
+    """The fp8 format a device's matrix units take. `formats` is the part's own list where the peak table has one
+    (peaks.yaml `fp8_formats`, in the vendor's order): the first of them xmfu can make inputs in (FP8_STORAGE), or
+    None when it can make none of them. Without a list: `e4m3fnuz` on AMD CDNA3 (gfx94x: MI300X, MI300A, MI325X),
+    OCP `e4m3fn` everywhere else, AMD gfx950 (MI350X/MI355X) included.
+
+    Trainium 1 and 2 list [e5m2, e4m3]: Neuron's compiler refuses F8E4M3FN there (NCC_EVRF051, "only supported on
+    Trainium3 (Trn3) and later") and their e4m3 is the IEEE-style one no torch dtype holds, so e5m2 it is.
 
     torch agrees: torch._scaled_mm takes the fnuz types on gfx942 (`_scaled_mm_is_fnuz()` in
     aten/src/ATen/native/cuda/ScaledBlas.cpp) and "gfx950 and gfx120x only support OCP fp8"
     (ScaledBlasDeviceUtils.cpp); ROCm's precision-support page describes the CDNA3 float8 as having no infinity or
     signed zero, NaN being negative zero (the fnuz encoding).
     """
+    if formats:
+        return next((f for f in formats if f in FP8_STORAGE), None)
     base = (arch or "").split(":")[0]
     return "e4m3fnuz" if platform_kind == "rocm" and base.startswith("gfx94") else "e4m3fn"
 
 
 def fp8_max(fmt: str) -> float:
-    """Largest finite value of an fp8 format (448 for e4m3fn, 240 for e4m3fnuz), from ml_dtypes."""
+    """Largest finite value of an fp8 format (448 for e4m3fn, 240 for e4m3fnuz, 57344 for e5m2), from ml_dtypes."""
     return float(ml_dtypes.finfo(FP8_STORAGE[fmt]).max)
 
 

@@ -19,11 +19,12 @@ from xmfu.harness.machine.dtypes import FP8_FORMATS, storage
 from xmfu.harness.machine.tf32 import rocm_tf32_unavailable
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz"}  # by fp8 format (machine/dtypes.py)
+# by fp8 format (machine/dtypes.py FP8_FORMATS)
+TORCH_FP8 = {"e4m3fn": "float8_e4m3fn", "e4m3fnuz": "float8_e4m3fnuz", "e5m2": "float8_e5m2"}
 
 
 def torch_dtype(dtype: str, fp8: str | None = None) -> Any:
-    """The torch dtype of `dtype`; fp8 needs its format (e4m3fn or e4m3fnuz), never a guessed one."""
+    """The torch dtype of `dtype`; fp8 needs its format (machine/dtypes.FP8_FORMATS), never a guessed one."""
     import torch
 
     if dtype != "fp8":
@@ -50,7 +51,8 @@ def torch_rows(t: Any, rows: np.ndarray | None) -> np.ndarray:
 
 
 def to_jax(x: np.ndarray, dtype: str, device: Any, fp8: str | None = None) -> Any:
-    """`x` as a JAX array of `dtype` on `device`; fp8 needs its format (e4m3fn or e4m3fnuz), never a guessed one."""
+    """`x` as a JAX array of `dtype` on `device`; fp8 needs its format (machine/dtypes.FP8_FORMATS), never a
+    guessed one."""
     import jax
 
     return jax.device_put(np.asarray(x).astype(storage(dtype, fp8)), device)

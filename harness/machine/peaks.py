@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.platform import DeviceInfo
 
 PEAKS_FILE = Path(__file__).with_name("peaks.yaml")
@@ -114,6 +115,14 @@ def match_device(device: DeviceInfo, table: dict[str, Any] | None = None) -> tup
     if len(by_arch) == 1:
         return by_arch[0], f"arch {device.arch} with {device.multiprocessors} CUs matched {by_arch[0]['id']}"
     return None, f"device {name!r} is not in xmfu's peak table (harness/machine/peaks.yaml)"
+
+
+def device_fp8_format(device: DeviceInfo, kind: str | None = None) -> str | None:
+    """The fp8 format `device` takes (machine/dtypes.fp8_format): its peak-table entry's `fp8_formats` where it lists
+    them (Trainium), else the platform's rule; None where the part takes no format xmfu can make inputs in."""
+    entry, _ = match_device(device)
+    formats = (entry or {}).get("fp8_formats")
+    return fp8_format(kind or device.kind, device.arch, formats)
 
 
 def _scale(entry: dict[str, Any], device: DeviceInfo) -> tuple[float | None, str]:

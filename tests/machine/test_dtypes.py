@@ -35,3 +35,18 @@ def test_fp8_inputs_are_rounded_to_the_format_used():
 def test_fp8_without_a_format_is_refused_not_guessed():
     with pytest.raises(ValueError, match="fp8 needs a format"):
         uniform_inputs(0, {"x": (4,)}, "fp8")
+
+
+@pytest.mark.parametrize(("formats", "fmt"), [
+    (["e5m2", "e4m3"], "e5m2"),  # Trainium 1/2: e4m3fn refused, their e4m3 has no torch dtype
+    (["mxfp8", "e4m3fn"], "e4m3fn"),  # Trainium 3: MXFP8 has block scales no plain tensor holds
+    (["mxfp8"], None),  # nothing xmfu can make inputs in: None, never a guess
+])
+def test_a_parts_own_fp8_list_decides_its_format(formats, fmt):
+    assert fp8_format("neuron", None, formats) == fmt
+
+
+def test_e5m2_inputs_are_rounded_to_e5m2():
+    x = uniform_inputs(0, {"x": (4000,)}, "fp8", "e5m2")["x"]
+    np.testing.assert_array_equal(x.astype(ml_dtypes.float8_e5m2).astype(np.float32), x)
+    assert fp8_max("e5m2") == 57344.0

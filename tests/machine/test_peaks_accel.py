@@ -122,3 +122,19 @@ def test_intel_max_has_no_flops_figure_and_a_stack_gets_no_bandwidth():
 def test_lnc_degree_from_the_runtime_variable_or_the_family_default(env, instance, expected):
     degree, why = lnc_degree(env, instance)
     assert degree == expected and why
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("Trainium2", "e5m2"), ("Trainium1", "e5m2"), ("Trainium3", "e4m3fn")])
+def test_a_trainium_device_takes_the_fp8_format_its_part_lists(name, fmt):
+    from xmfu.harness.machine.peaks import device_fp8_format
+
+    assert device_fp8_format(_neuron(name, 1)) == fmt
+
+
+def test_devices_without_a_list_keep_the_platform_rule():
+    from xmfu.harness.machine.peaks import device_fp8_format
+
+    mi300x = DeviceInfo(kind="rocm", name="AMD Instinct MI300X", vendor="amd", arch="gfx942:sramecc+:xnack-",
+                        multiprocessors=304, memory_bytes=192 * 2**30)
+    assert device_fp8_format(mi300x) == "e4m3fnuz"
+    assert device_fp8_format(DeviceInfo(kind="cuda", name="NVIDIA H100 80GB HBM3", vendor="nvidia")) == "e4m3fn"

@@ -13,7 +13,7 @@ from tests.conftest import gpu_device, run_config
 from tests.fakes.fake_gpu import fake_gpu
 from tests.fakes.fake_scaled_mm import fake_scaled_mm
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.platform import Platform
+from xmfu.harness.machine.platform import DeviceInfo, Platform
 from xmfu.harness.run import plan_phases
 from xmfu.workloads.catalog import build_registry
 from xmfu.workloads.matmul import spec
@@ -120,3 +120,14 @@ def test_jax_fp8_runs_where_xla_has_an_fp8_gemm():
         (case,) = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], device)
         why = jax_backend.fp8_unavailable(case, device.kind, device)
         assert (why is None) is ok, (device.name, why)
+
+
+def test_a_trainium2_core_gets_e5m2_cases_and_the_torch_gemm_says_why_it_cannot_run_them():
+    """Trainium 1/2 refuse e4m3fn (peaks.yaml fp8_formats): the cases are made in e5m2, never in a format the
+    part would refuse, and torch._scaled_mm's CUDA/ROCm-only rule is the reason the row gives."""
+    trn2 = DeviceInfo(kind="neuron", name="Trainium2", vendor="aws", multiprocessors=2)
+    cases = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], trn2)
+    assert cases[0].fp8_format == "e5m2"
+    assert spec.fp8_mismatch(cases[0], "neuron", trn2) is None
+    assert "e5m2" in spec.fp8_mismatch(replace(cases[0], fp8_format="e4m3fn"), "neuron", trn2)
+    assert "NVIDIA" in torch_backend._fp8_unavailable(cases[0], "neuron", trn2)

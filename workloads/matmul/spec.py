@@ -12,7 +12,8 @@ import numpy as np
 from xmfu.harness.engine.case import Check
 from xmfu.harness.engine.declare import POSITIVE_INT, ConfigError, setting
 from xmfu.harness.engine.structured import parse_section
-from xmfu.harness.machine.dtypes import DTYPES, fp8_format, uniform_inputs
+from xmfu.harness.machine.dtypes import DTYPES, uniform_inputs
+from xmfu.harness.machine.peaks import device_fp8_format, match_device
 from xmfu.harness.machine.platform import DeviceInfo
 
 FLOP_CONVENTION = "matmul-2mnk/1"
@@ -24,7 +25,7 @@ FULL_CHECK_LIMIT = 2**33  # m*n*k above this: compare edge and sampled rows inst
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3}
 # fp8 by the format the inputs were rounded to. They are exact in it (the reference uses the same rounded values),
 # so what remains is the bf16 output's rounding plus accumulation order, as for bf16: the same bound for both.
-FP8_TOLERANCE = {"e4m3fn": 1.6e-2, "e4m3fnuz": 1.6e-2}
+FP8_TOLERANCE = {"e4m3fn": 1.6e-2, "e4m3fnuz": 1.6e-2, "e5m2": 1.6e-2}
 DEFAULT_SIZES = (2048, 4096, 8192)
 
 
@@ -50,7 +51,7 @@ class MatmulCase:
     transpose_a: bool = MatmulSettings.transpose_a  # A stored as (K, M) and used transposed
     transpose_b: bool = MatmulSettings.transpose_b  # B stored as (N, K) and used transposed
     seed: int = 0
-    fp8_format: str | None = None  # fp8 only: the device's e4m3 variant (set by for_device), inputs rounded to it
+    fp8_format: str | None = None  # fp8 only: the device's fp8 format (set by for_device), inputs rounded to it
 
     workload: ClassVar[str] = "matmul"
     flop_convention: ClassVar[str] = FLOP_CONVENTION
@@ -154,13 +155,25 @@ def fp8_gemm_refused(case: MatmulCase, kind: str, device: DeviceInfo, *, engine:
     if kind == "rocm" and arch not in amd_arches:
         return (f"{engine} runs fp8 as an fp8 GEMM on AMD {'/'.join(amd_arches)} only; "
                 f"this device is {arch or 'unknown'}")
-    wanted = fp8_format(kind, device.arch)
+    return fp8_mismatch(case, kind, device)
+
+
+def fp8_mismatch(case: MatmulCase, kind: str, device: DeviceInfo) -> str | None:
+    """Why an fp8 case's inputs are not in the format `device` takes (machine/peaks.device_fp8_format), or None."""
+    wanted = device_fp8_format(device, kind)
+    if wanted is None:
+        return f"this device takes fp8 only as {_listed(device)}, which xmfu cannot make inputs in"
     if case.fp8_format != wanted:
         return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
     return None
 
 
+def _listed(device: DeviceInfo) -> str:
+    entry, _ = match_device(device)
+    return ", ".join((entry or {}).get("fp8_formats") or []) or "formats xmfu does not know"
+
+
 def for_device(cases: Sequence[MatmulCase], device: DeviceInfo) -> list[MatmulCase]:
-    """The cases as `device` runs them: fp8 cases take the device's e4m3 variant (machine/dtypes.fp8_format)."""
-    fmt = fp8_format(device.kind, device.arch)
+    """The cases as `device` runs them: fp8 cases take the device's fp8 format (machine/peaks.device_fp8_format)."""
+    fmt = device_fp8_format(device)
     return [replace(c, fp8_format=fmt) if c.dtype == "fp8" else c for c in cases]

@@ -9,11 +9,10 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
-from xmfu.harness.machine.dtypes import fp8_format
 from xmfu.harness.machine.frameworks import to_torch, torch_rows, torch_unavailable
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.machine.tf32 import torch_tf32_on
-from xmfu.workloads.matmul.spec import MatmulCase
+from xmfu.workloads.matmul.spec import MatmulCase, fp8_mismatch
 
 # torch's matmul precision setting decides whether "fp32" may use TF32 tensor cores: pinned to "highest" for fp32;
 # tf32 is asked for and read back (machine/tf32.py).
@@ -36,9 +35,9 @@ def _fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | N
     arch_ok = kind == "rocm" and (device.arch or "").startswith(FP8_ARCHES)
     if not ((kind == "cuda" and cc >= (8, 9)) or arch_ok):
         return "fp8 matmul (torch._scaled_mm) needs NVIDIA compute capability 8.9+ or AMD gfx942/gfx950"
-    wanted = fp8_format(kind, device.arch)
-    if case.fp8_format != wanted:
-        return f"fp8 case has format {case.fp8_format or 'none'}; this device's fp8 is {wanted}"
+    mismatch = fp8_mismatch(case, kind, device)
+    if mismatch:
+        return mismatch
     if case.k % 16 or case.n % 16:  # aten ScaledBlas.cpp: mat1 columns and both mat2 dims divisible by 16
         return f"torch._scaled_mm needs K and N multiples of 16 (K={case.k}, N={case.n})"
     return None
