@@ -44,13 +44,23 @@ TORCH_RULES = {
                                   "sync calls and wait_device_ops are reported to return before the device finishes "
                                   "(SemiAnalysis' OperatorX Trainium runner reads one element back instead); the "
                                   "time includes that one-element copy"),
-    # Gaudi: Habana's own synchronize/event semantics were not checked against its documentation here, so xmfu
-    # relies on the data dependence alone.
-    "hpu": SyncRule(READ_BACK, "one element of the last call's output copied to the host (a copy cannot finish "
-                               "before the work producing it); Gaudi's own synchronize and events are not yet "
-                               "verified against Habana's documentation; the time includes that one-element copy"),
-    "tpu": SyncRule(None, "TorchTPU's documentation on when device work is complete could not be checked: no sync "
-                          "is proven for torch on a TPU, so its rows are checked but not timed", proven=False),
+    # Gaudi, checked against Habana's documentation (docs.habana.ai, read 2026-11-26): lazy mode is the default
+    # ("PyTorch Gaudi Theory of Operations": ops accumulate into a graph that runs when flushed), and
+    # mark_step(sync=True) "does not synchronize device-side execution (i.e., it is not equivalent to
+    # torch.hpu.synchronize())" (Reference, mark_step). DeepSpeed's HPU accelerator (accelerator/hpu_accelerator.py,
+    # PR #5026) says HPU execution is asynchronous to the host but tensor data read in script order is valid. A host
+    # copy of the last output therefore flushes the pending graph and waits for the device to produce it.
+    "hpu": SyncRule(READ_BACK, "one element of the last call's output copied to the host: in Gaudi's default lazy "
+                               "mode the copy flushes the accumulated graph and waits for its result (Habana "
+                               "docs: mark_step(sync=True) waits for the host side only, not the device); the "
+                               "time includes that one-element copy"),
+    # TorchTPU's one public description (Google Developers Blog, "TorchTPU: Running PyTorch Natively on TPUs at
+    # Google Scale", read 2026-11-26) names its modes (Debug Eager synchronous; Strict Eager asynchronous like
+    # standard PyTorch; Fused Eager) and puts the public release on its 2026 roadmap; it names no completion call.
+    "tpu": SyncRule(None, "TorchTPU publishes no documentation of when device work is complete (its only public "
+                          "description, Google's announcement, says Strict and Fused Eager run asynchronously and "
+                          "names no completion call): no sync is proven for torch on a TPU, so its rows are "
+                          "checked but not timed", proven=False),
     "cpu": SyncRule(HOST, "torch on the host returns when the work is done; perf_counter around the calls"),
 }
 JAX_RULE = SyncRule(BLOCK, "jax.block_until_ready on the last output; calls on one device run in order, so it "
