@@ -11,6 +11,12 @@ What the tools print, read in NVIDIA/nccl-tests at v2.19.6 (a0b82b2) and ROCm/rc
 - JSON (`JSON_FILE_VERSION 3`): "results": [{size, count, type, redop, root, out_of_place: {time, alg_bw,
   bus_bw, nwrong}, in_place: {...}}], "config": {nthreads, ngpus, ..., devices: [{rank, device_info...}]}, "args",
   "nccl_version".
+- rccl-tests' own result file (`-x/--output_file FILE -Z json`, later `-X/--rccl_output_file`; ROCm/rccl-tests PR
+  #93, 2024-10, and the Reporter class of src/common.cu in 2026): one object per result with "name" (AllReduce...),
+  "size" (max of send and receive bytes, as the table's), "type", "redop", "inPlace" (0/1), "time" (us), "algBw",
+  "busBw" (GB/s, full precision), "#wrong" (later "wrong"), and "gpus" (GPUs per process) in builds without MPI or
+  "nodes", "ranks", "ranksPerNode", "gpusPerRank" with MPI; the rank count GetBw uses is processes x GPUs per
+  process. Written first one object per line, since PR #140 (2025-07) as one JSON list.
 - The bandwidths, src/<op>.cu `<Op>GetBw(count, typesize, sec, ...)`: algbw = count x typesize x M / 1e9 / sec with
   M = 1 (all_reduce, broadcast, reduce, sendrecv), n (all_gather, reduce_scatter, alltoall, gather, scatter),
   n - 1 (hypercube); busbw = algbw x F, F = 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, alltoall,
@@ -235,5 +241,57 @@ def parse_json(text: str, op: str | None = None) -> Parsed:
     return parsed
 
 
+# rccl-tests' collective names (each test's `name`, e.g. src/all_reduce.cu "AllReduce") -> the ops above
+RCCL_NAMES = {name.replace("_", ""): name for name in OPS} | {"sendrecv": "sendrecv", "alltoall": "alltoall"}
+
+
+def _rccl_records(text: str) -> list[dict[str, Any]]:
+    """The result objects of an rccl-tests output file: a JSON list (PR #140 on) or one object per line (PR #93)."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        records = json.loads(stripped)
+    else:
+        records = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+    if not records or not all(isinstance(r, dict) for r in records):
+        raise ValueError("no result objects")
+    return records
+
+
+def parse_rccl_json(text: str, op: str | None = None) -> Parsed:
+    """rccl-tests' `--output_file` JSON (see the module docstring): full-precision figures, no device lines."""
+    try:
+        records = _rccl_records(text)
+        names = {str(r["name"]) for r in records}
+        if len(names) != 1:
+            raise ValueError(f"one collective per file, found {sorted(names)}")
+        name = names.pop()
+        found = RCCL_NAMES.get(name.lower())
+        if op is None and found is None:
+            raise ValueError(f"collective {name!r} is not one xmfu re-derives ({', '.join(OPS)})")
+        first = records[0]
+        mpi = "ranks" in first
+        ranks = int(first["ranks"]) * int(first["gpusPerRank"]) if mpi else int(first["gpus"])
+        settings = {"nodes": int(first["nodes"])} if mpi else {}
+        parsed = Parsed("rccl-tests", op or found, ranks, None, "output file (json)", None, settings)
+        for number, r in enumerate(records, 1):
+            wrong = r.get("wrong", r.get("#wrong"))
+            type_name = str(r["type"])
+            multiple = OPS[parsed.op][0](ranks)
+            size = int(r["size"])
+            parsed.entries.append(Entry(number, size, size // (TYPE_BYTES[type_name] * multiple), type_name,
+                                        str(r["redop"]), -1, bool(int(r["inPlace"])), float(r["time"]),
+                                        float(r["algBw"]), float(r["busBw"]),
+                                        None if wrong in (None, "N/A") else float(wrong), "wrong",
+                                        dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps"), 5e-7)))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LogError(f"not an rccl-tests JSON output file ({type(exc).__name__}: {exc})"[:300]) from None
+    return parsed
+
+
 def parse(text: str, op: str | None = None, ranks: int | None = None) -> Parsed:
-    return parse_json(text, op) if text.lstrip().startswith("{") else parse_text(text, op, ranks)
+    """A text table, nccl-tests' `-J` JSON object (it has "results") or rccl-tests' output file (objects with
+    "busBw", as a list or one per line)."""
+    head = text.lstrip()
+    if head.startswith("[") or (head.startswith("{") and '"busBw"' in head.split("\n", 1)[0]):
+        return parse_rccl_json(text, op)
+    return parse_json(text, op) if head.startswith("{") else parse_text(text, op, ranks)

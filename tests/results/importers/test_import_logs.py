@@ -20,7 +20,9 @@ LOGS = Path(__file__).parent / "logs"
 NCCL = {"nccl-tests_h100_16ranks.txt": (None, None, 16, "NVIDIA H100 80GB HBM3", "nccl-tests"),
         "nccl-tests_gb200-nvl72_72ranks.txt": ("all_reduce", None, 72, "NVIDIA Graphics Device", "nccl-tests"),
         "nccl-tests_v100_all_gather_8gpus_2020.txt": (None, 8, 8, None, "nccl-tests"),
-        "rccl-tests_mi300x_8ranks.txt": (None, None, 8, "AMD Instinct MI300X", "rccl-tests")}
+        "rccl-tests_mi300x_8ranks.txt": (None, None, 8, "AMD Instinct MI300X", "rccl-tests"),
+        "rccl-tests_output-file_4gpus_2024.json": (None, None, 4, None, "rccl-tests")}
+RCCL_JSON = "rccl-tests_output-file_4gpus_2024.json"
 
 
 _WRITTEN: dict[str, Path] = {}
@@ -65,6 +67,30 @@ def test_rederived_busbw_equals_the_printed_within_its_precision(imported, name:
         # the printed time's rounding carried through, as nccl_tests.disagreements allows
         slack = r["busbw_gbps"] * prec["time_us"] / (printed["time_us"] - prec["time_us"]) + prec["busbw_gbps"]
         assert abs(r["busbw_gbps"] - printed["busbw_gbps"]) <= slack
+
+
+def test_rccl_output_file_figures_rederive_to_the_full_precision_printed(imported) -> None:
+    """rccl-tests' JSON output file (PR #93's sample) carries every figure at full precision: xmfu's algbw
+    (size / time) and busbw (x 2(n-1)/n, n = 4) equal them to 1e-12."""
+    rows = _rows(imported(RCCL_JSON))
+    assert len(rows) == 5 and {r["params"]["in_place"] for r in rows} == {False, True}
+    for r in rows:
+        assert r["imported"]["disagreements"] == []
+        assert r["busbw_gbps"] == pytest.approx(r["imported"]["printed"]["busbw_gbps"], rel=1e-12)
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_rccl_output_file_planted_inconsistency_is_flagged_in_either_layout(tmp_path: Path, as_list: bool) -> None:
+    """One object per line (PR #93) or one JSON list (PR #140 on): a busBw moved by 1% is flagged, kept as printed."""
+    records = [json.loads(line) for line in (LOGS / RCCL_JSON).read_text().splitlines()]
+    records[2]["busBw"] *= 1.01
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps(records) if as_list else "".join(json.dumps(r) + "\n" for r in records))
+    folder = write("nccl-tests", planted, tmp_path / "out", ["xmfu"], "t")
+    flagged = [r for r in _rows(folder) if r["imported"]["disagreements"]]
+    assert load_bundle(folder).problems == [] and len(flagged) == 1
+    assert flagged[0]["params"]["size_bytes"] == 2048 and not flagged[0]["params"]["in_place"]
+    assert flagged[0]["imported"]["printed"]["busbw_gbps"] == records[2]["busBw"]
 
 
 def test_old_all_gather_convention_is_flagged_not_replaced(imported) -> None:
@@ -140,12 +166,16 @@ def test_planted_mamf_inconsistency_is_flagged() -> None:
     ("nccl-tests", None, "cut short"),
     ("nccl-tests", "TRUNCATED_FOOTER", "truncated"),
     ("mamf-finder", "Benchmark started\n** Dtype: torch.bfloat16\n", "no mamf-finder results"),
+    ("nccl-tests", "RCCL_JSON_CUT", "not an rccl-tests JSON output file"),
 ])
 def test_malformed_and_truncated_logs_are_one_paragraph_and_exit_2(tmp_path: Path, capsys, tool: str,
                                                                     text: str | None, why: str) -> None:
     full = (LOGS / "rccl-tests_mi300x_8ranks.txt").read_text()
     if text is None:
         text = full[:full.index("  47617")]  # cut inside the last row
+    elif text == "RCCL_JSON_CUT":
+        whole = (LOGS / RCCL_JSON).read_text()
+        text = whole[:whole.rindex('"time"')]  # cut inside the last object
     elif text == "TRUNCATED_FOOTER":
         text = full[:full.index("# Errors with")]
     log = tmp_path / "log.txt"
