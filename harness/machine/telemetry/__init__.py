@@ -31,6 +31,10 @@ def open_sampler(platform: Platform) -> Sampler:
             from xmfu.harness.machine.telemetry.neuron import NeuronSampler
 
             return NeuronSampler(device)
+        if platform.kind == "xpu":  # Intel GPUs (xpu-smi dump)
+            from xmfu.harness.machine.telemetry.xpu_smi import XpuSmiSampler
+
+            return XpuSmiSampler(device)
         if platform.kind == "tpu":
             from xmfu.harness.machine.telemetry.tpu import TpuSampler
 
@@ -39,7 +43,8 @@ def open_sampler(platform: Platform) -> Sampler:
 
         return CpuSampler()
     except Exception as exc:  # ImportError (no nvidia-ml-py, no libamd_smi.so, no pyhlml), HLMLError_Uninitialized
-        # (no libhlml), FileNotFoundError (no neuron-monitor), init failures, no permission,
+        # (no libhlml), FileNotFoundError (no neuron-monitor, no xpu-smi), RuntimeError (xpu-smi dump gave no row),
+        # init failures, no permission,
         # LookupError (the timed device is not among the library's)
         return Unavailable(f"{type(exc).__name__}: {exc}")
 
