@@ -37,6 +37,7 @@ from xmfu.harness.machine.frameworks import (
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import open_sampler
+from xmfu.harness.results import nodes
 from xmfu.harness.results.comparability import comparability_key
 from xmfu.harness.results.progress import Progress
 from xmfu.harness.results.table import table
@@ -162,6 +163,8 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
         import torch  # the tuned GEMM solutions, kept with the numbers they produced
 
         writer.attach("tunableop_results.csv", stack.tunableop_results(torch))
+    if proc.world_size > 1:  # the hosts the ranks exchanged while preparing their cases (results/nodes.py)
+        writer.update(process={**writer.manifest["process"], "nodes": nodes.of_run(proc.world_size, runner.rows)})
     summary = _summaries(phases, runner.rows) if status == "complete" else {}
     if summary:
         writer.update(summary=summary)
@@ -271,7 +274,8 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     proc = process_info()
     run_id = new_run_id(cfg)
     folder = Path(cfg.results_dir) / run_id
-    manifest = {**_manifest(cfg, run_id, argv, overrides), "process": proc.as_dict(),
+    manifest = {**_manifest(cfg, run_id, argv, overrides), "process": {**proc.as_dict(), "nodes": nodes.of_run(
+                    proc.world_size, [])},  # 1 for a single process; a multi-process run's is counted at the end
                 "tunableop": tunableop_session(cfg, plat.kind, frameworks)}
     sampler = open_sampler(plat) if cfg.telemetry.enabled else None
     if proc.writes_bundle:

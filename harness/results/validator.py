@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from xmfu.harness.results import rederive, rederive_run, rederive_series
+from xmfu.harness.results import nodes, rederive, rederive_run, rederive_series
 from xmfu.harness.results.importers.rederive import import_config
 from xmfu.harness.results.importers.rederive import problems as imported_problems
 from xmfu.harness.results.reader import Bundle
@@ -282,6 +282,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
     problems += rederive.speedup_problems(rows, samples, settings, CASES)
+    problems += nodes.problems(manifest, rows, MANIFEST)
     imported = import_config(config)
     if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
         return problems + imported_problems(imported, data, manifest, rows, samples, CASES), []

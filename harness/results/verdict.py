@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from xmfu.harness.results import nodes
 from xmfu.harness.results.cost import cost_figures
 from xmfu.harness.results.flags import flags_text
 from xmfu.harness.results.reader import Bundle
@@ -111,7 +112,8 @@ def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
                     # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
                     "tokens_per_s_ci95": [tokens * c / best["tflops"] for c in ci] if tokens and ci else None,
                     "device_id": device_id(best), "dtype": best.get("dtype"), "model": p.get("name"),
-                    "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1})
+                    "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1,
+                    "nodes": nodes.of_row(best)})  # from the hosts its ranks exchanged: None where not recorded
     return out
 
 
@@ -167,6 +169,7 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     out = []
     for b in bundles:
         ids = {device_id(r) for r in b.cases}
+        spanned = nodes.of_manifest(b.manifest)  # the hosts the run's ranks ran on, where the bundle records them
         device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
         for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
             if s.get("peak_busbw_gbps") is None:
@@ -174,6 +177,7 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
             of_link = s.get("peak_busbw_of_link")
             out.append({"series": series, "ranks": s.get("ranks"), "peak_busbw_gbps": s["peak_busbw_gbps"],
                         "device_id": device, "op": series.split("/")[1] if series.count("/") >= 1 else None,
+                        "nodes": spanned,
                         "peak_at_bytes": s.get("peak_at_bytes"), "link_gbps": s.get("link_gbps"),
                         "of_link": of_link if isinstance(of_link, (int, float)) else None,
                         "link_note": of_link if isinstance(of_link, str) else ""})

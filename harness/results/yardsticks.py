@@ -57,7 +57,7 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
                         {"dtype": a.get("dtype"), "world_size": 1}, bands))
     for t in f.get("training") or []:
         cond = {"model": t.get("model"), "seq_len": t.get("seq_len"), "dtype": t.get("dtype"),
-                "world_size": t.get("world_size"), "nodes": nodes if t.get("world_size", 1) > 1 else 1}
+                "world_size": t.get("world_size"), "nodes": _nodes(t, nodes)}
         out.append(_one(node, f"training {t['backend']} {t['case_id']} tokens/s per device", "training_tokens",
                         t.get("tokens_per_s"), "tokens/s per device", t.get("tokens_per_s_ci95"),
                         t.get("device_id"), cond, bands))
@@ -67,7 +67,16 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
 def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands) -> list[dict[str, Any]]:
     return [_one("suite", f"collective {c['series']} peak busbw ({c['ranks']} ranks)", "collective_busbw",
                  c["peak_busbw_gbps"], "GB/s busbw", None, c.get("device_id"),
-                 {"op": c.get("op"), "ranks": c.get("ranks"), "nodes": nodes}, bands) for c in items]
+                 {"op": c.get("op"), "ranks": c.get("ranks"), "nodes": _nodes(c, nodes)}, bands) for c in items]
+
+
+def _nodes(figure: Mapping[str, Any], suite_nodes: int | None) -> int | None:
+    """The nodes a figure's run spanned: its own count (the hosts its ranks exchanged, which its bundle records:
+    harness/results/nodes.py), else one device's is one node, else the suite's reporting hosts (None for loose
+    bundles: not recorded, so no reference matched on nodes is used)."""
+    if figure.get("nodes") is not None:
+        return figure["nodes"]
+    return 1 if (figure.get("world_size") or figure.get("ranks") or 1) == 1 else suite_nodes
 
 
 def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
@@ -79,8 +88,9 @@ def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
 
 
 def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[dict[str, Any]]:
-    """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`). A bundle does not record
-    how many nodes its ranks spanned, so multi-device figures find no reference here (they do in a suite)."""
+    """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`). A multi-device figure's
+    node count is its bundle's own (manifest process.nodes, the hosts its ranks exchanged); where a bundle does not
+    record it (a JAX multi-process run, an older bundle), the figure finds no reference matched on nodes."""
     f = verdict.node({"bundles": ("run", list(bundles))}, None)
     return of_node("bundles", f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands)
 

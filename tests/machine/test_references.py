@@ -102,3 +102,16 @@ def test_judge_gives_the_ratio_its_ci_and_the_band():
     assert j["ratio_ci95"] == pytest.approx([640 / 794.5, 660 / 794.5])
     assert j["source"].startswith("https://github.com/stas00/ml-engineering/") and "(read 2026-11-26)" in j["source"]
     assert judge(780.0, None, ref, Bands())["band"] == "within" and judge(700.0, None, ref, Bands())["band"] == "low"
+
+
+def test_torchtitans_h200_llama3_8b_runs_are_matched_on_their_node_and_world_size():
+    """pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md: 4 and 8 hosts of 8 H200, Llama 3.1
+    8B (torchtitan's flavor "8B" at commit e7c0cae is xmfu's 8b: dims, layers, heads, kv heads, ffn, vocab), seq
+    8192 (train_configs/llama3_8b.toml), Float8 linears. Each matches only its own node and world size."""
+    got = {(e["conditions"]["nodes"], e["conditions"]["world_size"]): e["value"] for e in ENTRIES
+           if e["id"].startswith("torchtitan-")}
+    assert got == {(4, 32): 10938, (8, 64): 10753}
+    cond = {"model": "8b", "seq_len": 8192, "dtype": "fp8", "world_size": 32, "nodes": 4}
+    entry, _ = find("training_tokens", "nvidia-h200-sxm", cond)
+    assert entry["id"] == "torchtitan-trainy-h200-4x8-llama3-8b-fp8" and entry["conversions"][0]["result"] == 633.5
+    assert find("training_tokens", "nvidia-h200-sxm", {**cond, "nodes": 8})[0] is None  # 32 ranks on 8 nodes

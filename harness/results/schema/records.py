@@ -52,6 +52,9 @@ class Process(Record, kw_only=True):
     world_size: doc(int, "processes in the run", ge=1)
     local_rank: doc(int, "rank on this node", ge=0)
     launcher: doc(str, "torchrun, slurm, submitit_local, jax, env or single")
+    nodes: maybe(int, "distinct hosts the run's processes ran on: 1 for a single process; in a multi-process "
+                      "torch.distributed run, the hostnames its ranks exchanged (rows' notes.rank_map), counted by "
+                      "rank 0 at the end; null where not measured (harness/results/nodes.py)", ge=1) = None
 
 
 class Drift(OpenRecord, kw_only=True):
