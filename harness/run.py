@@ -36,7 +36,7 @@ from xmfu.harness.machine.frameworks import (
 )
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
-from xmfu.harness.machine.telemetry import open_sampler
+from xmfu.harness.machine.telemetry import close_sampler, open_sampler
 from xmfu.harness.results import nodes
 from xmfu.harness.results.comparability import comparability_key
 from xmfu.harness.results.progress import Progress
@@ -292,22 +292,26 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
     # the last counts, the manifest and SHA256SUMS are written whole whatever arrives (interrupts.py).
-    with interrupts_as_keyboard_interrupt():
-        try:
-            stopped = _measure(runner, phases)
-        except BaseException:
-            progress.close()  # the live line and its ticker end before the error is reported
-            writer.finalize("partial")
-            raise
-        progress.close()
-        if isinstance(stopped, BundleWriteError):
-            return _write_failed(writer, folder, stopped)
-        try:
-            _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
-                    cfg.output.wide)
-        except BundleWriteError as exc:
-            return _write_failed(writer, folder, exc)
-        late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
+    # A sampler that streams from a tool (neuron-monitor, xpu-smi) holds a subprocess: closed however the run ends.
+    try:
+        with interrupts_as_keyboard_interrupt():
+            try:
+                stopped = _measure(runner, phases)
+            except BaseException:
+                progress.close()  # the live line and its ticker end before the error is reported
+                writer.finalize("partial")
+                raise
+            progress.close()
+            if isinstance(stopped, BundleWriteError):
+                return _write_failed(writer, folder, stopped)
+            try:
+                _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
+                        cfg.output.wide)
+            except BundleWriteError as exc:
+                return _write_failed(writer, folder, exc)
+            late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
+    finally:
+        close_sampler(sampler)
     code = None
     if isinstance(stopped, KeyboardInterrupt) or late:
         state = "complete" if stopped is None else "partial"

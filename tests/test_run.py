@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.conftest import QUICK_TIMING
 from tests.engine.test_runner import FakeCase, _prepared, always
 from xmfu.harness.config import parse_run_config
@@ -69,3 +71,28 @@ def test_an_achievable_peak_from_the_config_is_printed_with_its_method(tmp_path,
     outcome = _run(tmp_path, _registry(), "given", achievable_tflops=2.0, achievable_method="warm")
     assert outcome.exit_code == 0
     assert "divided by achievable_tflops=2 TFLOP/s (from the config; warm back-to-back calls" in capsys.readouterr().out
+
+
+def test_the_run_closes_its_telemetry_sampler_however_it_ends(tmp_path, monkeypatch):
+    """neuron-monitor's and xpu-smi's samplers hold a streaming subprocess: the run closes them at its end, also
+    when a case raises past the runner."""
+    from xmfu.harness import run as run_module
+    from xmfu.harness.machine.telemetry.cpu import CpuSampler
+
+    closed = []
+
+    class Streaming(CpuSampler):
+        def close(self) -> None:
+            closed.append(True)
+
+    monkeypatch.setattr(run_module, "open_sampler", lambda plat: Streaming())
+    _run(tmp_path, _registry(), "closes")
+    assert closed == [True]
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(run_module, "_measure", boom)
+    with pytest.raises(RuntimeError, match="planted"):
+        _run(tmp_path, _registry(), "closes-on-error")
+    assert closed == [True, True]

@@ -8,6 +8,8 @@ DeviceInfo so they look the device up by UUID / PCI bus id, not by the framework
 
 from __future__ import annotations
 
+import contextlib
+
 from xmfu.harness.machine.platform import Platform
 from xmfu.harness.machine.telemetry.base import PROBE_KEYS, Probe, Reading, Sampler, Unavailable
 
@@ -49,4 +51,13 @@ def open_sampler(platform: Platform) -> Sampler:
         return Unavailable(f"{type(exc).__name__}: {exc}")
 
 
-__all__ = ["PROBE_KEYS", "Probe", "Reading", "Sampler", "Unavailable", "open_sampler"]
+def close_sampler(sampler: Sampler | None) -> None:
+    """End what a sampler holds (the neuron-monitor and xpu-smi samplers hold a streaming subprocess); samplers
+    that read a library on demand have nothing to close. A failure to close is not the run's failure."""
+    close = getattr(sampler, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):  # the run is at its end; the tool's own atexit kill remains
+            close()
+
+
+__all__ = ["PROBE_KEYS", "Probe", "Reading", "Sampler", "Unavailable", "close_sampler", "open_sampler"]
