@@ -28,6 +28,7 @@ import numpy as np
 from xmfu.harness.config import RunSettings, parse_run_config
 from xmfu.harness.engine.case import Check, Prepared, Unavailable
 from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
+from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import jax_rows, torch_rows
 from xmfu.harness.results.reader import read_bundle
 
@@ -63,26 +64,37 @@ def timer_framework(output: Any, platform_kind: str) -> tuple[str, str]:
     found = leaves(output)
     if any(_is_jax_array(x) for x in found):
         return "jax", ""  # JaxTimer blocks on the whole output (jax.block_until_ready takes a pytree)
-    on_gpu = [x for x in found if getattr(x, "is_cuda", False)]  # torch says is_cuda on ROCm builds too
+    # torch says is_cuda on ROCm builds too; an xpu/hpu/neuron tensor is not on the host either
+    on_gpu = [x for x in found if getattr(x, "is_cuda", False) or _on_torch_accelerator(x)]
     if platform_kind == "cpu":
         if on_gpu:
             raise Unavailable("it returns GPU tensors, but device='cpu' was asked for: pass device='gpu' (or 'auto') "
                               "so the GPU is synchronized around each timed call")
         return "host", ""
-    if platform_kind in ("cuda", "rocm") and _torch_sees_gpu():
-        return "torch", ""  # device events after torch.cuda.synchronize(), whatever the callable returns
+    if _torch_drives(platform_kind):
+        return "torch", ""  # the device's torch timer (machine/sync.py): on a GPU, events after a synchronize
     return "host", (f"on a {platform_kind} device xmfu can only wait for JAX arrays a candidate returns, or for "
                     "work on torch's GPU; this one returned neither")
 
 
-def _torch_sees_gpu() -> bool:
+def _on_torch_accelerator(x: Any) -> bool:
+    device = getattr(x, "device", None)
+    return hasattr(x, "is_cuda") and getattr(device, "type", "cpu") != "cpu"
+
+
+def _torch_drives(platform_kind: str) -> bool:
+    """Whether torch drives the run's accelerator: torch.cuda.is_available() for cuda/rocm, else whether
+    torch.accelerator's device is of this platform kind (machine/torch_device.py)."""
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:
+    if platform_kind == "cpu" or importlib.util.find_spec("torch") is None:
         return False
     import torch
 
-    return torch.cuda.is_available()
+    if platform_kind in ("cuda", "rocm"):
+        return bool(torch.cuda.is_available())  # the CUDA/ROCm check as it always was
+    device_type = torch_device.accelerator_type(torch)
+    return device_type is not None and torch_device.platform_kind(torch, device_type)[0] == platform_kind
 
 
 @dataclass(frozen=True)

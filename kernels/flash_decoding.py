@@ -130,6 +130,8 @@ def _splits_for(k: torch.Tensor) -> int:
     key_blocks = triton.cdiv(k.shape[2], 64)
     if k.device.type == "cpu":
         return max(1, min(4, key_blocks))
+    # CUDA/ROCm-specific on purpose: multi_processor_count is a torch.cuda device property (torch 2.13
+    # _CudaDeviceProperties); torch.xpu's properties have no such field, and no other accelerator runs this kernel
     sms = torch.cuda.get_device_properties(k.device).multi_processor_count
     return num_splits(k.shape[0] * k.shape[1], 2 * sms, key_blocks)
 

@@ -332,6 +332,7 @@ def plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, num_sms: int | Non
     interpreter); `num_xcds`: the part's compute dies (AMD MI300-class: 6 or 8; 1 elsewhere); `use_tma`: None asks
     the device, True/False forces the choice where the operands allow it (tests run both in the interpreter)."""
     if num_sms is None:
+        # the SM/CU count is a torch.cuda device property (CUDA and ROCm): no torch.accelerator equivalent exists
         num_sms = (INTERPRETER_SMS if interpreting() or a.device.type != "cuda"
                    else torch.cuda.get_device_properties(a.device).multi_processor_count)
     if num_xcds > 1 and num_sms % num_xcds:

@@ -35,7 +35,7 @@ from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention, stack
 from xmfu.harness.machine.frameworks import jax_processes_joined, release_cached_memory
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
-from xmfu.harness.machine.sync import sync_rule
+from xmfu.harness.machine.sync import CUDA_EVENT, DEVICE_EVENT, READ_BACK, sync_rule
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.recorder import Recorder
@@ -349,7 +349,9 @@ class CaseRunner:
     def _flush(self) -> Callable[[], Any]:
         """The last-level-cache flush, allocated once per run."""
         if self._flush_fn is None:
-            on_gpu = self.ctx.platform.kind in ("cuda", "rocm")
+            # on the device wherever torch's timer there flushes per call (CUDA/ROCm, and device-event accelerators
+            # such as an Intel GPU: engine/timers.py timer_for); host memory elsewhere
+            on_gpu = sync_rule("torch", self.ctx.platform.kind).method in (CUDA_EVENT, DEVICE_EVENT)
             self._flush_fn, self.flush_bytes = flush_buffer(self.ctx.device.cache_bytes,
                                                             self.ctx.torch_device if on_gpu else None)
         return self._flush_fn
@@ -511,6 +513,8 @@ class CaseRunner:
         if flushed:
             out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
                 "not applied: JAX runs whole compiled programs, which a flush cannot split")
+            if sync_rule(p.framework, self.ctx.platform.kind).method == READ_BACK:  # ReadBackTimer times whole samples
+                out["flush_l2_bytes"] = "not applied: a read-back timer times whole samples, which a flush cannot split"
         return out
 
     def _achievable_method(self, phase: Phase, p: Prepared | None, row: dict[str, Any]) -> dict[str, Any]:

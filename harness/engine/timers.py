@@ -198,23 +198,34 @@ class FlushingTimer:
     """Before every timed call, overwrite a buffer of at least twice the last-level cache (H100: 50 MB L2;
     MI300X: 256 MB Infinity Cache) outside the timed region, so each call starts cold: the method of
     triton.testing.do_bench, with the buffer sized to the device instead of a fixed 256 MiB. Each call is
-    timed on its own (device events on a GPU, perf_counter on a host); the sample is their mean."""
+    timed on its own (device events on a GPU, perf_counter on a host); the sample is their mean. The events are
+    torch.cuda.Event on CUDA/ROCm, and the device-generic torch.Event on another accelerator whose rule is an
+    event (`sync` DEVICE_EVENT, machine/sync.py; `device` then names it), as TorchEventTimer does."""
 
     last_host_s = None
 
-    def __init__(self, flush: Callable[[], Any], torch: Any = None) -> None:
-        self._flush, self._torch = flush, torch
-        self.sync = rules.TORCH_RULES["cuda"] if torch else rules.HOST_RULE
-        self.name = ("torch.cuda.Event" if torch else "perf_counter") + " per call after a last-level-cache flush"
+    def __init__(self, flush: Callable[[], Any], torch: Any = None, sync: rules.SyncRule | None = None,
+                 device: str | None = None) -> None:
+        self._flush, self._torch, self._device = flush, torch, device
+        self.sync = sync or (rules.TORCH_RULES["cuda"] if torch else rules.HOST_RULE)
+        self._generic = torch is not None and self.sync.method == rules.DEVICE_EVENT
+        events = "torch.Event" if self._generic else "torch.cuda.Event" if torch else "perf_counter"
+        self.name = events + " per call after a last-level-cache flush"
         self.last_wall_s: float | None = None  # per call, the flush included: what a sample really costs
+
+    def _events(self) -> tuple[Any, Any]:
+        if self._generic:
+            device = self._device or "xpu"
+            return torch_device.timing_event(self._torch, device), torch_device.timing_event(self._torch, device)
+        cuda = self._torch.cuda
+        return cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
 
     def _one(self, fn: Callable[[], Any]) -> float:
         if self._torch is None:
             start = time.perf_counter()
             fn()
             return time.perf_counter() - start
-        cuda = self._torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        start, end = self._events()
         start.record()
         fn()
         end.record()
@@ -261,7 +272,9 @@ def timer_for(framework: str, platform_kind: str, *, cuda_graph: bool = False,
         return JaxTimer()
     if rule.method == rules.READ_BACK:
         return ReadBackTimer(rule)
-    if rule.method == rules.DEVICE_EVENT:
+    if rule.method == rules.DEVICE_EVENT:  # another accelerator's events; flushed per call where asked
+        if flush is not None:
+            return FlushingTimer(flush, torch=_torch(), sync=rule, device=device)
         return TorchEventTimer(device=device, sync=rule)
     if flush is not None:
         timer: Timer = FlushingTimer(flush, torch=_torch() if torch_gpu else None)

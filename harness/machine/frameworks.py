@@ -74,10 +74,7 @@ def make_torch_device_current(device: str) -> None:
         return
     import torch
 
-    if device.startswith("cuda"):
-        torch.cuda.set_device(device)
-    else:
-        torch_device.set_device(torch, device)
+    torch_device.set_device(torch, device)  # "cuda:N": torch.cuda.set_device, as always
 
 
 def torch_unavailable(dtype: str, platform_kind: str, arch: str | None = None) -> str | None:
@@ -109,7 +106,7 @@ def _torch_gpu_mismatch(platform_kind: str) -> str | None:
     """A GPU found through JAX may be one torch cannot drive (a CPU-only or other-vendor torch build)."""
     import torch
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available():  # CUDA/ROCm only (other accelerators: _torch_accelerator_mismatch)
         return f"this torch build sees no GPU, but the run measures a {platform_kind} device (found through JAX)"
     built_for = "rocm" if getattr(torch.version, "hip", None) else "cuda"
     if built_for != platform_kind:
@@ -444,10 +441,21 @@ def share_device_memory() -> None:
 
 
 def release_cached_memory() -> None:
-    """Hand torch's cached GPU blocks back between cases so the next backend or shape can have them."""
+    """Hand torch's cached accelerator blocks back between cases so the next backend or shape can have them. CUDA
+    and ROCm as before (torch.cuda.empty_cache once CUDA is initialised); another accelerator through
+    machine/torch_device.py (torch.accelerator.empty_cache, 2.8+, itself a no-op before its allocator exists)."""
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+    if torch is None:
+        return
+    # on a CUDA/ROCm build torch.accelerator.is_available() delegates to torch.cuda.is_available() (torch 2.13
+    # torch/accelerator/__init__.py: get_device_module(current_accelerator()).is_available()); before torch had
+    # torch.accelerator, accelerator_type asks torch.cuda.is_available() itself
+    device_type = torch_device.accelerator_type(torch)
+    if device_type == "cuda":
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    elif device_type is not None:
+        torch_device.empty_cache(torch, device_type)
 
 
 TRITON_IMPORTED_TOO_EARLY = ("triton was imported before xmfu could switch on its interpreter; "

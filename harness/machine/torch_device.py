@@ -13,7 +13,22 @@ What each torch release offers (xmfu supports torch 2.6 to 2.13, machine/compat.
   `reset_peak_memory_stats`, `empty_cache`... (torch/accelerator/memory.py; docs 2.8 accelerator.md); before it
   they are per device module (`torch.cuda.max_memory_allocated`, `torch.xpu.max_memory_allocated`).
 - `torch.Event(device=None, *, enable_timing=False, ...)` is the device-generic event (record, synchronize,
-  elapsed_time in milliseconds, torch 2.13 docstring); xmfu always passes the device.
+  elapsed_time in milliseconds; torch 2.13 docstring, torch/_torch_docs.py). It predates torch 2.6: pytorch PR
+  #123611 ("Build device generic torch.Stream and torch.Event based on c10::Stream/Event", April 2024, torch 2.4)
+  added torch/csrc/Event.cpp with the parser signature "Event(Device device=None, *, bool enable_timing=True, bool
+  blocking=False, bool interprocess=False)", and PR #134845 ("Make device-specific event inherits from
+  torch.Event", merged 2024-10-01, before the 2.6 branch) made torch.cuda.Event and torch.xpu.Event subclasses of
+  it. Not read from the v2.6.0 tag itself (no 2.6.0 wheel could be had here, and the pytorch repository is over
+  the snapshot limit), so `timing_event` still checks `hasattr(torch, "Event")`. The enable_timing default was
+  True in that first parser and is False in 2.13 (Event.cpp): xmfu always passes enable_timing=True and the device.
+- CUDA and ROCm builds keep `torch.cuda`: where xmfu called `torch.cuda.X(device)` before, a "cuda" device still
+  calls exactly that (the calls its CUDA numbers were taken with, present in every supported torch). On torch 2.13
+  `torch.accelerator.max_memory_allocated` would read the same allocator statistic
+  (torch/accelerator/memory.py: memory_stats(...)["allocated_bytes.all.peak"], as torch/cuda/memory.py does).
+- Before 2.8, another accelerator's allocator calls are its device module's, `getattr(torch, device_type)`
+  (torch.xpu.max_memory_allocated; a vendor backend registers its module as torch.<type>, the lookup
+  torch.get_device_module does in torch 2.13 torch/__init__.py); where neither has the call the figure is None,
+  "not measured".
 Each function takes the torch module so tests can hand it a fake (tests/fakes/torch_accelerator.py).
 """
 
@@ -55,21 +70,53 @@ def device_count(torch: Any) -> int:
     return int(acc.device_count()) if acc is not None else int(torch.cuda.device_count())
 
 
-def set_device(torch: Any, device: str) -> None:
-    """Make `device` ("cuda:N", "xpu:N"...) torch's current device: events, synchronize() and graph capture act on
-    the current device. 2.7+ `set_device_index`, 2.6 `set_device_idx`, older `torch.cuda.set_device`."""
+def set_device(torch: Any, device: str | int) -> None:
+    """Make `device` ("cuda:N", "xpu:N"..., or an index of the accelerator torch drives) torch's current device:
+    events, synchronize() and graph capture act on the current device. 2.7+ `set_device_index`, 2.6
+    `set_device_idx` (both take a torch.device, str or int: torch/accelerator/__init__.py), older
+    `torch.cuda.set_device`."""
     acc = getattr(torch, "accelerator", None)
     setter = getattr(acc, "set_device_index", None) or getattr(acc, "set_device_idx", None)
-    if setter is None:
-        torch.cuda.set_device(device)
+    if setter is None or (isinstance(device, str) and device.startswith("cuda")):
+        torch.cuda.set_device(device)  # CUDA/ROCm: the call xmfu always made there
     else:
         setter(device)
+
+
+def device_type_of(device: Any) -> str:
+    """"xpu" of "xpu:1", a torch.device or anything with `.type`."""
+    return getattr(device, "type", None) or str(device).split(":")[0]
+
+
+def current_device(torch: Any, device_type: str) -> str:
+    """torch's current device of `device_type` as a device string, "cuda:N" (torch.cuda.current_device(), as xmfu
+    always asked on CUDA/ROCm), "xpu:N"... (torch.accelerator.current_device_index, 2.7+; current_device_idx, 2.6)."""
+    if device_type == "cuda":
+        return f"cuda:{torch.cuda.current_device()}"
+    acc = getattr(torch, "accelerator", None)
+    getter = getattr(acc, "current_device_index", None) or getattr(acc, "current_device_idx", None)
+    if getter is None:  # torch before 2.6: the device module's own call (torch.xpu.current_device())
+        getter = getattr(torch, device_type).current_device
+    return f"{device_type}:{int(getter())}"
 
 
 def synchronize(torch: Any, device: Any = None) -> None:
     """Wait for all work on `device` (the current one by default): torch.accelerator.synchronize (2.6+)."""
     acc = getattr(torch, "accelerator", None)
     (acc.synchronize if acc is not None else torch.cuda.synchronize)(device)
+
+
+def synchronize_device(torch: Any, device: str) -> None:
+    """Wait for all work on the torch device string `device`; nothing for the host. "cuda:N" calls
+    torch.cuda.synchronize(device) as before; another accelerator torch.accelerator.synchronize(device). Not a
+    proven end of work on every device (machine/sync.py: Trainium's is reported to return early): for one-off
+    waits whose time is not reported (a profiler trace's end); times use `wait_for` or the timers."""
+    if not on_accelerator(device):
+        return
+    if device_type_of(device) == "cuda":
+        torch.cuda.synchronize(device)
+    else:
+        synchronize(torch, device)
 
 
 def timing_event(torch: Any, device: str) -> Any:
@@ -80,12 +127,14 @@ def timing_event(torch: Any, device: str) -> Any:
 
 
 def _memory_call(torch: Any, name: str, device: Any) -> Any:
-    """torch.accelerator.<name> (2.8+), else the device module's (torch.cuda.<name>, torch.xpu.<name>)."""
-    call = getattr(getattr(torch, "accelerator", None), name, None)
+    """The allocator call `name` for `device`: torch.cuda.<name> on a CUDA/ROCm device (see the module docstring);
+    else torch.accelerator.<name> (2.8+), else the device module's (torch.xpu.<name>); None where none has it."""
+    dtype = device_type_of(device)
+    call = None
+    if dtype != "cuda":
+        call = getattr(getattr(torch, "accelerator", None), name, None)
     if call is None:
-        dtype = getattr(device, "type", None) or str(device).split(":")[0]
-        call = getattr(torch.get_device_module(dtype) if hasattr(torch, "get_device_module") else torch.cuda, name,
-                       None)
+        call = getattr(getattr(torch, dtype, None), name, None)
     return None if call is None else call(device)
 
 
@@ -104,10 +153,18 @@ def reset_peak_memory_stats(torch: Any, device: Any) -> None:
     _memory_call(torch, "reset_peak_memory_stats", device)
 
 
-def empty_cache(torch: Any) -> None:
-    acc = getattr(torch, "accelerator", None)
-    call = getattr(acc, "empty_cache", None) or torch.cuda.empty_cache
-    call()
+def empty_cache(torch: Any, device: Any) -> None:
+    """Hand the allocator's cached blocks on `device`'s accelerator back: torch.cuda.empty_cache() on CUDA/ROCm,
+    torch.accelerator.empty_cache() (2.8+; it does nothing before the allocator is initialised,
+    torch/accelerator/memory.py), else the device module's (torch.xpu.empty_cache); nothing on the host or where
+    torch has no such call. Takes no device: every one of these empties the caches of the whole device type."""
+    dtype = device_type_of(device)
+    if dtype == "cpu":
+        return
+    call = getattr(getattr(torch, "accelerator", None), "empty_cache", None) if dtype != "cuda" else None
+    call = call or getattr(getattr(torch, dtype, None), "empty_cache", None)
+    if call is not None:
+        call()
 
 
 def on_accelerator(device: str) -> bool:

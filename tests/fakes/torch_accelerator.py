@@ -11,6 +11,12 @@ with `record(stream=None)`, `synchronize()`, `elapsed_time(end_event) -> float` 
 `surface="2.6"` keeps only what torch 2.6 had (pytorch PR #132204; docs/2.6 _modules/torch/accelerator):
 `current_accelerator()` without its argument, `current_device_idx` / `set_device_idx`, no memory calls.
 
+`torch.cuda` is a recorder: any call through it lands in `cuda_calls`, so a test shows the device-agnostic path
+makes none (is_available() False, device_count() 0, as on a torch built without CUDA). The device module
+`torch.<type>` has `get_device_name` and `current_device()`; an `xpu` one also the allocator calls torch/xpu/memory.py
+has (`max_memory_allocated(device=None)`, `reset_peak_memory_stats(device=None)`, `memory_allocated(device=None)`,
+`empty_cache()`), which a 2.6 surface falls back on.
+
 Device time is simulated as in torch_cuda_runtime.py: each `kernel()` adds `kernel_s` to a device clock, which
 an event records. Outputs are real CPU tensors, so a read-back is real.
 """
@@ -41,6 +47,19 @@ MODERN_ONLY = ("current_device_index", "set_device_index", "memory_allocated", "
                "reset_peak_memory_stats", "empty_cache")
 
 
+class _CudaRecorder:
+    """torch.cuda on a torch without CUDA: every call is recorded by name."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._calls.append(name)
+            return 0 if name == "device_count" else False if name in ("is_available", "is_initialized") else None
+        return call
+
+
 class FakeAcceleratorTorch:
     def __init__(self, device_type: str = "neuron", count: int = 2, kernel_s: float = 1e-3, surface: str = "2.13",
                  name: str = "Trainium2") -> None:
@@ -49,9 +68,16 @@ class FakeAcceleratorTorch:
         self.allocated = self.peak = 0
         self.device = Device
         self.version = SimpleNamespace(cuda=None, hip=None)
-        self.cuda = SimpleNamespace(is_available=lambda: False, device_count=lambda: 0)
+        self.cuda_calls: list[str] = []
+        self.cuda = _CudaRecorder(self.cuda_calls)
         self.accelerator = self._accelerator(surface)
-        setattr(self, device_type, SimpleNamespace(get_device_name=lambda i=None: name))
+        module = SimpleNamespace(get_device_name=lambda i=None: name, current_device=lambda: self.current)
+        if device_type == "xpu":
+            module.max_memory_allocated = lambda device=None: self.peak
+            module.memory_allocated = lambda device=None: self.allocated
+            module.reset_peak_memory_stats = self._reset_peak
+            module.empty_cache = lambda: self.calls.append(("xpu.empty_cache", None))
+        setattr(self, device_type, module)
         fake = self
 
         class Event:

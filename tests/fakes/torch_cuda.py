@@ -15,6 +15,13 @@ Values are those real machines print (torch's repr gives total_memory // 2**20 a
   total_memory=196592MB, multi_processor_count=304, uuid=66333330-6463-3464-3030-646565323262, L2_cache_size=4MB)"
   (ROCm/ROCm issue 4203, torch 2.6 on ROCm 6.2.4); torch.version.hip "6.2.41133-dd7f95766" (torch 2.5.1+rocm6.2).
 The PCI numbers are illustrative: no public log pairs them with these devices.
+
+`FakeTorch(..., runtime=True)` also records the runtime calls xmfu makes on a CUDA device, with torch 2.13's
+signatures: torch/cuda/__init__.py `set_device(device)`, `current_device() -> int`, `synchronize(device=None)`,
+`is_initialized() -> bool`; torch/cuda/memory.py `empty_cache()`, `max_memory_allocated(device=None)`,
+`reset_peak_memory_stats(device=None)`, `memory_allocated(device=None)`; and, as a CUDA build of torch 2.8+ has it,
+a `torch.accelerator` whose calls are recorded too ("accelerator.<name>"), so a test can show which of the two a
+CUDA device is driven through.
 """
 
 from __future__ import annotations
@@ -85,12 +92,35 @@ class FakeTorch:
     props: list[CudaDeviceProperties] = field(default_factory=list)
     hip: str | None = None
     cuda_version: str | None = CUDA_VERSION
+    runtime: bool = False  # True: record the runtime calls and add torch.accelerator (see the docstring)
 
     def __post_init__(self) -> None:
         self.__spec__ = importlib.machinery.ModuleSpec("torch", None)  # importlib.util.find_spec("torch") reads it
         self.cuda = SimpleNamespace(is_available=lambda: bool(self.props), device_count=lambda: len(self.props),
                                     get_device_properties=self._properties)
         self.version = SimpleNamespace(cuda=None if self.hip else self.cuda_version, hip=self.hip)
+        self.calls: list[tuple[str, Any]] = []
+        if self.runtime:
+            self._add_runtime()
+
+    def _add_runtime(self) -> None:
+        def rec(name: str, result: Any = None) -> Any:
+            def call(*args: Any) -> Any:
+                self.calls.append((name, args[0] if args else None))
+                return result
+            return call
+
+        for name, result in (("set_device", None), ("current_device", 0), ("synchronize", None),
+                             ("is_initialized", True), ("empty_cache", None), ("max_memory_allocated", 7),
+                             ("reset_peak_memory_stats", None), ("memory_allocated", 5)):
+            setattr(self.cuda, name, rec(name, result))
+        self.accelerator = SimpleNamespace(**{
+            name: rec(f"accelerator.{name}", result) for name, result in (
+                ("set_device_index", None), ("current_device_index", 0), ("synchronize", None),
+                ("empty_cache", None), ("max_memory_allocated", 7), ("reset_peak_memory_stats", None),
+                ("memory_allocated", 5), ("device_count", len(self.props)))})
+        self.accelerator.is_available = lambda: bool(self.props)
+        self.accelerator.current_accelerator = lambda check_available=False: SimpleNamespace(type="cuda")
 
     def _properties(self, index: Any = None) -> CudaDeviceProperties:
         return self.props[0 if index is None else int(index)]

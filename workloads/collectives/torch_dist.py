@@ -23,6 +23,7 @@ import numpy as np
 
 from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import to_torch, torch_unavailable
 from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
@@ -59,7 +60,9 @@ def process_group(kind: str, local_rank: int, timeout_s: float) -> Any:
     import torch.distributed as dist
 
     if kind in ("cuda", "rocm"):  # also when the group already exists: the current device is per process
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(local_rank)  # CUDA-specific here: the nccl group below is CUDA/ROCm's
+    elif kind != "cpu":  # another accelerator torch drives (xpu, hpu, neuron): through torch.accelerator
+        torch_device.set_device(torch, local_rank)
     if dist.is_initialized():
         return dist
     backend = "nccl" if kind in ("cuda", "rocm") else "gloo"

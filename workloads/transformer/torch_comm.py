@@ -11,6 +11,7 @@ from typing import Any
 
 from xmfu.harness.engine.case import RunAborted
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine import torch_device
 from xmfu.workloads.collectives.spec import CollectiveCase
 from xmfu.workloads.collectives.torch_dist import collective_call, guarded, rank_buffers
 from xmfu.workloads.transformer.parallel import Collective, ddp_collectives
@@ -60,13 +61,24 @@ def collectives_alone(collectives: list[Collective], ctx: RunContext, dist: Any)
     return guarded(run)
 
 
-def peak_memory_now(device: str) -> int:
-    """This rank's peak so far: the allocator's on a GPU, the process's max RSS on a host (Linux: KiB)."""
+def peak_memory_now(device: str) -> int | None:
+    """This rank's peak so far: the allocator's on an accelerator (torch.cuda.max_memory_allocated on CUDA/ROCm;
+    machine/torch_device.py elsewhere: None, not measured, where that torch has no such call), the process's max
+    RSS on a host (Linux: KiB)."""
     import torch
 
-    if device.startswith("cuda"):
-        return int(torch.cuda.max_memory_allocated(device))
+    if torch_device.on_accelerator(device):
+        return torch_device.max_memory_allocated(torch, device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start the allocator's peak afresh on an accelerator (torch.cuda.reset_peak_memory_stats on CUDA/ROCm);
+    nothing on a host, whose max RSS cannot be reset."""
+    import torch
+
+    if torch_device.on_accelerator(device):
+        torch_device.reset_peak_memory_stats(torch, device)
 
 
 def rank_gather(dist: Any, notes: dict[str, Any], peak: int | None) -> Callable[[list[float]], list[list[float]]]:

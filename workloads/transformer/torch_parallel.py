@@ -23,6 +23,7 @@ from typing import Any
 
 from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.machine import torch_device
 from xmfu.workloads.collectives.torch_dist import process_group
 from xmfu.workloads.transformer import parallel
 from xmfu.workloads.transformer.spec import TrainSpec
@@ -31,6 +32,7 @@ from xmfu.workloads.transformer.torch_comm import (
     ddp_step_collectives,
     peak_memory_now,
     rank_gather,
+    reset_peak_memory,
 )
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
 from xmfu.workloads.transformer.torch_parity import distributed_check, single_device_reference
@@ -243,14 +245,11 @@ def _ready(prepared: Prepared, run: TrainSpec, ctx: RunContext, dist: Any, wrapp
            build: Callable) -> None:
     """The untimed first step (optimizer state, compilation), this rank's peak memory before any variant
     exists, the profiler trace (rank 0), the variants and the gather hook."""
-    import torch
-
     device = ctx.torch_device
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats(device)
+    reset_peak_memory(device)
     prepared.fn()
     peak = peak_memory_now(device)
-    prepared.peak_memory = lambda: peak if device.startswith("cuda") else None
+    prepared.peak_memory = lambda: peak if torch_device.on_accelerator(device) else None
     if run.profile:  # every rank runs the step; rank 0's trace goes into the bundle
         trace = chrome_trace(prepared.fn, device) if dist.get_rank() == 0 else prepared.fn()
         if isinstance(trace, bytes):

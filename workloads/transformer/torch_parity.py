@@ -13,6 +13,7 @@ import gc
 import math
 from typing import Any
 
+from xmfu.harness.machine import torch_device
 from xmfu.workloads.transformer.spec import TrainSpec
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights
 from xmfu.workloads.transformer.torch_train import ADAMW, loss_under_precision
@@ -50,11 +51,10 @@ def single_device_reference(run: TrainSpec, device: str, attend: Attend) -> dict
         out = {**_single_device_step(run, device, attend), "device": device}
     except torch.OutOfMemoryError:
         gc.collect()
-        torch.cuda.empty_cache()
+        torch_device.empty_cache(torch, device)  # torch.cuda.empty_cache() on CUDA/ROCm, as before
         out = {**_single_device_step(run, "cpu", attend), "device": "cpu (does not fit one device)"}
     gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
+    torch_device.empty_cache(torch, device)  # nothing on the host
     return out
 
 
@@ -92,7 +92,8 @@ def distributed_check(run: TrainSpec, dist: Any, model: Any, named: list[tuple[s
 
     rank, n = dist.get_rank(), dist.get_world_size()
     device = next(p for _, p in named).device
-    device = "cpu" if device.type == "cpu" else f"cuda:{torch.cuda.current_device()}"
+    # this rank's current device (process_group made it current): "cuda:N" from torch.cuda.current_device()
+    device = "cpu" if device.type == "cpu" else torch_device.current_device(torch, device.type)
     x, y = (t[rank: rank + 1] for t in check_batch(run, device))
     loss = loss_under_precision(model, x, y, run.dtype)
     loss.backward()

@@ -11,6 +11,9 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from xmfu.harness.engine.timers import first_tensor
+from xmfu.harness.machine import torch_device
+
 TRACE_NAME = "trace.json"
 
 
@@ -23,10 +26,12 @@ def chrome_trace(step: Callable[[], Any], device: str, steps: int = 1) -> bytes:
     if device.startswith("cuda"):
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
+        out = None
         for _ in range(steps):
-            step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
+            out = step()
+        # the device's work inside the trace: torch.cuda.synchronize(device) on CUDA/ROCm, the device's own wait
+        # elsewhere (a read-back where its synchronize is not trusted: machine/sync.py), nothing on the host
+        torch_device.wait_for(torch, device, first_tensor(out))
     fd, path = tempfile.mkstemp(suffix=".json", prefix="xmfu-trace-")
     os.close(fd)
     try:
