@@ -3,24 +3,20 @@ synchronize, events and allocator statistics, through `torch.accelerator` where 
 and through `torch.cuda` where it does not.
 
 What each torch release offers (xmfu supports torch 2.6 to 2.13, machine/compat.py):
-- torch 2.6 introduced `torch.accelerator` (pytorch PR #132204, "Introduce a device-agnostic runtime API design";
-  docs/2.6 _modules/torch/accelerator): `device_count()`, `is_available()` (device_count() > 0),
-  `current_accelerator()` with no argument (it raises where there is no accelerator), `current_device_idx()`,
-  `set_device_idx(device)`, `current_stream(device)`, `set_stream(stream)`, `synchronize(device=None)`.
-- torch 2.7 renamed the index calls `current_device_index()` / `set_device_index(device)` (the `_idx` names stay,
-  deprecated) and gave `current_accelerator(check_available=False)` its argument (docs 2.7 accelerator.rst).
+- torch 2.6.0, read in its wheel (torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl from PyPI: torch/accelerator/
+  __init__.py, torch/_C/__init__.pyi): `torch.accelerator` has `device_count()`, `is_available()`
+  (device_count() > 0), `current_accelerator()` with no argument (it raises where there is no accelerator),
+  `current_device_index()`, `set_device_index(device)` (the `_idx` names are already deprecated aliases there),
+  `current_stream(device)`, `set_stream(stream)`, `synchronize(device=None)`; no allocator statistics.
+- torch 2.7 gave `current_accelerator(check_available=False)` its argument (docs 2.7 accelerator.rst).
 - torch 2.8 added the allocator statistics `torch.accelerator.memory_allocated`, `max_memory_allocated`,
   `reset_peak_memory_stats`, `empty_cache`... (torch/accelerator/memory.py; docs 2.8 accelerator.md); before it
   they are per device module (`torch.cuda.max_memory_allocated`, `torch.xpu.max_memory_allocated`).
-- `torch.Event(device=None, *, enable_timing=False, ...)` is the device-generic event (record, synchronize,
-  elapsed_time in milliseconds; torch 2.13 docstring, torch/_torch_docs.py). It predates torch 2.6: pytorch PR
-  #123611 ("Build device generic torch.Stream and torch.Event based on c10::Stream/Event", April 2024, torch 2.4)
-  added torch/csrc/Event.cpp with the parser signature "Event(Device device=None, *, bool enable_timing=True, bool
-  blocking=False, bool interprocess=False)", and PR #134845 ("Make device-specific event inherits from
-  torch.Event", merged 2024-10-01, before the 2.6 branch) made torch.cuda.Event and torch.xpu.Event subclasses of
-  it. Not read from the v2.6.0 tag itself (no 2.6.0 wheel could be had here, and the pytorch repository is over
-  the snapshot limit), so `timing_event` still checks `hasattr(torch, "Event")`. The enable_timing default was
-  True in that first parser and is False in 2.13 (Event.cpp): xmfu always passes enable_timing=True and the device.
+- `torch.Event` is in torch 2.6.0: torch/_C/__init__.pyi "class Event" ("Defined in torch/csrc/Event.cpp") with
+  `__new__(device=None, *, enable_timing=False, blocking=False, interprocess=False)`, `record`, `wait`, `query`,
+  `elapsed_time`, `synchronize`, exported as torch.Event by torch/__init__.py's `from torch._C import *`; 2.13 has
+  the same (elapsed_time in milliseconds, torch/_torch_docs.py). xmfu always passes the device and
+  enable_timing=True. `timing_event` still checks for it, for a vendor build that leaves it out.
 - CUDA and ROCm builds keep `torch.cuda`: where xmfu called `torch.cuda.X(device)` before, a "cuda" device still
   calls exactly that (the calls its CUDA numbers were taken with, present in every supported torch). On torch 2.13
   `torch.accelerator.max_memory_allocated` would read the same allocator statistic
@@ -72,8 +68,8 @@ def device_count(torch: Any) -> int:
 
 def set_device(torch: Any, device: str | int) -> None:
     """Make `device` ("cuda:N", "xpu:N"..., or an index of the accelerator torch drives) torch's current device:
-    events, synchronize() and graph capture act on the current device. 2.7+ `set_device_index`, 2.6
-    `set_device_idx` (both take a torch.device, str or int: torch/accelerator/__init__.py), older
+    events, synchronize() and graph capture act on the current device. `set_device_index` (2.6+; a torch.device,
+    str or int: torch/accelerator/__init__.py), its deprecated alias `set_device_idx` as a fallback, older
     `torch.cuda.set_device`."""
     acc = getattr(torch, "accelerator", None)
     setter = getattr(acc, "set_device_index", None) or getattr(acc, "set_device_idx", None)
@@ -90,7 +86,8 @@ def device_type_of(device: Any) -> str:
 
 def current_device(torch: Any, device_type: str) -> str:
     """torch's current device of `device_type` as a device string, "cuda:N" (torch.cuda.current_device(), as xmfu
-    always asked on CUDA/ROCm), "xpu:N"... (torch.accelerator.current_device_index, 2.7+; current_device_idx, 2.6)."""
+    always asked on CUDA/ROCm), "xpu:N"... (torch.accelerator.current_device_index, 2.6+; its deprecated alias
+    current_device_idx as a fallback)."""
     if device_type == "cuda":
         return f"cuda:{torch.cuda.current_device()}"
     acc = getattr(torch, "accelerator", None)

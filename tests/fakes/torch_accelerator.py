@@ -8,8 +8,9 @@ Copies the signatures of torch 2.13's `torch.accelerator` (inspect.signature on 
 `max_memory_allocated(device_index=None, /) -> int`, `reset_peak_memory_stats(device_index=None, /) -> None`,
 `empty_cache() -> None`; and `torch.Event(device=None, *, enable_timing=False, blocking=False, interprocess=False)`
 with `record(stream=None)`, `synchronize()`, `elapsed_time(end_event) -> float` in milliseconds.
-`surface="2.6"` keeps only what torch 2.6 had (pytorch PR #132204; docs/2.6 _modules/torch/accelerator):
-`current_accelerator()` without its argument, `current_device_idx` / `set_device_idx`, no memory calls.
+`surface="2.6"` keeps only what torch 2.6.0 had (read in its PyPI wheel, torch/accelerator/__init__.py):
+`current_accelerator()` without its argument, `current_device_index` / `set_device_index` with the deprecated
+`current_device_idx` / `set_device_idx` aliases, no memory calls.
 
 `torch.cuda` is a recorder: any call through it lands in `cuda_calls`, so a test shows the device-agnostic path
 makes none (is_available() False, device_count() 0, as on a torch built without CUDA). The device module
@@ -43,8 +44,7 @@ class Device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
-MODERN_ONLY = ("current_device_index", "set_device_index", "memory_allocated", "max_memory_allocated",
-               "reset_peak_memory_stats", "empty_cache")
+MODERN_ONLY = ("memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache")  # 2.8+
 
 
 class _CudaRecorder:
