@@ -87,3 +87,19 @@ def test_a_group_that_breaks_while_a_case_is_prepared_ends_the_run(collective, c
     monkeypatch.setattr(dist, "all_gather_object", _broken)
     with pytest.raises(RunAborted):
         prepared.gather([1.0])
+
+
+def test_an_accelerators_group_uses_the_backend_torch_maps_its_device_type_to(monkeypatch):
+    """xpu -> xccl (built into torch's map since 2.6); Gaudi's hccl only once its package registers it; a device
+    type with nothing registered is refused, never run over gloo on host tensors."""
+    import torch.distributed as dist
+
+    assert [torch_dist.group_backend(k) for k in ("cuda", "rocm", "cpu", "xpu")] == ["nccl", "nccl", "gloo", "xccl"]
+    monkeypatch.setattr(torch_dist, "torch_unavailable", lambda dtype, kind: None)  # as if torch drove the device
+    hpu = gpu_device("GAUDI2", None, kind="hpu", vendor="intel")
+    ctx = RunContext(run_config(), Platform("hpu", (hpu,), "test"))
+    case = CollectiveCase("all_reduce", 1024, "fp32", True, "bandwidth")
+    ok, why = torch_dist.available(case, ctx)
+    assert not ok and "no backend registered for hpu" in why
+    monkeypatch.setitem(dist.Backend.default_device_backend_map, "hpu", "hccl")  # what habana's package does
+    assert torch_dist.group_backend("hpu") == "hccl" and torch_dist.available(case, ctx) == (True, "")

@@ -1,4 +1,8 @@
-"""torch.distributed collectives: `nccl` on CUDA (RCCL under the same name on ROCm), `gloo` on a CPU.
+"""torch.distributed collectives: `nccl` on CUDA (RCCL under the same name on ROCm), `gloo` on a CPU, and on another
+accelerator the backend torch maps its device type to (`Backend.default_device_backend_map`, torch 2.6.0 and 2.13
+distributed_c10d.py: "xpu" -> `xccl` built in; a vendor package registers its own, e.g. Gaudi's `hccl`, through
+`Backend.register_backend(..., devices=[...])`). A device type with no registered backend is refused, never run
+over gloo, whose tensors live on the host.
 
 Processes come from the launcher (torchrun, or Slurm via Hydra's submitit launcher); without one, a single
 rank runs on its own store. The process group's timeout bounds every collective: a rank that never joins or
@@ -42,7 +46,23 @@ def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
         return False, NOT_IN_TORCH[(case.op, case.in_place)]
     if ctx.platform.kind == "tpu":
         return False, "torch.distributed has no TPU backend here (use the jax backend)"
+    if ctx.platform.kind not in ("cuda", "rocm", "cpu") and group_backend(ctx.platform.kind) is None:
+        return False, (f"torch.distributed has no backend registered for {ctx.platform.kind} devices here "
+                       "(torch.distributed.Backend.default_device_backend_map; the vendor's torch package "
+                       "registers one, e.g. Gaudi's hccl)")
     return True, ""
+
+
+def group_backend(kind: str) -> str | None:
+    """The process group's backend for a platform kind: nccl on CUDA and ROCm, gloo on a CPU, else what torch maps
+    the device type to (xccl for xpu; a vendor's registered one), None where nothing is registered."""
+    import torch.distributed as dist
+
+    if kind in ("cuda", "rocm"):
+        return "nccl"
+    if kind == "cpu":
+        return "gloo"
+    return dist.Backend.default_device_backend_map.get(kind)
 
 
 def _slurm_env() -> None:
@@ -65,7 +85,9 @@ def process_group(kind: str, local_rank: int, timeout_s: float) -> Any:
         torch_device.set_device(torch, local_rank)
     if dist.is_initialized():
         return dist
-    backend = "nccl" if kind in ("cuda", "rocm") else "gloo"
+    backend = group_backend(kind)
+    if backend is None:  # available() refuses such cases first; a direct caller gets the same reason
+        raise RunAborted(f"torch.distributed has no backend registered for {kind} devices")
     timeout = datetime.timedelta(seconds=timeout_s)
     try:
         _slurm_env()
