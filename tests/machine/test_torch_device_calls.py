@@ -205,3 +205,20 @@ def test_a_flushed_run_flushes_an_intel_gpus_cache_on_the_gpu_and_says_a_read_ba
     assert buffers == ["xpu:0"] and timer["flush_l2_bytes"] == 1 << 26 and timer["name"].startswith("torch.Event per")
     row, buffers = _flushed_row(tmp_path / "n", monkeypatch, install(FakeAcceleratorTorch("neuron")))
     assert row["timer"]["flush_l2_bytes"].startswith("not applied: a read-back timer")
+
+
+def test_a_profiler_trace_records_the_accelerators_kernels_activity(monkeypatch):
+    """CUDA (ROCm too), XPU and HPU by name; an out-of-tree device (TorchNeuron) through PrivateUse1 when torch knows
+    it under that name; nothing beyond host ops where torch has no such activity."""
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    from xmfu.workloads.transformer.torch_profile import device_activities
+
+    assert device_activities(torch, ProfilerActivity, "cpu") == []
+    assert device_activities(torch, ProfilerActivity, "cuda:1") == [ProfilerActivity.CUDA]
+    assert device_activities(torch, ProfilerActivity, "xpu:0") == [ProfilerActivity.XPU]
+    assert device_activities(torch, ProfilerActivity, "hpu") == [ProfilerActivity.HPU]
+    assert device_activities(torch, ProfilerActivity, "neuron:0") == []  # not the PrivateUse1 name here
+    monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "neuron")
+    assert device_activities(torch, ProfilerActivity, "neuron:0") == [ProfilerActivity.PrivateUse1]
