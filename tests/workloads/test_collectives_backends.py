@@ -94,6 +94,7 @@ def test_an_accelerators_group_uses_the_backend_torch_maps_its_device_type_to(mo
     type with nothing registered is refused, never run over gloo on host tensors."""
     import torch.distributed as dist
 
+    monkeypatch.delitem(dist.Backend.default_device_backend_map, "hpu", raising=False)
     assert [torch_dist.group_backend(k) for k in ("cuda", "rocm", "cpu", "xpu")] == ["nccl", "nccl", "gloo", "xccl"]
     monkeypatch.setattr(torch_dist, "torch_unavailable", lambda dtype, kind: None)  # as if torch drove the device
     hpu = gpu_device("GAUDI2", None, kind="hpu", vendor="intel")
@@ -101,5 +102,7 @@ def test_an_accelerators_group_uses_the_backend_torch_maps_its_device_type_to(mo
     case = CollectiveCase("all_reduce", 1024, "fp32", True, "bandwidth")
     ok, why = torch_dist.available(case, ctx)
     assert not ok and "no backend registered for hpu" in why
+    monkeypatch.setitem(dist.Backend.default_device_backend_map, "hpu", "fake")  # torch's testing backend
+    assert torch_dist.group_backend("hpu") is None
     monkeypatch.setitem(dist.Backend.default_device_backend_map, "hpu", "hccl")  # what habana's package does
     assert torch_dist.group_backend("hpu") == "hccl" and torch_dist.available(case, ctx) == (True, "")

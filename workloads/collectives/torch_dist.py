@@ -62,7 +62,10 @@ def group_backend(kind: str) -> str | None:
         return "nccl"
     if kind == "cpu":
         return "gloo"
-    return dist.Backend.default_device_backend_map.get(kind)
+    backend = dist.Backend.default_device_backend_map.get(kind)
+    # "fake" is torch's testing backend (torch/testing/_internal/distributed/fake_pg.py registers it for cpu, cuda,
+    # hpu and xpu when imported): it moves no data, so it is no backend to measure
+    return None if backend in (None, "fake") else backend
 
 
 def _slurm_env() -> None:
