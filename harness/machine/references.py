@@ -27,12 +27,15 @@ FIGURES = {
     "matmul_achievable": "the achievable (mamf) matmul TFLOP/s: the best over a sweep of shapes on one device",
     "training_tokens": "training tokens/s per device for a named model, sequence length, dtype and world size",
     "collective_busbw": "a collective's peak bus bandwidth over the sizes swept, for an op, rank and node count",
+    "attention": "attention TFLOP/s of the fastest backend at one shape (q = kv length), mode, dtype and mask",
 }
 # The conditions each kind must name, all of which a figure must equal (no near matches).
 MATCHED_ON = {
     "matmul_achievable": ("dtype", "world_size"),
     "training_tokens": ("model", "seq_len", "dtype", "world_size", "nodes"),
     "collective_busbw": ("op", "ranks", "nodes"),
+    # the attention rows' own param names (workloads/attention/spec.py AttentionCase.params), seq_len = seq_q = seq_kv
+    "attention": ("mode", "dtype", "batch", "heads", "kv_heads", "seq_len", "head_dim", "causal", "world_size"),
 }
 WITHIN, LOW, FAR_BELOW = "within", "low", "far below"
 NO_REFERENCE = "no public reference"
@@ -49,9 +52,42 @@ def _transformer(attention_factor: float) -> Any:
     return convert
 
 
+# Passes per attention mode, in forward FLOPs: backward = 2.5x forward (four matmuls plus recomputing Q Kᵀ),
+# as xmfu's attention spec (workloads/attention/spec.py AttentionCase.flops) and the FlashAttention-2 paper §4.
+_ATTENTION_PASSES = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
+
+
+def _scores(count: str, seq: float, causal: bool) -> float:
+    """Score entries per (batch, head) at seq_q = seq_kv = seq. exact: the entries a causal mask keeps, diagonal
+    included, s(s+1)/2 (xmfu's `exact`); fa2: half the square, s²/2 (xmfu's `fa2`, FlashAttention-2's benchmark and
+    aiter's fwd benchmark after ROCm/aiter PR #3390); full: the square, mask or not (aiter's bwd benchmark at PR
+    #815). Without a mask every count is s²."""
+    if not causal:
+        return seq * seq
+    return {"exact": seq * (seq + 1) / 2, "fa2": seq * seq / 2, "full": seq * seq}[count]
+
+
+def _attention(count: str) -> Any:
+    """Attention TFLOP/s under the score count `count`: 4·b·h·d FLOPs per score entry (two matmuls, h = query
+    heads) x the mode's passes, over the source's time: its printed `time_ms`, or, where it printed only TFLOP/s,
+    the time those imply under the count it used (`printed_count`)."""
+    def flops(i: Mapping[str, Any], c: str) -> float:
+        return (4 * i["batch"] * i["heads"] * i["head_dim"] * _scores(c, i["seq_len"], bool(i["causal"]))
+                * _ATTENTION_PASSES[i["mode"]])
+
+    def convert(i: Mapping[str, Any]) -> float:
+        seconds = (i["time_ms"] / 1e3 if "time_ms" in i
+                   else flops(i, i["printed_count"]) / (i["printed_tflops"] * 1e12))
+        return flops(i, count) / seconds / 1e12
+    return convert
+
+
 # Named conversions an entry may use: pure functions of the entry's `inputs`.
 CONVERSIONS = {"transformer-palm": _transformer(12.0), "transformer-causal": _transformer(6.0),
-               "scale": lambda i: i["value"] * i["factor"]}
+               "scale": lambda i: i["value"] * i["factor"], "attention-exact": _attention("exact"),
+               "attention-fa2": _attention("fa2"), "attention-full": _attention("full")}
+# The attention conventions of xmfu's rows (their `flop_convention`) and the conversion giving a reference under each.
+ATTENTION_CONVENTIONS = {"exact": "attention-exact", "fa2": "attention-fa2"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +164,8 @@ def entry_problems(entry: Mapping[str, Any], device_ids: Sequence[str]) -> list[
         missing = [k for k in MATCHED_ON[figure] if (entry.get("conditions") or {}).get(k) is None]
         if missing:
             problems.append(f"{eid}: conditions lack {', '.join(missing)}")
+        elif figure == "attention":
+            problems += _attention_problems(entry)
     if not isinstance(entry.get("value"), (int, float)) or not entry["value"] > 0:
         problems.append(f"{eid}: value {entry.get('value')!r} is not a positive number")
     source = entry.get("source") or {}
@@ -140,6 +178,33 @@ def entry_problems(entry: Mapping[str, Any], device_ids: Sequence[str]) -> list[
         if not entry.get(key):
             problems.append(f"{eid}: no {key}")
     return problems + conversion_problems(entry)
+
+
+def _attention_problems(entry: Mapping[str, Any]) -> list[str]:
+    """An attention entry's value is under xmfu's default count (exact); a causal one says so with an
+    attention-exact conversion equal to its value, and every conversion's inputs are its own conditions."""
+    eid, cond, out = entry["id"], entry["conditions"], []
+    for c in entry.get("conversions") or []:
+        differ = [k for k in ("mode", "batch", "heads", "seq_len", "head_dim", "causal")
+                  if str((c.get("inputs") or {}).get(k)) != str(cond[k])]
+        if differ:
+            out.append(f"{eid}: {c.get('formula')} inputs {', '.join(differ)} are not the entry's conditions")
+    if cond["causal"]:
+        exact = [c for c in entry.get("conversions") or [] if c.get("formula") == "attention-exact"]
+        if not exact or abs(exact[0]["result"] - entry["value"]) > 1e-9:
+            out.append(f"{eid}: a causal attention value must be its attention-exact conversion's result")
+    return out
+
+
+def value_under(entry: Mapping[str, Any], convention: str | None) -> float | None:
+    """The reference's figure under the FLOP convention of the xmfu figure compared with it, or None where the
+    entry gives none. An attention entry's value is under `exact`; a causal one is given under `fa2` by its
+    attention-fa2 conversion (the two differ by the diagonal: (s+1)/s); without a mask they are the same count."""
+    if entry["figure"] != "attention" or not entry["conditions"].get("causal") or convention == "exact":
+        return float(entry["value"])
+    name = ATTENTION_CONVENTIONS.get(convention or "")
+    c = next((c for c in entry.get("conversions") or [] if c["formula"] == name), None) if name else None
+    return float(c["result"]) if c else None
 
 
 def find(figure: str, device: str | None, conditions: Mapping[str, Any],
@@ -160,10 +225,12 @@ def find(figure: str, device: str | None, conditions: Mapping[str, Any],
     return None, f"{NO_REFERENCE} for {device}, {said}"
 
 
-def judge(value: float, ci: Sequence[float] | None, entry: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
-    """The ratio of xmfu's figure to the reference, its CI (the figure's own CI over the reference: a published
+def judge(value: float, ci: Sequence[float] | None, entry: Mapping[str, Any], bands: Bands,
+          reference: float | None = None) -> dict[str, Any]:
+    """The ratio of xmfu's figure to the reference (`reference`: the entry's value under the figure's FLOP
+    convention, value_under; default its value), its CI (the figure's own CI over the reference: a published
     figure carries none), and the band of the ratio."""
-    ref = float(entry["value"])
+    ref = float(entry["value"]) if reference is None else reference
     ratio = value / ref
     ratio_ci = [ci[0] / ref, ci[1] / ref] if ci and None not in ci else None
     return {"reference_id": entry["id"], "reference": ref, "reference_unit": entry["unit"], "ratio": ratio,

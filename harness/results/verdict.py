@@ -87,14 +87,41 @@ def _achievable_ci(bundles: Sequence[Bundle], mamf: dict[str, Any] | None) -> li
 
 
 def attention(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """The fastest backend per attention mode (fwd, fwd_bwd...), with its MFU."""
+    """The fastest backend per attention mode (fwd, fwd_bwd...), with its MFU, over every shape."""
     timed_rows = [r for r in rows if r["workload"] == "attention" and timed(r)]
     out = []
     for mode in sorted({(r.get("params") or {}).get("mode", "") for r in timed_rows}):
         best = _best([r for r in timed_rows if (r.get("params") or {}).get("mode", "") == mode], lambda r: r["tflops"])
-        out.append({"mode": mode, "backend": best["backend"], "case_id": best["case_id"], "tflops": best["tflops"],
-                    "mfu": best.get("mfu"), "flags": flags_text(best)})
+        out.append(_attention_figure(best))
     return out
+
+
+def attention_shapes(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The fastest backend at each attention shape (its conditions: mode, dtype, shape, mask), per device and FLOP
+    convention (TFLOP/s under two counts are not ranked together): what a public reference at one shape is
+    compared with."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["workload"] != "attention" or not timed(r):
+            continue
+        f = _attention_figure(r)
+        key = repr((f["device_id"], f["flop_convention"], sorted(f["conditions"].items())))
+        if key not in best or f["tflops"] > best[key]["tflops"]:
+            best[key] = f
+    return list(best.values())
+
+
+def _attention_figure(r: Row) -> dict[str, Any]:
+    """One attention row as a verdict figure, with the conditions a public reference is matched on (the row's own
+    param names; seq_len only where query and key/value lengths are equal, else both)."""
+    p = r.get("params") or {}
+    seq = p.get("seq_q") if p.get("seq_q") == p.get("seq_kv") else f"q{p.get('seq_q')}/kv{p.get('seq_kv')}"
+    conditions = {"mode": p.get("mode", ""), "dtype": r.get("dtype"), "batch": p.get("batch"),
+                  "heads": p.get("heads"), "kv_heads": p.get("kv_heads"), "seq_len": seq,
+                  "head_dim": p.get("head_dim"), "causal": p.get("causal"), "world_size": p.get("world_size") or 1}
+    return {"mode": conditions["mode"], "backend": r["backend"], "case_id": r["case_id"], "tflops": r["tflops"],
+            "mfu": r.get("mfu"), "flags": flags_text(r), "tflops_ci95": r.get("tflops_ci95"),
+            "device_id": device_id(r), "flop_convention": r.get("flop_convention"), "conditions": conditions}
 
 
 def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
@@ -190,7 +217,8 @@ def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
     single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
     rows = [r for b in single for r in b.cases]
     every = [r for _, bundles in parts.values() for b in bundles for r in b.cases]
-    return {"matmul": matmul(single), "attention": attention(rows), "training": training(rows, price),
+    return {"matmul": matmul(single), "attention": attention(rows), "attention_shapes": attention_shapes(rows),
+            "training": training(rows, price),
             "sustained": sustained(rows), "throttling": throttling(every),
             "devices": devices([b for kind, bundles in parts.values() if kind == "devices" for b in bundles],
                                threshold)}

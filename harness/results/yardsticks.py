@@ -1,9 +1,10 @@
 """Each headline figure against its public reference (harness/machine/references.py): the matching reference,
 the ratio with its CI, the band and the source, or "no public reference" with why.
 
-The headline figures are the verdict's (harness/results/verdict.py): per node, the achievable (mamf) matmul and
-each backend's training step; the suite's collectives. A figure far below its reference is a finding: the
-acceptance suite fails on it (`problems`). Used by the verdict page, `xmfu report` and `xmfu compare --references`.
+The headline figures are the verdict's (harness/results/verdict.py): per node, the achievable (mamf) matmul,
+each backend's training step, the fastest attention per mode and at each published attention shape; the suite's
+collectives. A figure far below its reference is a finding: the acceptance suite fails on it (`problems`). Used by
+the verdict page, `xmfu report` and `xmfu compare --references`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,50 @@ COLUMNS = ("node", "figure", "value", "unit", "reference", "ratio", "ratio_ci95"
 
 
 def _one(node: str, label: str, kind: str, value: float | None, unit: str, ci: Any, device: str | None,
-         conditions: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
+         conditions: Mapping[str, Any], bands: Bands, convention: str | None = None) -> dict[str, Any]:
+    """`convention`: the figure's FLOP convention, where the reference's value depends on it (attention)."""
     out = {"node": node, "figure": label, "value": value, "unit": unit, "device_id": device,
            "conditions": dict(conditions)}
     entry, why = references.find(kind, device, conditions)
-    if entry is None or value is None:
+    ref = None if entry is None else references.value_under(entry, convention)
+    if entry is not None and ref is None:
+        why = f"{references.NO_REFERENCE} under the FLOP convention {convention!r} ({entry['id']} gives none)"
+    if ref is None or value is None:
         return {**out, "reference_id": None, "reference": None, "ratio": None, "ratio_ci95": None,
                 "band": references.NO_REFERENCE, "source": why or references.NO_REFERENCE, "context": ""}
-    return {**out, **references.judge(value, ci, entry, bands)}
+    return {**out, **references.judge(value, ci, entry, bands, ref)}
+
+
+def _attention(node: str, label: str, a: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
+    return _one(node, label, "attention", a["tflops"], "TFLOP/s", a.get("tflops_ci95"), a.get("device_id"),
+                a.get("conditions") or {}, bands, a.get("flop_convention"))
+
+
+def _shape_text(c: Mapping[str, Any]) -> str:
+    return (f"{c['dtype']} b{c['batch']} h{c['heads']}/kv{c['kv_heads']} s{c['seq_len']} d{c['head_dim']} "
+            f"{'causal' if c['causal'] else 'no mask'}")
+
+
+def of_attention(node: str, f: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
+    """Each mode's fastest attention figure against the reference at its own shape, if one is published; then,
+    for every public attention reference on the node's devices, the fastest backend at exactly its shape, mode,
+    dtype and mask where the node timed it (one row per reference; a headline already at that shape is not
+    repeated)."""
+    heads = f.get("attention") or []
+    out = [_attention(node, f"attention {a['mode']} ({a['backend']}, {a['case_id']})", a, bands) for a in heads]
+    shapes = f.get("attention_shapes") or []
+    keys = references.MATCHED_ON["attention"]
+    for e in references.entries():
+        if e["figure"] != "attention":
+            continue
+        at = [a for a in shapes if a.get("device_id") == e["device"]
+              and all(str(a["conditions"].get(k)) == str(e["conditions"][k]) for k in keys)]
+        best = max(at, key=lambda a: a["tflops"], default=None)
+        if best is None or any((h["case_id"], h["backend"]) == (best["case_id"], best["backend"]) for h in heads):
+            continue
+        label = f"attention {best['mode']} at {_shape_text(best['conditions'])} ({best['backend']})"
+        out.append(_attention(node, label, best, bands))
+    return out
 
 
 def _unpublished(node: str, label: str, value: float | None, unit: str, what: str) -> dict[str, Any]:
@@ -48,8 +85,7 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
     if m.get("best"):
         out.append(_unpublished(node, f"best matmul {m['dtype']} ({m['best']['backend']}, {m['best']['case_id']})",
                                 m["best"]["tflops"], "TFLOP/s", "for a matmul at one shape"))
-    out += [_unpublished(node, f"attention {a['mode']} ({a['backend']}, {a['case_id']})", a["tflops"], "TFLOP/s",
-                         "for attention at this shape") for a in f.get("attention") or []]
+    out += of_attention(node, f, bands)
     if m.get("achievable"):
         a = m["achievable"]
         out.append(_one(node, f"achievable matmul {a.get('dtype')} (mamf)", "matmul_achievable", a["tflops"],

@@ -20,7 +20,19 @@ def test_references_lists_every_entry_with_its_source(capsys):
 def test_references_json_and_one_device(capsys):
     assert COMMANDS["references"](["--json", "--device", "amd-mi300x"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [e["id"] for e in data["references"]] == ["mamf-amd-mi300x-bf16"] and data["bands"]["within"] == 0.95
+    assert [e["id"] for e in data["references"]] == ["mamf-amd-mi300x-bf16", "amd-cvs-mi300x-allreduce-8"]
+    assert data["bands"]["within"] == 0.95
+
+
+def test_references_list_the_attention_entries_with_their_conversions(capsys):
+    assert COMMANDS["references"](["--device", "amd-mi355x"]) == 0
+    out = capsys.readouterr().out
+    assert ("aiter-815-mi355x-bwd-bf16-b8-h64kv8-s8192-d128-causal: amd-mi355x attention 1052.6 TFLOP/s (mode bwd, "
+            "dtype bf16, batch 8, heads 64, kv_heads 8, seq_len 8192, head_dim 128, causal True, world_size 1)") in out
+    assert "the source printed: 2105 TFLOP/s (attention-full)" in out
+    assert ("under attention-exact: 2.5 x 4 x 8 x 64 x 128 x (8192 x 8193 / 2) / 0.020893 s / 1e12 = "
+            "2.5 x 8797166764032 / 0.020893 / 1e12 = 1052.6") in out
+    assert "source: https://github.com/ROCm/aiter/pull/3390, read 2026-11-26" in out
 
 
 def test_bad_options_are_one_paragraph_and_exit_2(capsys):

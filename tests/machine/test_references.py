@@ -35,7 +35,7 @@ def test_every_conversion_is_xmfus_own_transformer_formula_for_the_model_it_name
     model = yaml.safe_load((Path(__file__).parents[2] / "configs/model/8b.yaml").read_text())
     checked = 0
     for e in ENTRIES:
-        for c in e.get("conversions") or []:
+        for c in (c for c in e.get("conversions") or [] if c["formula"].startswith("transformer-")):
             i = c["inputs"]
             spec = TrainSpec(ModelSpec(**{**model, "seq_len": i["seq_len"], "batch": 1}), "bf16",
                              flop_convention=c["formula"].removeprefix("transformer-"))
@@ -115,3 +115,80 @@ def test_torchtitans_h200_llama3_8b_runs_are_matched_on_their_node_and_world_siz
     entry, _ = find("training_tokens", "nvidia-h200-sxm", cond)
     assert entry["id"] == "torchtitan-trainy-h200-4x8-llama3-8b-fp8" and entry["conversions"][0]["result"] == 633.5
     assert find("training_tokens", "nvidia-h200-sxm", {**cond, "nodes": 8})[0] is None  # 32 ranks on 8 nodes
+
+
+ATTENTION = [e for e in ENTRIES if e["figure"] == "attention"]
+MI355X_FWD = {"mode": "fwd", "dtype": "bf16", "batch": 4, "heads": 64, "kv_heads": 8, "seq_len": 8192,
+              "head_dim": 128, "causal": True, "world_size": 1}
+
+
+def test_no_two_entries_match_the_same_figure():
+    """Matching is explicit: one reference per device, figure and conditions, never a pick between two."""
+    keys = [(e["device"], e["figure"], repr(sorted(e["conditions"].items()))) for e in ENTRIES]
+    assert len(set(keys)) == len(keys)
+
+
+def test_every_attention_conversion_is_xmfus_own_attention_count():
+    """Each attention conversion's result is AttentionCase.flops (workloads/attention/spec.py, the count xmfu's rows
+    carry) over the source's time: printed, or implied by the printed TFLOP/s under the source's own count."""
+    from xmfu.workloads.attention.spec import AttentionCase
+
+    def case(i, convention):
+        return AttentionCase(batch=i["batch"], heads=i["heads"], kv_heads=8, seq_q=i["seq_len"], seq_kv=i["seq_len"],
+                             head_dim=i["head_dim"], causal=i["causal"], alignment="top_left", scale=1.0,
+                             dtype="bf16", mode=i["mode"], flop_convention=convention)
+
+    checked = 0
+    for e in ATTENTION:
+        for c in e.get("conversions") or []:
+            i = c["inputs"]
+            if "time_ms" in i:
+                seconds = i["time_ms"] / 1e3
+            else:
+                seconds = case(i, i["printed_count"]).flops() / (i["printed_tflops"] * 1e12)
+            if c["formula"] == "attention-full":  # the source's count: the whole square, as without a mask
+                flops = case({**i, "causal": False}, "exact").flops()
+            else:
+                flops = case(i, c["formula"].removeprefix("attention-")).flops()
+            assert flops / seconds / 1e12 == pytest.approx(c["result"], abs=0.05), (e["id"], c["formula"])
+            checked += 1
+    assert checked >= 5
+
+
+def test_aiters_bwd_figure_is_twice_the_causal_count_and_its_fwd_figure_is_xmfus_fa2_count():
+    """ROCm/aiter PR #815 printed 2105.00 TFlops for a causal backward whose printed 20.893 ms give 1052.6 under
+    xmfu's exact count (the issue's 1,053); PR #3390's causal fwd 1278 is s²/2 per head, xmfu's fa2 count, and
+    1278 x 8193/8192 under exact."""
+    bwd = next(e for e in ATTENTION if e["id"].startswith("aiter-815-"))
+    results = {c["formula"]: c["result"] for c in bwd["conversions"]}
+    assert bwd["printed"]["value"] == 2105.0 and results["attention-full"] == pytest.approx(2 * bwd["value"], abs=0.2)
+    assert round(bwd["value"]) == 1053 and bwd["device"] == "amd-mi355x" and "smci355" in bwd["context"]
+    fwd, _ = find("attention", "amd-mi355x", MI355X_FWD)
+    assert fwd["value"] == 1278.2 and references.value_under(fwd, "fa2") == 1278
+    assert references.value_under(fwd, "exact") == 1278.2 and references.value_under(fwd, "other") is None
+    full, _ = find("attention", "amd-mi355x", {**MI355X_FWD, "causal": False})
+    assert references.value_under(full, "fa2") == references.value_under(full, "exact") == 1390
+
+
+def test_attention_matching_takes_the_exact_shape_only():
+    assert find("attention", "amd-mi355x", MI355X_FWD)[0]["id"] == (
+        "aiter-3390-mi355x-fwd-bf16-b4-h64kv8-s8192-d128-causal")
+    bwd = {**MI355X_FWD, "mode": "bwd", "batch": 8}
+    assert find("attention", "amd-mi355x", bwd)[0]["id"] == "aiter-815-mi355x-bwd-bf16-b8-h64kv8-s8192-d128-causal"
+    for key, other in [("mode", "fwd_bwd"), ("dtype", "fp16"), ("batch", 8), ("heads", 32), ("kv_heads", 64),
+                       ("seq_len", 4096), ("seq_len", "q8192/kv4096"), ("head_dim", 192), ("world_size", 8)]:
+        ref, why = find("attention", "amd-mi355x", {**MI355X_FWD, key: other})
+        assert ref is None and why.startswith("no public reference for amd-mi355x, mode "), key
+    assert find("attention", "amd-mi350x", MI355X_FWD)[0] is None  # another gfx950 part: no match
+    assert find("attention", "amd-mi355x", {**MI355X_FWD, "kv_heads": None})[1] == (
+        "no public reference (the figure does not record kv_heads)")
+
+
+def test_an_attention_entry_whose_value_is_not_its_exact_conversion_is_named():
+    e = copy.deepcopy(ATTENTION[0])
+    e["value"] = 1278
+    assert entry_problems(e, DEVICE_IDS) == [
+        f"{e['id']}: a causal attention value must be its attention-exact conversion's result"]
+    e = copy.deepcopy(ATTENTION[0])
+    e["conversions"][0]["inputs"]["batch"] = 8
+    assert any("inputs batch are not the entry's conditions" in p for p in entry_problems(e, DEVICE_IDS))

@@ -145,3 +145,98 @@ def test_xmfu_report_shows_the_references_first(tmp_path):
     page = out.read_text()
     assert page.index("Public references") < page.index("What runs on day one")
     assert "<td>794.5 (mamf-nvidia-h100-sxm-bf16)</td><td>75.5%</td>" in page and "<td>far below</td>" in page
+
+
+MI355X = {"peak_entry": "amd-mi355x"}
+AITER_FWD = "aiter-3390-mi355x-fwd-bf16-b4-h64kv8-s8192-d128-causal"
+AITER_BWD = "aiter-815-mi355x-bwd-bf16-b8-h64kv8-s8192-d128-causal"
+
+
+def _attention(tflops, mode="fwd", batch=4, backend="torch_sdpa", convention="exact"):
+    """An MI355X attention row at aiter's shape (h 64, kv 8, s 8192, d 128, causal), `tflops` under `convention`
+    (the FLOPs as AttentionCase.flops counts them)."""
+    s = 8192
+    scores = s * (s + 1) / 2 if convention == "exact" else s * s / 2
+    flops = 4.0 * batch * 64 * 128 * scores * {"fwd": 1.0, "bwd": 2.5}[mode]
+    median = flops / (tflops * 1e12)
+    params = {"batch": batch, "heads": 64, "kv_heads": 8, "seq_q": s, "seq_kv": s, "head_dim": 128, "causal": True,
+              "alignment": "top_left", "scale": 128 ** -0.5, "mode": mode}
+    case = f"attention-bf16-{mode}-b{batch}-h64kv8-q{s}-k{s}-d128-causal-top_left"
+    return ci95(valid_row([median * 0.99, median, median * 1.01], flops=flops, peak=2516.6, workload="attention",
+                          backend=backend, dtype="bf16", case_id=case, platform="rocm", device="AMD Instinct MI355X",
+                          params=params, flop_convention=convention, **MI355X))
+
+
+def _attention_bundle(tmp_path, convention="exact"):
+    """fwd: the fastest at aiter's shape is torch_sdpa at 1200 (triton 1100); the fwd headline is a batch-2 case
+    (no reference at that shape). bwd: the headline is at PR #815's shape, 800."""
+    from tests.results.rows import write_bundle
+
+    rows = [_attention(1200.0, convention=convention), _attention(1100.0, backend="triton", convention=convention),
+            _attention(1300.0, batch=2, convention=convention),
+            _attention(800.0, mode="bwd", batch=8, convention=convention)]
+    write_bundle(tmp_path, "mi355x-attention", rows)
+    return tmp_path / "mi355x-attention"
+
+
+def test_attention_at_a_referenced_shape_is_judged_against_it(tmp_path):
+    rows = yardsticks.of_bundles([load_bundle(_attention_bundle(tmp_path)).bundle], Bands())
+    by = {r["figure"]: r for r in rows}
+    assert list(by) == ["attention bwd (torch_sdpa, attention-bf16-bwd-b8-h64kv8-q8192-k8192-d128-causal-top_left)",
+                        "attention fwd (torch_sdpa, attention-bf16-fwd-b2-h64kv8-q8192-k8192-d128-causal-top_left)",
+                        "attention fwd at bf16 b4 h64/kv8 s8192 d128 causal (torch_sdpa)"]
+    bwd, head, at = by.values()
+    # the bwd headline's own shape is PR #815's: judged against it under xmfu's exact count (1052.6, not 2105)
+    assert bwd["reference_id"] == AITER_BWD and bwd["reference"] == 1052.6 and bwd["band"] == "far below"
+    assert bwd["ratio"] == pytest.approx(800 / 1052.6) and bwd["source"] == (
+        "https://github.com/ROCm/aiter/pull/815 (read 2026-11-26)")
+    # the fwd headline (batch 2) is one dimension off: no near match
+    assert head["band"] == "no public reference" and head["source"].startswith(
+        "no public reference for amd-mi355x, mode fwd, dtype bf16, batch 2, heads 64, kv_heads 8, seq_len 8192")
+    # the fastest backend at exactly PR #3390's shape, with its CI
+    assert at["reference_id"] == AITER_FWD and at["reference"] == 1278.2 and at["band"] == "low"
+    assert at["value"] == pytest.approx(1200.0) and at["ratio"] == pytest.approx(1200 / 1278.2)
+    lo, hi = at["ratio_ci95"]
+    assert lo < at["ratio"] < hi and at["source"] == "https://github.com/ROCm/aiter/pull/3390 (read 2026-11-26)"
+    assert yardsticks.problems(rows) == [
+        f"bundles: {bwd['figure']} 800 is 76.0% (95% CI {100 * bwd['ratio_ci95'][0]:.1f}-"
+        f"{100 * bwd['ratio_ci95'][1]:.1f}%) of the public reference 1052.6 TFLOP/s ({AITER_BWD}): far below "
+        "(source https://github.com/ROCm/aiter/pull/815 (read 2026-11-26))"]
+
+
+def test_an_attention_row_under_fa2_is_judged_against_the_reference_under_fa2(tmp_path):
+    rows = yardsticks.of_bundles([load_bundle(_attention_bundle(tmp_path, "fa2")).bundle], Bands())
+    at = next(r for r in rows if r["reference_id"] == AITER_FWD)
+    assert at["reference"] == 1278 and at["ratio"] == pytest.approx(1200 / 1278)
+    assert next(r for r in rows if r["reference_id"] == AITER_BWD)["reference"] == 1052.5
+
+
+def test_compare_references_prints_the_attention_reference(tmp_path, capsys):
+    bundle = str(_attention_bundle(tmp_path))
+    assert COMMANDS["compare"](["--references", bundle]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "attention fwd at bf16 b4 h64/kv8 s8192 d128 causal" in x)
+    assert f"1278.2 ({AITER_FWD})  93.9%" in line and "low" in line
+    assert "https://github.com/ROCm/aiter/pull/3390" in line
+    bwd = next(x for x in out.splitlines() if f"1052.6 ({AITER_BWD})" in x)
+    assert bwd.split(f"({AITER_BWD})")[1].split()[:3] == ["76.0%", "75.2-76.8%", "far"]
+
+
+def test_the_verdict_page_shows_the_attention_reference(tmp_path):
+    folder = tmp_path / "node-a"
+    folder.mkdir()
+    b = _attention_bundle(folder)
+    parts = [{"name": "attention", "kind": "run", "what": "attention", "exit_code": 0, "seconds": 1.0, "note": "",
+              "bundles": [f"node-a/{b.name}"]}]
+    record = {"host": "node-a", "scale": "full", "scale_reason": "full sizes", "doctor": None, "parts": parts,
+              "started": "2026-11-24T00:00:00Z", "finished": "2026-11-24T01:00:00Z",
+              "platform": {"kind": "rocm", "reason": "test", "devices": []},
+              "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
+    (folder / "node.json").write_text(json.dumps(record))
+    html, v = suite_report.build(tmp_path, price=None)
+    at = next(r for r in v["references"] if r["reference_id"] == AITER_FWD)
+    assert at["node"] == "node-a" and at["band"] == "low"
+    assert f"<td>1278.2 ({AITER_FWD})</td><td>93.9%</td>" in html
+    assert any(h.startswith("reference: node-a: attention fwd at bf16 b4 h64/kv8 s8192 d128 causal (torch_sdpa) "
+                            "1200 = 93.9% (95% CI ") for h in v["headlines"])
+    assert v["judgement"]["verdict"] == "FAIL"  # the bwd figure is far below PR #815's
