@@ -7,9 +7,13 @@ import json
 from xmfu.harness.cli.main import COMMANDS
 
 
+def _printed(capsys, *args: str) -> str:
+    assert COMMANDS["references"](list(args)) == 0
+    return capsys.readouterr().out
+
+
 def test_references_lists_every_entry_with_its_source(capsys):
-    assert COMMANDS["references"]([]) == 0
-    out = capsys.readouterr().out
+    out = _printed(capsys)
     assert ("mamf-nvidia-h100-sxm-bf16: nvidia-h100-sxm matmul_achievable 794.5 TFLOP/s (dtype bf16, "
             "world_size 1)") in out
     assert "source: https://github.com/NVIDIA/nccl-tests/issues/212, read 2026-11-26" in out
@@ -18,15 +22,13 @@ def test_references_lists_every_entry_with_its_source(capsys):
 
 
 def test_references_json_and_one_device(capsys):
-    assert COMMANDS["references"](["--json", "--device", "amd-mi300x"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(_printed(capsys, "--json", "--device", "amd-mi300x"))
     assert [e["id"] for e in data["references"]] == ["mamf-amd-mi300x-bf16", "amd-cvs-mi300x-allreduce-8"]
     assert data["bands"]["within"] == 0.95
 
 
 def test_references_list_the_attention_entries_with_their_conversions(capsys):
-    assert COMMANDS["references"](["--device", "amd-mi355x"]) == 0
-    out = capsys.readouterr().out
+    out = _printed(capsys, "--device", "amd-mi355x")
     assert ("aiter-815-mi355x-bwd-bf16-b8-h64kv8-s8192-d128-causal: amd-mi355x attention 1052.6 TFLOP/s (mode bwd, "
             "dtype bf16, batch 8, heads 64, kv_heads 8, seq_len 8192, head_dim 128, causal True, world_size 1)") in out
     assert "the source printed: 2105 TFLOP/s (attention-full)" in out
