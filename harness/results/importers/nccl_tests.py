@@ -9,8 +9,9 @@ What the tools print, read in NVIDIA/nccl-tests at v2.19.6 (a0b82b2) and ROCm/rc
   "# Avg bus bandwidth : %g"; `writeDeviceReport`: "# nccl-tests version ...", "#  Rank %2d Group %2d Pid %6d on
   %10s device %2d [%s] %s" (older releases: no Group; rccl-tests prints "rccl-tests: Version ...").
 - JSON (`JSON_FILE_VERSION 3`): "results": [{size, count, type, redop, root, out_of_place: {time, alg_bw,
-  bus_bw, nwrong}, in_place: {...}}], "config": {nthreads, ngpus, ..., devices: [{rank, device_info...}]}, "args",
-  "nccl_version".
+  bus_bw, nwrong}, in_place: {...}}], "config": {nthreads, ngpus, ..., devices: [{rank, device_info...}]} with one
+  device entry per process (the first GPU of each; util.cu parses one "#  Rank" line per process), "args",
+  "nccl_version"; numbers through "%lf" (6 decimals).
 - rccl-tests' own result file (`-x/--output_file FILE -Z json`, later `-X/--rccl_output_file`; ROCm/rccl-tests PR
   #93, 2024-10, and the Reporter class of src/common.cu in 2026): one object per result with "name" (AllReduce...),
   "size" (max of send and receive bytes, as the table's), "type", "redop", "inPlace" (0/1), "time" (us), "algBw",
@@ -216,12 +217,16 @@ def parse_json(text: str, op: str | None = None) -> Parsed:
     """The file `-J FILE.json` writes (JSON_FILE_VERSION 3, src/util.cu): every figure at full precision (%lf)."""
     try:
         data = json.loads(text)
-        devices = {int(d["rank"]): str(d["device_info"]) for d in data["config"]["devices"]}
+        config = data["config"]
+        devices = {int(d["rank"]): str(d["device_info"]) for d in config["devices"]}
+        # One "devices" entry per process, parsed from the first "#  Rank" line of its block (writeDeviceReport):
+        # the rank count is processes x threads x GPUs per thread, as GetBw's nranks (common.cu).
+        ranks = len(config["devices"]) * int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
         args = [str(a) for a in data.get("args", [])]
-        parsed = Parsed("nccl-tests", _op(" ".join(args), op), max(devices) + 1, devices[min(devices)],
+        parsed = Parsed("nccl-tests", _op(" ".join(args), op), ranks, devices[min(devices)],
                         f"json/{data.get('version')} nccl {data.get('nccl_version')}", " ".join(args) or None,
-                        {"iters": data["config"].get("iterations"), "warmup": data["config"].get("warmup_iters"),
-                         "graph": data["config"].get("graph")})
+                        {"iters": config.get("iterations"), "warmup": config.get("warmup_iters"),
+                         "graph": config.get("graph")})
         for number, r in enumerate(data["results"], 1):
             for place, name in ((False, "out_of_place"), (True, "in_place")):
                 half = r.get(name)

@@ -196,3 +196,52 @@ def test_cli_prints_the_bundle_last(tmp_path: Path, capsys) -> None:
 def test_unknown_log_names_the_missing_operation() -> None:
     with pytest.raises(LogError, match="--op"):
         nccl_tests.parse((LOGS / "nccl-tests_gb200-nvl72_72ranks.txt").read_text())
+
+
+def _nccl_json(log: str, processes: int, ngpus: int, op: str = "all_reduce") -> str:
+    """The document nccl-tests' `-J FILE.json` writes (src/util.cu at v2.19.6: jsonOutputInit, writeDeviceReport,
+    writeBenchmarkLinePreamble/Body, writeResultFooter; numbers through "%lf"), for a run with a real log's sizes,
+    counts and times. No such file was found published, so its layout comes from the writer's source and its
+    figures from the log: algbw and busbw are what GetBw gives for those times, at the writer's precision."""
+    parsed = nccl_tests.parse_text((LOGS / log).read_text(), op)
+    n = processes * ngpus
+    results: dict[int, dict] = {}
+    for e in parsed.entries:
+        _, algbw, factor = nccl_tests.rederive(op, e.count, e.type, n, e.time_us)
+        half = {"time": round(e.time_us, 6), "alg_bw": round(algbw, 6), "bus_bw": round(algbw * factor, 6),
+                "nwrong": e.wrong}
+        record = results.setdefault(e.line, {"size": e.size, "count": e.count, "type": e.type, "redop": e.redop,
+                                             "root": f"{e.root:6d}"})
+        record["in_place" if e.in_place else "out_of_place"] = half
+    devices = [{"rank": p * ngpus, "group": 0, "pid": 1000 + p, "hostname": f"node{p // 8}", "device": 0,
+                "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"} for p in range(processes)]
+    return json.dumps({"version": 3, "start_time": "2026-11-26 00:00:00", "args": ["./build/all_reduce_perf", "-J",
+                       "out.json", "-g", str(ngpus)], "env": [], "nccl_version": 22703,
+                       "config": {"nthreads": 1, "ngpus": ngpus, "iterations": 20, "warmup_iters": 5, "graph": 0,
+                                  "devices": devices},
+                       "results": [{**r, "actual_iterations": 20, "experiment_name": ""} for r in results.values()],
+                       "average_bus_bandwidth": {"bandwidth": parsed.avg_busbw, "okay": "unchecked"}})
+
+
+@pytest.mark.parametrize(("processes", "ngpus"), [(16, 1), (2, 8), (1, 8)])
+def test_nccl_tests_json_ranks_are_processes_times_gpus_and_figures_rederive(tmp_path: Path, processes: int,
+                                                                           ngpus: int) -> None:
+    """One `devices` entry per process: 16 processes of 1 GPU, 2 of 8 and 1 of 8 (`-g 8`) are 16, 16 and 8 ranks,
+    not the last device entry's rank + 1."""
+    path = tmp_path / "out.json"
+    path.write_text(_nccl_json("nccl-tests_h100_16ranks.txt", processes, ngpus))
+    folder = write("nccl-tests", path, tmp_path / "out", ["xmfu"], "t")
+    rows = _rows(folder)
+    assert load_bundle(folder).problems == []
+    assert {r["ranks"] for r in rows} == {processes * ngpus} and rows[0]["device"] == "NVIDIA H100 80GB HBM3"
+    assert all(r["imported"]["disagreements"] == [] for r in rows)
+
+
+def test_nccl_tests_json_planted_inconsistency_is_flagged(tmp_path: Path) -> None:
+    data = json.loads(_nccl_json("nccl-tests_h100_16ranks.txt", 16, 1))
+    data["results"][-1]["in_place"]["bus_bw"] += 1.0
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(data))
+    flagged = [r for r in _rows(write("nccl-tests", path, tmp_path / "out", ["xmfu"], "t"))
+               if r["imported"]["disagreements"]]
+    assert len(flagged) == 1 and flagged[0]["params"]["in_place"]
