@@ -264,16 +264,23 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tenso
         q, k, v, do, lse, delta, dq, *common, batch, heads, heads // kv_heads, seq_q, seq_kv, causal_offset, **meta)
 
 
+def saved_forward(ctx, forward, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  causal_offset: int, scale: float) -> torch.Tensor:
+    """The autograd forward this module's kernels and kernels/flash_attention_fa2.py's share: contiguous operands,
+    `forward(q, k, v, o, lse, ...)` writing the output and its fp32 log-sum-exp, both saved for the backward."""
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    forward(q, k, v, o, lse, causal, causal_offset, scale)
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
+    return o
+
+
 class _FlashAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        o = torch.empty_like(q)
-        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-        _forward(q, k, v, o, lse, causal, causal_offset, scale)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
-        return o
+        return saved_forward(ctx, _forward, q, k, v, causal, causal_offset, scale)
 
     @staticmethod
     def backward(ctx, do):
@@ -289,12 +296,17 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                     causal_offset: int = 0, scale: float | None = None) -> torch.Tensor:
     """softmax(scale · q kᵀ, causal mask j <= i + causal_offset) v, differentiable. q (B, H, Sq, D),
     k and v (B, H_kv, Skv, D) with H a multiple of H_kv."""
+    return _FlashAttention.apply(q, k, v, causal, causal_offset, checked_scale(q, k, scale))
+
+
+def checked_scale(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> float:
+    """The softmax scale (1/sqrt(head dim) unless given), once the shapes are ones the kernels take: a head dim in
+    HEAD_DIMS shared by q and k, query heads a multiple of kv heads, one head within int32 offsets (see _head)."""
     if q.shape[-1] not in HEAD_DIMS or k.shape[-1] != q.shape[-1]:
         raise ValueError(f"head dim {q.shape[-1]} is not supported; allowed: {HEAD_DIMS}")
     if q.shape[1] % k.shape[1]:
         raise ValueError(f"{q.shape[1]} query heads is not a multiple of {k.shape[1]} kv heads")
-    if max(q.shape[2], k.shape[2]) * q.shape[-1] >= 2**31:  # see _head: offsets within one head are int32
+    if max(q.shape[2], k.shape[2]) * q.shape[-1] >= 2**31:
         raise ValueError(f"one head of {max(q.shape[2], k.shape[2])} tokens x {q.shape[-1]} dims reaches 2**31 "
                          "elements, beyond the kernel's int32 offsets within a head")
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _FlashAttention.apply(q, k, v, causal, causal_offset, scale)
+    return q.shape[-1] ** -0.5 if scale is None else scale

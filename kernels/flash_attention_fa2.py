@@ -32,7 +32,16 @@ import torch
 import triton
 import triton.language as tl
 
-from xmfu.kernels.flash_attention import HEAD_DIMS, KEY, LOG2E, _and_dims, _configs, _head, _meta
+from xmfu.kernels.flash_attention import (
+    KEY,
+    LOG2E,
+    _and_dims,
+    _configs,
+    _head,
+    _meta,
+    checked_scale,
+    saved_forward,
+)
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages or waves_per_eu): NOT tuned on a GPU. The forward's are tutorial 06's
 # ranges (BLOCK_M 64/128, BLOCK_N 32/64, 4 or 8 warps, 3-4 stages; one stage on AMD); the backward's keep the key
@@ -299,13 +308,7 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
 class _FlashAttention2(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        o = torch.empty_like(q)
-        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-        _forward(q, k, v, o, lse, causal, causal_offset, scale)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
-        return o
+        return saved_forward(ctx, _forward, q, k, v, causal, causal_offset, scale)
 
     @staticmethod
     def backward(ctx, do):
@@ -320,12 +323,4 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
                     causal_offset: int = 0, scale: float | None = None) -> torch.Tensor:
     """softmax(scale · q kᵀ, causal mask j <= i + causal_offset) v, differentiable. q (B, H, Sq, D), k and v
     (B, H_kv, Skv, D) with H a multiple of H_kv: kernels/flash_attention.py's contract."""
-    if q.shape[-1] not in HEAD_DIMS or k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"head dim {q.shape[-1]} is not supported; allowed: {HEAD_DIMS}")
-    if q.shape[1] % k.shape[1]:
-        raise ValueError(f"{q.shape[1]} query heads is not a multiple of {k.shape[1]} kv heads")
-    if max(q.shape[2], k.shape[2]) * q.shape[-1] >= 2**31:  # offsets within one head are int32 (flash_attention.py)
-        raise ValueError(f"one head of {max(q.shape[2], k.shape[2])} tokens x {q.shape[-1]} dims reaches 2**31 "
-                         "elements, beyond the kernel's int32 offsets within a head")
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _FlashAttention2.apply(q, k, v, causal, causal_offset, scale)
+    return _FlashAttention2.apply(q, k, v, causal, causal_offset, checked_scale(q, k, scale))

@@ -18,7 +18,7 @@ from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, torch_unavailable
 from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
-from xmfu.workloads.attention.triton import interpreter_case
+from xmfu.workloads.attention.triton import checked_note, interpreter_case
 from xmfu.workloads.helion_support import (
     helion_settings,
     helion_unavailable,
@@ -77,10 +77,7 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     mask = "none" if not checked.causal else f"causal, offset {checked.causal_offset} ({checked.alignment})"
     notes = {**notes_for(settings, on_cpu), "kernel": "helion examples/attention.py forward (online softmax, "
              f"{'exp2' if base2 else 'exp: the interpreter has no libdevice'})", "mask": mask, "interpreter": on_cpu}
-    note = TRITON_INTERPRETER_NOTE if on_cpu else ""
-    if checked is not case:
-        note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "
-                 "(the interpreter would take hours at the full size)")
+    note = (TRITON_INTERPRETER_NOTE if on_cpu else "") + checked_note(case, checked, "hours")
     prepared = prepare_torch(checked, ctx, attend, notes, timing_valid=not on_cpu, timing_note=note)
     warm = prepared.fn
     if on_cpu:  # compile now, with exp lowered to tl_math.exp (see above)

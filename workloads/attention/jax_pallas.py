@@ -29,7 +29,7 @@ from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.frameworks import local_jax_device, to_jax
 from xmfu.workloads.attention.jax import _program, from_jax_layout, to_jax_layout
 from xmfu.workloads.attention.spec import GRADS, AttentionCase
-from xmfu.workloads.attention.triton import interpreter_case
+from xmfu.workloads.attention.triton import checked_note, interpreter_case
 from xmfu.workloads.matmul.jax_pallas import PALLAS_INTERPRETER_NOTE, jaxlib_version, lowering, pallas_unavailable
 
 # Block caps: jax's defaults (gpu BlockSizes.get_default: 128 forward, 32 backward; tpu: 128 everywhere); the
@@ -152,8 +152,7 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     prepared = _prepare(checked, ctx, lowering(kind))
     if checked is not case:
         prepared.check_case = checked
-        prepared.timing_note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, "
-                                 f"k {checked.seq_kv} (the interpreter would take minutes at the full size)")
+        prepared.timing_note += checked_note(case, checked, "minutes")
     return prepared
 
 

@@ -3,7 +3,9 @@ runs the split-KV decode kernel (kernels/flash_decoding.py) instead. On a CPU bo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
@@ -26,14 +28,13 @@ def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
-    why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
-    if why:
-        raise Unavailable(why)
-    on_cpu = ctx.platform.kind == "cpu"
+    return prepare_interpreted(case, ctx, _attend)
+
+
+def _attend(checked: AttentionCase) -> tuple[Callable, dict[str, Any]]:
     from xmfu.kernels.flash_attention import flash_attention
     from xmfu.kernels.flash_decoding import flash_decode
 
-    checked = interpreter_case(case) if on_cpu else case
     decode = checked.seq_q == 1 and checked.mode == "fwd"
     # the one query sees keys 0..causal_offset under a causal mask: the entries the `exact` FLOP count keeps
     kv_len = min(checked.seq_kv, checked.causal_offset + 1) if checked.causal else checked.seq_kv
@@ -44,15 +45,34 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
         return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
     library = "xmfu.kernels.flash_decoding (Triton, split-KV)" if decode else "xmfu.kernels.flash_attention (Triton)"
-    notes = {"library": library, "interpreter": on_cpu}
-    note = TRITON_INTERPRETER_NOTE if on_cpu else ""
-    if checked is not case:
-        note += (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "
-                 "(the interpreter would take hours at the full size)")
-    prepared = prepare_torch(checked, ctx, attend, notes, timing_valid=not on_cpu, timing_note=note)
+    return attend, {"library": library}
+
+
+def prepare_interpreted(case: AttentionCase, ctx: RunContext,
+                        build: Callable[[AttentionCase], tuple[Callable, dict[str, Any]]]) -> Prepared:
+    """A Triton attention backend's Prepared: on a CPU the interpreter checks `interpreter_case` (timing not
+    valid); `build(checked)` gives the attend function and its notes, and imports the kernel only now, after the
+    interpreter was chosen."""
+    why = triton_unavailable(ctx.platform.kind)  # again: the interpreter can no longer be chosen late
+    if why:
+        raise Unavailable(why)
+    on_cpu = ctx.platform.kind == "cpu"
+    checked = interpreter_case(case) if on_cpu else case
+    attend, notes = build(checked)
+    note = (TRITON_INTERPRETER_NOTE if on_cpu else "") + checked_note(case, checked, "hours")
+    prepared = prepare_torch(checked, ctx, attend, {**notes, "interpreter": on_cpu}, timing_valid=not on_cpu,
+                             timing_note=note)
     if checked is not case:
         prepared.check_case = checked
     return prepared
+
+
+def checked_note(case: AttentionCase, checked: AttentionCase, took: str) -> str:
+    """What a row timed at `case` but checked at the interpreter's smaller `checked` says, or nothing."""
+    if checked is case:
+        return ""
+    return (f"; checked at batch {checked.batch}, {checked.heads} heads, q {checked.seq_q}, k {checked.seq_kv} "
+            f"(the interpreter would take {took} at the full size)")
 
 
 # The interpreter runs every (query block, key block) program in numpy; above this many score entries a
