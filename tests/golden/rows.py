@@ -2,7 +2,8 @@
 row assembly (CaseRunner._row and what it calls) may be reorganised, never changed by accident (issue 37).
 
 Every input that is not the samples is fixed: the clock (a seeded scripted perf_counter, so every timer measures
-the same times), the wall clock (utc_now), the device, host contention and threads (a backend's peak memory is scripted). The real
+the same times), the wall clock (utc_now), the device, host contention and threads (a backend's peak memory is
+scripted). The real
 workload specs (matmul, attention, transformer, collectives, inference) expand the cases, so their FLOPs, bytes and
 own figures are in the rows; the backends are scripted here: one per status and timing path (ok and timed, ok and
 not timed, incorrect, failed, skipped, with variants, ranks and attachments).
