@@ -22,9 +22,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xmfu.harness.results.compare import Side, compare  # noqa: E402
-from xmfu.harness.results.validator import load_bundle  # noqa: E402
-from xmfu.harness.results.writer import BundleWriter  # noqa: E402
+from xmfu.harness.results.analysis.compare import Side, compare  # noqa: E402
+from xmfu.harness.results.bundle.validator import load_bundle  # noqa: E402
+from xmfu.harness.results.bundle.writer import BundleWriter  # noqa: E402
 
 FIELDS = {"workload": "matmul", "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
           "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False, "sustained": False}}

@@ -53,7 +53,7 @@ def night(store: Path, results: Path, extra: list[str]) -> tuple[int, int, list[
 def replay(stores: list[Path], ignore_contention: bool, metrics: tuple[str, ...] = ("tflops", "busbw_gbps")) -> int:
     """Print what the gate (harness/suites/nightly.judge) said of each bundle in the stores, in time order."""
     sys.path.insert(0, str(ROOT))
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
     from xmfu.harness.suites import nightly
 
     rows = [r for store in stores for r in history.load(store)]

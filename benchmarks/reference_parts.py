@@ -236,7 +236,7 @@ HOST: dict[str, Callable[[Sequence[Any], int], float]] = {
 def estimate(name: str) -> Estimate:
     """The part's expected seconds on one H100, from the cases its GPU config expands into (composed as `xmfu run`
     would; raises the config's error where it does not compose)."""
-    from xmfu.harness.hydra_app import validate_job
+    from xmfu.harness.config.hydra_app import validate_job
     from xmfu.harness.run import plan_phases
     from xmfu.workloads.catalog import build_registry
 

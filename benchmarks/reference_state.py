@@ -16,7 +16,7 @@ from typing import Any
 
 from reference_parts import PARTS, Part
 
-from xmfu.harness.results.validator import Loaded, load_bundle
+from xmfu.harness.results.bundle.validator import Loaded, load_bundle
 
 STATES = "parts"  # folder of the per-part state files
 SUPERSEDED = "superseded"  # bundles of earlier attempts

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.results.rows import MANIFEST, matmul_row, samples_of  # noqa: E402
-from xmfu.harness.results.writer import BundleWriter  # noqa: E402
+from xmfu.harness.results.bundle.writer import BundleWriter  # noqa: E402
 
 ROWS_PER_BUNDLE = 100  # history add / export: 10k rows = 100 bundles
 REPORT_ROWS = 24  # rows per bundle in the report sweep (a matmul sweep of 12 sizes x 2 dtypes)

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xmfu.harness.results.reader import read_bundle  # noqa: E402
+from xmfu.harness.results.bundle.reader import read_bundle  # noqa: E402
 
 GOALS = {"ddp": 0.95, "fsdp": 0.90}  # scaling efficiency on 8 GPUs, 1b preset (docs/distributed.md)
 

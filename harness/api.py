@@ -25,12 +25,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.config import RunSettings, parse_run_config
+from xmfu.harness.config.run_settings import RunSettings, parse_run_config
 from xmfu.harness.engine.case import Check, Prepared, Unavailable
 from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
 from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import jax_rows, torch_rows
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
 
 
 def to_numpy(x: Any) -> np.ndarray | None:

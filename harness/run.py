@@ -37,11 +37,11 @@ from xmfu.harness.machine.frameworks import (
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import close_sampler, open_sampler
-from xmfu.harness.results import nodes
-from xmfu.harness.results.comparability import comparability_key
-from xmfu.harness.results.progress import Progress
-from xmfu.harness.results.table import table
-from xmfu.harness.results.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
+from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
+from xmfu.harness.results.render.progress import Progress
+from xmfu.harness.results.render.table import table
+from xmfu.harness.results.schema.comparability import comparability_key
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)

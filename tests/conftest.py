@@ -48,7 +48,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import pytest
 
-from xmfu.harness.config import parse_run_config
+from xmfu.harness.config.run_settings import parse_run_config
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.platform import DeviceInfo, Platform, cpu_device
 

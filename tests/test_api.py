@@ -85,7 +85,7 @@ def test_a_bad_result_is_incorrect_and_the_run_goes_on(tmp_path, output, reason)
     rows = {r["backend"]: r for r in result.rows}
     assert rows["bad"]["status"] == "incorrect" and reason in rows["bad"]["reason"]
     assert rows["good"]["status"] == "ok"
-    from xmfu.harness.results.validator import validate_bundle
+    from xmfu.harness.results.bundle.validator import validate_bundle
 
     assert validate_bundle(result.bundle) == []  # strict JSON: the infinite error became null, and is said
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_config
-from xmfu.harness.config import explicit_keys, parse_run_config
+from xmfu.harness.config.hydra_app import UsageError, compose_job, config_groups, validate_job
+from xmfu.harness.config.run_settings import explicit_keys, parse_run_config
 from xmfu.harness.engine.declare import ConfigError
-from xmfu.harness.hydra_app import UsageError, compose_job, config_groups, validate_job
 from xmfu.workloads.catalog import build_registry
 
 

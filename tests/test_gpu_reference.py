@@ -37,7 +37,7 @@ def test_collectives_run_one_rank_per_gpu_under_torchrun(tmp_path):
 
 def test_every_part_composes_at_smoke_sizes():
     """(At full sizes: the estimate composes each part, below.)"""
-    from xmfu.harness.hydra_app import validate_job
+    from xmfu.harness.config.hydra_app import validate_job
     from xmfu.workloads.catalog import build_registry
 
     registry = build_registry()
@@ -198,7 +198,7 @@ def test_parts_resume_redo_and_stop_at_their_budget(tmp_path, capsys):
 
 
 def validate_archive(path: Path) -> list[str]:
-    from xmfu.harness.results.archive import opened
+    from xmfu.harness.results.bundle.archive import opened
 
     with opened(path) as loaded:
         return ["valid" if not one.problems else one.problems[0] for _, one in loaded]

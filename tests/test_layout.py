@@ -1,9 +1,14 @@
 """The architecture, enforced: imports point one way and nothing imports in a circle.
 
-front door (xmfu, harness/cli/, harness/suites/, harness/*.py) -> workloads -> engine -> results / machine;
-results never imports the engine or a workload; machine imports neither the engine nor results; kernels import
-nothing of ours. Every import is counted, including the lazy ones inside functions (an `import` in a function body
-is still a dependency) and modules named as text to be imported on first use (workloads/catalog.py's
+front door (xmfu, harness/cli/, harness/suites/, harness/config/, harness/api.py, harness/run.py) -> workloads ->
+engine -> results / machine; results never imports the engine or a workload; machine imports neither the engine nor
+results; kernels import nothing of ours. Inside the front door the cli is the top, then suites/, then the API, the
+run composition (config/) and the run itself; inside results/ each room imports only the rooms below it
+(RESULTS_ROOMS). Every room has an `__init__` docstring saying what lives there and what it may import, and holds
+at most MAX_ROOM_MODULES modules; no module is longer than MAX_MODULE_LINES.
+
+Every import is counted, including the lazy ones inside functions (an `import` in a function body is still a
+dependency) and modules named as text to be imported on first use (workloads/catalog.py's
 `Lazy("xmfu.workloads.matmul.torch", ...)`).
 
 Everything installs under one import name, xmfu: the folder harness/ is the package xmfu.harness (pyproject.toml's
@@ -31,6 +36,14 @@ ALLOWED = {
     "machine": set(),
     "kernels": set(),
 }
+
+
+# The front door's rooms, top first: a room imports only the rooms after it (and the layers below the front door).
+FRONT_DOOR_ROOMS = ("cli", "suites", "api", "config", "run")
+# results/'s rooms, lowest first: a room imports only the rooms before it.
+RESULTS_ROOMS = ("schema", "statistics", "importers", "rederive", "bundle", "analysis", "plots", "history", "render")
+MAX_ROOM_MODULES = 10
+MAX_MODULE_LINES = 400
 
 
 def module_name(path: Path) -> str:
@@ -88,6 +101,75 @@ def graph() -> dict[str, set[str]]:
     return {m: imports_of(p, m, known) for m, p in mods.items()}
 
 
+def room(module: str) -> str | None:
+    """The room of a front-door or results module: `cli`, `suites`, ... or `results.bundle`; None elsewhere."""
+    parts = module.split(".")[1:]
+    if parts[:2] == ["harness", "results"] and len(parts) > 2:
+        return f"results.{parts[2]}"
+    if parts[:1] == ["harness"] and len(parts) > 1 and parts[1] in FRONT_DOOR_ROOMS:
+        return parts[1]
+    if parts[:1] != ["harness"] and layer(module) == FRONT_DOOR:
+        return "cli"  # xmfu itself and `python -m xmfu`: the command's entry points
+    return None
+
+
+def _rank(name: str | None) -> int | None:
+    if name is None:
+        return None
+    if name.startswith("results."):
+        inner = name.partition(".")[2]
+        return -RESULTS_ROOMS.index(inner) if inner in RESULTS_ROOMS else None
+    return FRONT_DOOR_ROOMS.index(name) if name in FRONT_DOOR_ROOMS else None
+
+
+def imports_back_up() -> list[str]:
+    """Imports from a room to one above it, inside the front door or inside results/ (the layers' own rule is
+    test_imports_point_one_way's)."""
+    wrong = []
+    for module, deps in graph().items():
+        src = room(module)
+        for dep in deps:
+            dst = room(dep)
+            if src is None or dst is None or src == dst or src.startswith("results.") != dst.startswith("results."):
+                continue
+            if _rank(dst) < _rank(src):
+                wrong.append(f"{module} ({src}) imports {dep} ({dst})")
+    return sorted(wrong)
+
+
+def test_no_import_runs_back_up_inside_the_front_door_or_results():
+    assert imports_back_up() == []
+
+
+def test_every_room_is_known_and_says_what_it_may_import():
+    rooms = {room(m) for m in graph()} - {None}
+    assert {r for r in rooms if _rank(r) is None} == set()
+    for name in [f"xmfu.harness.results.{r}" for r in RESULTS_ROOMS] + ["xmfu.harness.config"]:
+        doc = ast.get_docstring(ast.parse(sources()[name].read_text()))
+        assert doc and "import" in doc.lower(), name
+
+
+def test_rooms_hold_a_few_modules_and_modules_are_short():
+    crowded = {}
+    for folder in [p for pkg in FOLDERS for p in (ROOT / pkg).rglob("*") if (p / "__init__.py").exists()]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if folder.parent.name == "harness" or folder.name == "harness":
+            continue  # the layers themselves (harness/, engine/, machine/) are measured elsewhere
+        if len(modules) > MAX_ROOM_MODULES and folder.parent.name == "results":
+            crowded[str(folder.relative_to(ROOT))] = len(modules)
+    assert crowded == {}
+    files = [p for pkg in (*FOLDERS, "xmfu", "tests", "benchmarks", "scripts", "examples")
+             for p in (ROOT / pkg).rglob("*.py")]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_the_room_rule_can_fail():
+    """A results room importing one above it, and the front door's suites importing the cli, are both caught."""
+    assert _rank("results.render") < _rank("results.bundle") < _rank("results.schema")
+    assert _rank("cli") < _rank("suites") < _rank("config")
+
+
 def test_every_module_sits_in_a_known_layer():
     assert {layer(m) for m in graph()} <= set(ALLOWED)
 
@@ -128,19 +210,21 @@ def test_no_import_circle():
 
 
 @pytest.mark.parametrize("package", ["xmfu.harness.engine", "xmfu.harness.machine", "xmfu.harness.results",
-                                     "xmfu.harness.cli", "xmfu.harness.suites"])
+                                     "xmfu.harness.cli", "xmfu.harness.suites", "xmfu.harness.config"])
 def test_each_package_says_what_it_is_for_and_what_it_may_import(package):
     doc = ast.get_docstring(ast.parse(sources()[package].read_text()))
     assert doc and "import" in doc.lower()
 
 
 def test_the_harness_folder_reads_as_the_architecture():
-    """`ls harness/`: the front door in rooms (cli/, suites/) beside the run composition and the API, then the
-    engine, the machine and the results: no command or suite module loose at the top."""
+    """`ls harness/`: the front door in rooms (cli/, suites/, config/) beside the API and the run, then the engine,
+    the machine and the results: no command, suite or composition module loose at the top."""
     rooms = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     loose = {p.stem for p in (ROOT / "harness").glob("*.py")}
-    assert rooms == {"cli", "suites", "engine", "machine", "results"}
-    assert loose == {"__init__", "api", "config", "hydra_app", "run"}
+    assert rooms == {"cli", "suites", "config", "engine", "machine", "results"}
+    assert loose == {"__init__", "api", "run"}
+    inside = {p.name for p in (ROOT / "harness" / "results").iterdir() if (p / "__init__.py").exists()}
+    assert inside == set(RESULTS_ROOMS)
 
 
 def test_nothing_imports_the_old_top_level_names():

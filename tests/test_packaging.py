@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.hydra_app import CONFIG_DIR, config_groups
+from xmfu.harness.config.hydra_app import CONFIG_DIR, config_groups
 
 if sys.version_info >= (3, 11):
     import tomllib

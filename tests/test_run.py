@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import QUICK_TIMING
 from tests.engine.test_runner import FakeCase, _prepared, always
-from xmfu.harness.config import parse_run_config
+from xmfu.harness.config.run_settings import parse_run_config
 from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
 from xmfu.harness.machine import frameworks
 from xmfu.harness.run import execute
@@ -57,7 +57,7 @@ def test_triton_stays_interpreted_after_the_environment_was_restored(monkeypatch
 
 
 def test_rows_and_manifest_record_contention_and_drift(tmp_path):
-    from xmfu.harness.results.reader import read_bundle
+    from xmfu.harness.results.bundle.reader import read_bundle
 
     outcome = _run(tmp_path, _registry(), "conditions")
     bundle = read_bundle(outcome.bundle)

@@ -15,12 +15,12 @@ import yaml
 
 from xmfu.harness.api import benchmark
 from xmfu.harness.cli.main import _compare_parser
-from xmfu.harness.cli.run_help import render, settings_page
-from xmfu.harness.config import RunSettings
+from xmfu.harness.config.hydra_app import CONFIG_DIR, compose_job, config_groups
+from xmfu.harness.config.run_help import render, settings_page
+from xmfu.harness.config.run_settings import RunSettings
+from xmfu.harness.config.suite_spec import PartSettings, SuiteSettings
 from xmfu.harness.engine.declare import default_of
 from xmfu.harness.engine.settings import TimingConfig
-from xmfu.harness.hydra_app import CONFIG_DIR, compose_job, config_groups
-from xmfu.harness.suites.spec import PartSettings, SuiteSettings
 from xmfu.workloads.catalog import build_registry
 from xmfu.workloads.transformer.spec import ModelSpec
 

@@ -1,5 +1,6 @@
-"""scale=smoke (harness/config.py): one switch that shrinks every experiment, suite, sweep and model preset, and says
-so. Checked on the resolved plans (nothing is run here; tests/e2e/test_cli.py runs experiment=mamf scale=smoke)."""
+"""scale=smoke (harness/config/run_settings.py): one switch that shrinks every experiment, suite, sweep and model
+preset, and says so. Checked on the resolved plans (nothing is run here; tests/e2e/test_cli.py runs experiment=mamf
+scale=smoke)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from xmfu.harness.hydra_app import compose_job, config_groups, validate_job
+from xmfu.harness.config.hydra_app import compose_job, config_groups, validate_job
+from xmfu.harness.config.suite_spec import parse_suite, shared_overrides
 from xmfu.harness.machine.ranks import ProcessInfo
 from xmfu.harness.run import _manifest, plan_phases
 from xmfu.harness.suites import suite
-from xmfu.harness.suites.spec import parse_suite, shared_overrides
 from xmfu.workloads.catalog import build_registry
 
 MAX_FLOPS = 1e9  # per case: a 512^3 matmul is 2.7e8; experiment=mamf's 4096^3 alone is 1.4e11

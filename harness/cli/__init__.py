@@ -1,5 +1,5 @@
-"""The `xmfu` command: one module per subcommand family (main dispatches; history, doctor), what they share
-(common), and the pages they write (history_page).
+"""The `xmfu` command: one module per subcommand family (main dispatches; history, importing, sign...), what
+they share (common), and the pages they write (history_page, settings_page).
 
-Front door: may import every layer (workloads, engine, results, machine) and the rest of the front door.
+Front door, its top: may import every layer (workloads, engine, results, machine) and the rest of the front door.
 """

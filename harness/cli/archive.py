@@ -1,6 +1,6 @@
 """`xmfu archive SOURCES... -o FILE.tar.gz`: bundles, or the folders that hold them (a suite's, the GPU reference
 set's, with their report and summary), packed into one file to carry off a node; and the problems of an archive
-for `xmfu validate` (harness/results/archive.py reads and writes them)."""
+for `xmfu validate` (harness/results/bundle/archive.py reads and writes them)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from xmfu.harness import __version__
 from xmfu.harness.cli.common import Parser, usage_error
 
 if TYPE_CHECKING:
-    from xmfu.harness.results.validator import Loaded
+    from xmfu.harness.results.bundle.validator import Loaded
 
 
 def cmd_archive(args: Sequence[str]) -> int:
-    from xmfu.harness.results import archive
+    from xmfu.harness.results.bundle import archive
 
     parser = Parser(prog="xmfu archive")
     parser.add_argument("sources", nargs="+", help="bundle folders, or folders holding bundles")
@@ -39,8 +39,8 @@ def problems_of(path: str, check: Callable[[Path], list[str]] | None = None) -> 
     """(where, what loading found) for a bundle folder, or for every bundle of an archive (`ARCHIVE:folder/in/it`);
     an archive that is not sound is one entry naming why. `check(folder)`: more problems of each bundle, found
     while its files are at hand (an archive's are extracted only until this returns)."""
-    from xmfu.harness.results import archive
-    from xmfu.harness.results.validator import Loaded, load_bundle
+    from xmfu.harness.results.bundle import archive
+    from xmfu.harness.results.bundle.validator import Loaded, load_bundle
 
     def checked(loaded: Loaded) -> Loaded:
         if check is not None and loaded.bundle is not None:

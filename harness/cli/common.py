@@ -37,7 +37,7 @@ class UsageFailure(Exception):
 
 def validated_bundle(command: str, folder: str) -> Any:
     """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
-    from xmfu.harness.results.validator import load_bundle
+    from xmfu.harness.results.bundle.validator import load_bundle
 
     loaded = load_bundle(folder)
     if loaded.problems or loaded.bundle is None:
@@ -49,7 +49,7 @@ def validated_bundle(command: str, folder: str) -> Any:
 def validated_bundles(command: str, path: str) -> list[Any]:
     """The bundles at `path`: a bundle folder, or an archive made by `xmfu archive` (every bundle in it), each
     read and validated; a problem is a usage error naming it."""
-    from xmfu.harness.results import archive
+    from xmfu.harness.results.bundle import archive
 
     if not archive.is_archive(path):
         return [validated_bundle(command, path)]
@@ -82,7 +82,7 @@ def each_gathered_bundle(command: str, paths: Sequence[str]) -> Iterator[Any]:
     other folders (`results/reference/`, a stray file): with more than one path, one that is none of those is
     skipped with a note on stderr; a lone path that is none of those, and a bundle that is not valid, are a usage
     error, and so is finding no bundle at all."""
-    from xmfu.harness.results import archive
+    from xmfu.harness.results.bundle import archive
 
     found = 0
     for path in paths:

@@ -22,7 +22,7 @@ from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.harness.results.rederive import Restated
+from xmfu.harness.results.rederive.rederive import Restated
 
 
 @lru_cache(maxsize=1)
@@ -43,7 +43,7 @@ def _device(devices: list[dict[str, Any]]) -> DeviceInfo | None:
 @lru_cache(maxsize=8)  # a store's bundles share few configs; RunConfig is frozen
 def _config(config_text: str) -> Any:
     """The run's config as `xmfu run` parsed it from this config.yaml (RunConfig), or why it cannot be."""
-    from xmfu.harness.config import parse_run_config
+    from xmfu.harness.config.run_settings import parse_run_config
 
     try:
         data = yaml.safe_load(config_text)
@@ -203,6 +203,6 @@ def restate_run(config_text: str, manifest: dict[str, Any]) -> Restated:
 
 def install() -> None:
     """Every bundle this process loads is checked against the workloads' formulas and the run's."""
-    from xmfu.harness.results.validator import use_formulas
+    from xmfu.harness.results.bundle.validator import use_formulas
 
     use_formulas(restate_rows, restate_run)

@@ -21,7 +21,7 @@ from xmfu.harness.cli.common import (
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
     """The history folder `--store` names; `must_hold_runs`: it must exist and hold runs."""
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
 
     store = Path(path)
     if store.exists() and not store.is_dir():
@@ -35,7 +35,7 @@ def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
 
 
 def _history_add(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
 
     store = store_path("history add", ns.store, must_hold_runs=False)
     # every bundle is validated before the first is added: a glob that catches an invalid one adds nothing
@@ -59,7 +59,7 @@ def _history_add(ns: argparse.Namespace) -> int:
 
 def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
     """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
-    from xmfu.harness.results import history, trend
+    from xmfu.harness.results.history import history, trend
 
     if ns.gap:
         points = history.gap(rows, ns.metric, *ns.gap)
@@ -76,7 +76,7 @@ def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[A
 
 
 def _history_trend(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results import history, trend
+    from xmfu.harness.results.history import history, trend
 
     out = output_path("history trend", ns.output, (".svg", ".html")) if ns.output else None
     store = store_path("history trend", ns.store, must_hold_runs=True)
@@ -97,7 +97,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def _history_check(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
 
     if ns.window < 1:
         raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
@@ -120,7 +120,7 @@ def _history_check(ns: argparse.Namespace) -> int:
 
 def cmd_history(args: Sequence[str]) -> int:
     from xmfu.harness.cli import history_page
-    from xmfu.harness.results.history import StoreError
+    from xmfu.harness.results.history.history import StoreError
 
     parser = Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -155,6 +155,6 @@ def cmd_history(args: Sequence[str]) -> int:
 
 
 def _history_columns() -> list[str]:
-    from xmfu.harness.results.history import COLUMNS
+    from xmfu.harness.results.history.history import COLUMNS
 
     return list(COLUMNS)

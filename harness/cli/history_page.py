@@ -34,7 +34,7 @@ def _number(minimum: float, strictly: bool) -> Callable[[str], float]:
 def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
     """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
     the rule's own (results/history.py RULE)."""
-    from xmfu.harness.results.history import RULE
+    from xmfu.harness.results.history.history import RULE
 
     p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
     p.add_argument("--sigmas", type=_number(0, strictly=True), default=RULE.sigmas,
@@ -55,7 +55,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callable[..., Path]) -> int:
     """`store_of` and `output_of` are the CLI's checks of --store and -o (each raises its usage error)."""
-    from xmfu.harness.results import history, history_report
+    from xmfu.harness.results.history import history
+    from xmfu.harness.results.render import history_report
 
     out = output_of("history report", ns.output, (".html",))
     store = store_of("history report", ns.store, must_hold_runs=True)

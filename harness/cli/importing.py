@@ -1,5 +1,6 @@
 """`xmfu import nccl-tests LOG...` and `xmfu import mamf-finder LOG...`: other tools' logs as ordinary bundles
-(harness/results/importers), one per log, each printed as `bundle: <path>` (last, as `xmfu run` prints its bundle).
+(read by harness/results/importers, written by harness/results/bundle/imported.py), one per log, each printed as
+`bundle: <path>` (last, as `xmfu run` prints its bundle).
 A log that cannot be imported (malformed, truncated, missing what a row needs) is one paragraph and exit 2."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from xmfu.harness.cli.common import Parser, usage_error
 
 
 def cmd_import(args: Sequence[str]) -> int:
+    from xmfu.harness.results.bundle.imported import write
     from xmfu.harness.results.importers import LogError
-    from xmfu.harness.results.importers.bundle import TOOLS, write
     from xmfu.harness.results.importers.nccl_tests import OPS
+    from xmfu.harness.results.importers.rows import TOOLS
 
     parser = Parser(prog="xmfu import")
     parser.add_argument("tool", choices=TOOLS, help="nccl-tests (also rccl-tests' logs) or mamf-finder")

@@ -114,7 +114,7 @@ SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compar
 
 
 def _compare_parser() -> argparse.ArgumentParser:
-    from xmfu.harness.config import RunSettings
+    from xmfu.harness.config.run_settings import RunSettings
 
     parser = Parser(prog="xmfu compare")
     parser.add_argument("bundles", nargs="*")
@@ -154,10 +154,10 @@ def _sides(tokens: list[str]) -> list[list[str]]:
 
 
 def cmd_compare(args: Sequence[str]) -> int:
-    from xmfu.harness.config import RunSettings
+    from xmfu.harness.config.run_settings import RunSettings
     from xmfu.harness.engine.declare import check_of
-    from xmfu.harness.results.compare import Side, compare
-    from xmfu.harness.results.compare_render import render
+    from xmfu.harness.results.analysis.compare import Side, compare
+    from xmfu.harness.results.render.compare_render import render
 
     ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
     if ns.references:
@@ -197,7 +197,7 @@ def cmd_compare(args: Sequence[str]) -> int:
 def _compare_references(ns: argparse.Namespace) -> int:
     """`xmfu compare --references BUNDLE...`: the headline figures against their public references, as a table."""
     from xmfu.harness.machine.references import default_bands
-    from xmfu.harness.results import yardsticks
+    from xmfu.harness.suites import yardsticks
 
     tokens = [t for t in ns.bundles if t != SIDE]
     if not tokens:
@@ -211,7 +211,7 @@ def _compare_references(ns: argparse.Namespace) -> int:
 
 
 def _prices(ns: argparse.Namespace) -> dict[str, float]:
-    from xmfu.harness.results.cost import load_prices, parse_prices
+    from xmfu.harness.results.analysis.cost import load_prices, parse_prices
 
     try:
         return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
@@ -225,7 +225,7 @@ def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
     """A price whose device no row has is named on stderr with the devices the rows have: prices are matched to
     rows by the exact device name (docs/compare.md), and a misspelt one would otherwise leave the cost columns
     empty without a word. A --prices file may list a whole fleet: it is named only when none of it matches."""
-    from xmfu.harness.results.cost import load_prices, parse_prices
+    from xmfu.harness.results.analysis.cost import load_prices, parse_prices
 
     # both were read once by _prices without error
     missed = sorted(d for d in parse_prices(ns.price) if d not in devices)
@@ -239,7 +239,7 @@ def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
 
 
 def _history_noise(store: str) -> Any:
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
 
     try:
         return history.run_to_run_noise(history.load(Path(store)))
@@ -259,7 +259,7 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
 
 
 def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
-    from xmfu.harness.results.cost import break_even, cost_figures
+    from xmfu.harness.results.analysis.cost import break_even, cost_figures
 
     rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.cases}
     for row in result.rows:
@@ -272,7 +272,7 @@ def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
 
 
 def cmd_report(args: Sequence[str]) -> int:
-    from xmfu.harness.results import report
+    from xmfu.harness.results.render import report
 
     parser = Parser(prog="xmfu report")
     parser.add_argument("bundles", nargs="+")
@@ -284,7 +284,7 @@ def cmd_report(args: Sequence[str]) -> int:
         envs = [b.environment() for b in bundles]
         telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
         from xmfu.harness.machine.references import default_bands
-        from xmfu.harness.results import yardsticks
+        from xmfu.harness.suites import yardsticks
 
         against = yardsticks.html(yardsticks.of_bundles(bundles, default_bands()))
         page = report.build(bundles, envs, telemetry, lead=[("Public references", against)] if against else ())
@@ -298,8 +298,8 @@ def cmd_report(args: Sequence[str]) -> int:
 
 
 def cmd_export(args: Sequence[str]) -> int:
-    from xmfu.harness.results import export
-    from xmfu.harness.results.reader import read_bundle
+    from xmfu.harness.results.bundle.reader import read_bundle
+    from xmfu.harness.results.render import export
 
     parser = Parser(prog="xmfu export")
     parser.add_argument("bundles", nargs="+")
@@ -347,7 +347,7 @@ def cmd_peaks(args: Sequence[str]) -> int:
 
 
 def cmd_env(args: Sequence[str]) -> int:
-    from xmfu.harness.config import DEVICES, RunSettings
+    from xmfu.harness.config.run_settings import DEVICES, RunSettings
     from xmfu.harness.machine.environment import PEAK_DTYPES, peaks_used
     from xmfu.harness.machine.platform import NoAcceleratorError, detect
 
@@ -379,7 +379,7 @@ def cmd_env(args: Sequence[str]) -> int:
 
 
 def cmd_doctor(args: Sequence[str]) -> int:
-    from xmfu.harness.cli import doctor
+    from xmfu.harness.suites import doctor
 
     parser = Parser(prog="xmfu doctor")
     parser.add_argument("--json", action="store_true")
@@ -388,7 +388,7 @@ def cmd_doctor(args: Sequence[str]) -> int:
 
 
 def cmd_run(args: Sequence[str]) -> int:
-    from xmfu.harness.hydra_app import UsageError, run_command
+    from xmfu.harness.config.hydra_app import UsageError, run_command
     from xmfu.harness.suites.suite import maybe_run
     from xmfu.workloads.catalog import build_registry
 

@@ -70,7 +70,7 @@ def verify(bundle: Path, allowed_signers: Path) -> tuple[str | None, str]:
 
 
 def cmd_sign(args: Sequence[str]) -> int:
-    from xmfu.harness.results.validator import validate_bundle
+    from xmfu.harness.results.bundle.validator import validate_bundle
 
     parser = Parser(prog="xmfu sign")
     parser.add_argument("bundle", help="a bundle folder")

@@ -1,6 +1,6 @@
 """`xmfu table BUNDLE... [--wide] [--width N]`: a bundle's end-of-run table printed again, from its rows.
 
-The table `xmfu run` prints at its end fits 120 columns (harness/results/table.py); this reprints it from any
+The table `xmfu run` prints at its end fits 120 columns (harness/results/render/table.py); this reprints it from any
 bundle (a suite's folder or an archive too), the wide form with every column as `--wide`.
 """
 
@@ -12,7 +12,7 @@ from xmfu.harness.cli.common import Parser, UsageFailure, each_gathered_bundle, 
 
 
 def cmd_table(args: Sequence[str]) -> int:
-    from xmfu.harness.results.table import WIDTH, table
+    from xmfu.harness.results.render.table import WIDTH, table
 
     parser = Parser(prog="xmfu table")
     parser.add_argument("bundles", nargs="+", help="bundle folders, suite folders, or archives made by xmfu archive")

@@ -1,8 +1,8 @@
 """The typed settings the engine reads, each declared once (`xmfu.harness.engine.declare.setting`: type, default,
 help and allowed range in one field).
 
-The front door (`xmfu.harness.config`) parses a composed Hydra config into these frozen dataclasses, and derives
-from them the structured configs Hydra composes with (configs/ then states only what differs from a default).
+The front door (`xmfu.harness.config.run_settings`) parses a composed Hydra config into these frozen dataclasses, and
+derives from them the structured configs Hydra composes with (configs/ then states only what differs from a default).
 `RunConfig` has no defaults of its own: the run-level settings are declared where the front door reads them.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, OneOf, Range, setting
-from xmfu.harness.results.stats import BOOTSTRAP_RESAMPLES
+from xmfu.harness.results.statistics.stats import BOOTSTRAP_RESAMPLES
 
 MAX_RESAMPLES = 100_000
 MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
@@ -22,7 +22,7 @@ MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k
 # (ml-engineering compute/accelerator/benchmarks/mamf-finder.py, benchmark_version 2, benchmark_mm); `warm` times
 # back-to-back calls, which on the project's CPU read 1.4-1.8x higher than that method (issue 30).
 ACHIEVABLE_METHODS = ("flushed", "warm")
-MAMF_SMOKE_SIZES = (256, 512)  # scale=smoke's sweep (harness/config.py): 8 shapes, seconds on a CPU
+MAMF_SMOKE_SIZES = (256, 512)  # scale=smoke's sweep (harness/config/run_settings.py): 8 shapes, seconds on a CPU
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,9 @@ class SuiteTag:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One run as the engine reads it. Built by the front door from the declared settings (harness/config.py
-    declares the run-level ones, this module the sections), so no default is repeated here."""
+    """One run as the engine reads it. Built by the front door from the declared settings
+    (harness/config/run_settings.py declares the run-level ones, this module the sections), so no default is repeated
+    here."""
 
     workload: Mapping[str, Any]
     backends: tuple[str, ...]
@@ -147,7 +148,7 @@ class RunConfig:
     device_index: int | None  # measure this local device instead of the local rank's
     suite: SuiteTag | None = field(default=None)  # set by harness/suites/suite.py for its parts
     output: OutputConfig = field(default_factory=OutputConfig)  # what the run prints; no figure depends on it
-    scale: str = "full"  # full, or smoke: shrunk by harness/config.py (scale=smoke)
+    scale: str = "full"  # full, or smoke: shrunk by harness/config/run_settings.py (scale=smoke)
     # what scale=smoke shrank, in words, by phase ("mamf", "main"): printed, and kept in the manifest and the rows
     scale_notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # whether the config named its backends (False: `backends: null`, every built-in); a backend the catalog runs on a

@@ -2,7 +2,7 @@
 
 Clocks and power settle only after seconds to minutes of load (boost, then power and thermal limits), so a
 short benchmark can report a speed the machine does not keep. The settling rule is
-harness/results/steady_windows.py's (shared with `xmfu validate`).
+harness/results/statistics/steady_windows.py's (shared with `xmfu validate`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from xmfu.harness.machine.telemetry.aggregate import summarize_window
 from xmfu.harness.machine.telemetry.base import Reading
-from xmfu.harness.results.steady_windows import settle, window_figures, window_median
+from xmfu.harness.results.statistics.steady_windows import settle, window_figures, window_median
 
 
 def _windows(samples: Sequence[float], intervals: Sequence[tuple[float, float]], window_s: float) -> list[dict]:
@@ -21,7 +21,7 @@ def _windows(samples: Sequence[float], intervals: Sequence[tuple[float, float]],
     for i, (start, _) in enumerate(intervals):
         buckets.setdefault(int((start - origin) // window_s), []).append(i)
     # Samples are taken in time order, so each window holds a run of consecutive samples: `xmfu validate` re-cuts
-    # them from samples.jsonl by the windows' counts (harness/results/rederive.py).
+    # them from samples.jsonl by the windows' counts (harness/results/rederive/rederive.py).
     return [{"index": w, "start_s": w * window_s, "span": (origin + w * window_s, origin + (w + 1) * window_s),
              "median_s": window_median([samples[i] for i in idx]), "n": len(idx)}
             for w, idx in sorted(buckets.items())]

@@ -1,6 +1,7 @@
-"""What is kept and read: the result bundle (schema, writer, reader, validator), comparability keys, the
-statistics shared by the engine and `compare`, compare, cost, history, the HTML report and its charts, and
-the table printed at the end of a run.
+"""What is kept and read, in rooms, lowest first: schema/ (the typed records), statistics/, importers/ (other
+tools' logs as rows), rederive/ (every figure re-derived), bundle/ (writer, reader, validator), analysis/ (compare,
+cost, flags), plots/, history/, render/ (tables, pages, exports). A room imports only the rooms below it.
 
-May import: `xmfu.harness.machine` (the peak table). Never imports `xmfu.harness.engine` or a workload.
+May import: `xmfu.harness.machine` (the peak table). Never imports `xmfu.harness.engine`, a workload or the front
+door.
 """

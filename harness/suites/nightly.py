@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from xmfu.harness.results import coverage_history, history
-from xmfu.harness.results.validator import load_bundle
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.results.history import coverage_history, history
 
 
 def suite_bundles(root: Path) -> list[Path]:

@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import apply_scale, explicit_keys, parse_run_config
+from xmfu.harness.config.hydra_app import UsageError, compose_job
+from xmfu.harness.config.run_settings import apply_scale, explicit_keys, parse_run_config
+from xmfu.harness.config.suite_spec import Part
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import register_named
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import RunConfig, SuiteTag
-from xmfu.harness.hydra_app import UsageError, compose_job
-from xmfu.harness.suites.spec import Part
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 JOBS_FOLDER = ".jobs"  # in a suite's folder: what each child process of a torchrun part runs

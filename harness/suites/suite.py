@@ -1,6 +1,6 @@
 """`xmfu run experiment=acceptance` and `xmfu run experiment=nightly store=PATH`: a suite of runs as one command.
 
-The experiment overlay sets `suite:` (harness/suites/spec.py); `xmfu run` hands such a config here instead of
+The experiment overlay sets `suite:` (harness/config/suite_spec.py); `xmfu run` hands such a config here instead of
 to Hydra's launcher. Every part's jobs are composed and validated first (bad input: one paragraph, exit 2,
 nothing run), then:
 
@@ -16,7 +16,7 @@ the bundles, `report.html` (the verdict page first) and `suite.json`. With `stor
 appended to that history store and `history check` judges them (harness/suites/nightly.py).
 
 The first line printed at the end, of suite.json (`judgement`) and of the report is the verdict: PASS, FAIL or NOT
-JUDGED with its reasons (harness/results/judgement.py). Exit status: 0 PASS (every part ran, no device was an
+JUDGED with its reasons (harness/suites/judgement.py). Exit status: 0 PASS (every part ran, no device was an
 outlier, no regression, no headline figure far below its public reference (docs/references.md), and no row's figure
 discounted by its own flags); 1 FAIL (each problem named); 3 NOT JUDGED
 (no problem found, but rows were contended or not validly timed, or a change was discounted); 2 for invalid input;
@@ -37,16 +37,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.config import RunSettings, parse_results_dir, parse_run_id
+from xmfu.harness.config.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
+from xmfu.harness.config.run_settings import RunSettings, parse_results_dir, parse_run_id
+from xmfu.harness.config.suite_spec import SuiteSpec, parse_suite, shared_overrides
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.settings import SuiteTag
 from xmfu.harness.engine.structured import parse_section
-from xmfu.harness.hydra_app import MULTIRUN_FLAGS, UsageError, compose_job, split_args, split_jobs
 from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
+from xmfu.harness.results.bundle.writer import checked
 from xmfu.harness.results.schema.records import NodeRecord
-from xmfu.harness.results.writer import checked
 from xmfu.harness.suites.parts import (
     Job,
     PartOutcome,
@@ -57,7 +58,6 @@ from xmfu.harness.suites.parts import (
     run_in_process,
     run_under_torchrun,
 )
-from xmfu.harness.suites.spec import SuiteSpec, parse_suite, shared_overrides
 
 INFO_FLAGS = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "-sc", "--shell-completion")
 NODE_RECORD = "node.json"
@@ -124,7 +124,7 @@ def _settings(data: dict[str, Any]) -> Settings:
 
 def _check_store(store: str) -> None:
     """The store must take tonight's bundles before the suite spends its hours: checked first, bad input if not."""
-    from xmfu.harness.results import history
+    from xmfu.harness.results.history import history
 
     try:
         history.check_writable(Path(store))
@@ -284,7 +284,7 @@ class Doctor:
 
 
 def diagnose_node(device: str) -> dict[str, Any]:
-    from xmfu.harness.cli.doctor import diagnose
+    from xmfu.harness.suites.doctor import diagnose
 
     print("xmfu suite: doctor's checks", flush=True)
     try:
@@ -319,7 +319,7 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     is judged before the report is built, so that the verdict's first line (PASS / FAIL / NOT JUDGED) weighs its
     regressions too."""
     from xmfu.harness.machine.references import Bands
-    from xmfu.harness.results import suite_report
+    from xmfu.harness.suites import suite_report
 
     problems = []
     if missing:
@@ -359,7 +359,7 @@ NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own
 
 def exit_status(verdict: str, interrupted: bool) -> int:
     """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
-    harness/results/judgement.py); 0 PASS."""
+    harness/suites/judgement.py); 0 PASS."""
     if interrupted:
         return 130
     return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT}.get(verdict, 0)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.docs_lines import ROOT, command_of, documented_lines, filled
 from xmfu.harness.cli.main import COMMANDS, main
-from xmfu.harness.hydra_app import MULTIRUN_FLAGS, split_args, split_jobs, validate_job
+from xmfu.harness.config.hydra_app import MULTIRUN_FLAGS, split_args, split_jobs, validate_job
 
 # `xmfu CMD ...` wherever the command is started: at the line's start, after `$(which xmfu)` or a venv's bin/, inside
 # `$(...)`, or as an image whose entrypoint is xmfu (`xmfu:cuda run ...`).

@@ -6,9 +6,9 @@ import json
 
 from tests.conftest import gpu_device
 from tests.engine.test_runner import FakeCase, _prepared
-from xmfu.harness.cli import doctor
 from xmfu.harness.engine.registry import Implementation, Registry, WorkloadDef
 from xmfu.harness.machine.platform import Platform, cpu_device
+from xmfu.harness.suites import doctor
 
 
 def test_on_this_cpu_it_names_the_missing_accelerator_and_the_skipped_backends(capsys):
@@ -76,9 +76,9 @@ def test_rocms_triton_counts_as_triton(monkeypatch):
 def test_doctor_names_the_device_type_vendor_stacks_and_says_untried_devices_are_unmeasured(monkeypatch):
     """issue 29 item 5: the device type, the Neuron SDK / SynapseAI / oneAPI versions that can be read, and the
     plain statement that none of these devices has been measured."""
-    from xmfu.harness.cli import doctor
     from xmfu.harness.machine import vendor_stack
     from xmfu.harness.machine.platform import DeviceInfo, Platform
+    from xmfu.harness.suites import doctor
 
     versions = {"torch-neuronx": "2.9.0.2.11", "neuronx-cc": "2.21.33363.0"}
     monkeypatch.setattr(doctor, "vendor_stacks", lambda: vendor_stack.vendor_stacks(

@@ -17,9 +17,9 @@ import pytest
 
 from tests.results.rows import MANIFEST, valid_row
 from xmfu.harness.cli.main import main
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 
 pytestmark = pytest.mark.e2e
 RUN = ["backends=[torch]", "workload.sizes=[16]", "timing=quick", "timing.max_time_s=0.2", "timing.warmup_s=0",
@@ -151,7 +151,7 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
     the run must leave a bundle that still validates, say so in one paragraph and exit 1."""
     import resource
 
-    from xmfu.harness.results.validator import load_bundle
+    from xmfu.harness.results.bundle.validator import load_bundle
 
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails instead of killing
@@ -181,16 +181,16 @@ def _ctrl_c_then_wait() -> None:
 def test_ctrl_c_that_a_library_turns_into_its_own_error_still_exits_130(monkeypatch, capsys):
     """Hydra's composition can catch the KeyboardInterrupt of an early Ctrl-C and raise an error of its own with no
     text; that must end as interrupted (130), not as bad input (2) with an empty message."""
-    import xmfu.harness.hydra_app
+    import xmfu.harness.config.hydra_app
     from xmfu.harness.cli.main import main
 
     def composition_hit_by_ctrl_c(args, registry):
         try:
             _ctrl_c_then_wait()
         except KeyboardInterrupt:
-            raise xmfu.harness.hydra_app.UsageError("") from None
+            raise xmfu.harness.config.hydra_app.UsageError("") from None
 
-    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", composition_hit_by_ctrl_c)
+    monkeypatch.setattr(xmfu.harness.config.hydra_app, "run_command", composition_hit_by_ctrl_c)
     before = signal.getsignal(signal.SIGINT)
     assert main(["run", "workload=matmul"]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -221,7 +221,7 @@ def test_ctrl_c_swallowed_during_start_up_still_interrupts_the_run(monkeypatch, 
 def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
     """An import interrupted by an early Ctrl-C can fail with an error of its own (seen with `import torch`: exit 1
     and a traceback); that too ends as interrupted. Without a Ctrl-C the same error is not hidden."""
-    import xmfu.harness.hydra_app
+    import xmfu.harness.config.hydra_app
     from xmfu.harness.cli.main import main
 
     def import_hit_by_ctrl_c(args, registry):
@@ -230,7 +230,7 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
         except KeyboardInterrupt:
             raise ImportError("partially initialized module") from None
 
-    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", import_hit_by_ctrl_c)
+    monkeypatch.setattr(xmfu.harness.config.hydra_app, "run_command", import_hit_by_ctrl_c)
     assert main(["run", "workload=matmul"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "xmfu: interrupted"
@@ -238,7 +238,7 @@ def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):
     def import_that_fails(args, registry):
         raise ImportError("a real failure")
 
-    monkeypatch.setattr(xmfu.harness.hydra_app, "run_command", import_that_fails)
+    monkeypatch.setattr(xmfu.harness.config.hydra_app, "run_command", import_that_fails)
     with pytest.raises(ImportError, match="a real failure"):
         main(["run", "workload=matmul"])
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 TINY = ["timing=quick", "timing.max_time_s=0.5", "timing.warmup_s=0"]

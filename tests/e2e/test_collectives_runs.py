@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import xla_flags
 from tests.e2e.trials import trials
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from xmfu.harness.cli.formulas import restate_rows, restate_run
-from xmfu.harness.hydra_app import CONFIG_DIR
-from xmfu.harness.results.comparability import comparability_key
-from xmfu.harness.results.rederive import restated_problems
-from xmfu.harness.results.validator import load_bundle
+from xmfu.harness.config.hydra_app import CONFIG_DIR
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.results.rederive.rederive import restated_problems
+from xmfu.harness.results.schema.comparability import comparability_key
 from xmfu.workloads.transformer import parallel
 from xmfu.workloads.transformer.cases import expand
 

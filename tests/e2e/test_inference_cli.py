@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.test_cli import TINY, _bundle_path, xmfu
-from xmfu.harness.results.cost import cost_figures
-from xmfu.harness.results.inference_figures import inference_series
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.analysis.cost import cost_figures
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.plots.inference_figures import inference_series
 
 pytestmark = pytest.mark.e2e
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.trials import trials
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 from xmfu.harness.results.schema import MANIFEST
-from xmfu.harness.results.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 QUICK = ["timing=quick", "timing.max_time_s=0.2", "timing.warmup_s=0", "telemetry.enabled=false"]
@@ -36,7 +36,7 @@ def test_a_second_ctrl_c_between_the_manifest_and_its_checksums_is_held(monkeypa
     """The first Ctrl-C as the second case starts; the second exactly where it once did harm: after the finishing
     manifest is written and before SHA256SUMS is."""
     from xmfu.harness.engine.runner import CaseRunner
-    from xmfu.harness.results import writer as writer_module
+    from xmfu.harness.results.bundle import writer as writer_module
 
     run_case, atomic_write = CaseRunner.run_case, writer_module._atomic_write
     sent = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 FRAMEWORKS = ("torch", "jax", "triton")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import xla_flags
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 SMALL = ["workload=transformer", "model=tiny", "dtype=fp32", "workload.warmup=1", "workload.samples=3",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def test_the_wheel_installs_one_import_name_and_nothing_else_at_the_top(wheel):
 
 def test_the_installed_package_reads_its_own_configs(installed, tmp_path):
     bin_dir, env = installed
-    where = _run(bin_dir / "python", "-c", "import xmfu.harness.hydra_app as h; print(h.__file__); "
+    where = _run(bin_dir / "python", "-c", "import xmfu.harness.config.hydra_app as h; print(h.__file__); "
                  "print(h.CONFIG_DIR); print(sorted(h.config_groups()))", cwd=tmp_path, env=env).stdout.splitlines()
     package = Path(where[0]).parent
     assert bin_dir.parent in package.parents  # the wheel's copy, not the checkout

@@ -113,8 +113,8 @@ def test_an_entry_point_named_as_a_builtin_is_refused_when_named(monkeypatch):
 
 
 def test_help_and_doctor_list_the_installed_plugins_with_package_and_version(monkeypatch):
-    from xmfu.harness.cli import doctor
-    from xmfu.harness.cli.run_help import backends_section
+    from xmfu.harness.config.run_help import backends_section
+    from xmfu.harness.suites import doctor
 
     _entry(monkeypatch, "fast_mm", f"{SAMPLES}:Matmul")
     assert f"  fast_mm (my-kernels 1.2.0: {SAMPLES}:Matmul)" in backends_section({"matmul": ["torch"]})

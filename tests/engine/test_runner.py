@@ -14,9 +14,9 @@ from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.registry import Implementation, WorkloadDef
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.machine.platform import Platform, cpu_device
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ def test_a_slow_case_says_which_step_it_is_in_while_it_runs(tmp_path):
     import io
     import time
 
-    from xmfu.harness.results.progress import Progress
+    from xmfu.harness.results.render.progress import Progress
 
     out, now = io.StringIO(), [0.0]
     progress = Progress(1, stream=out, live=True, tick_s=0.01, clock=lambda: now[0])

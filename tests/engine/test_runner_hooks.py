@@ -12,8 +12,8 @@ from tests.engine.test_runner import FakeCase, _runner, always
 from xmfu.harness.engine.case import FixedPlan, Prepared
 from xmfu.harness.engine.registry import Implementation, WorkloadDef
 from xmfu.harness.engine.runner import Phase
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
 
 
 @dataclass(frozen=True)

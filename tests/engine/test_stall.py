@@ -16,7 +16,7 @@ from xmfu.harness.engine import stall
 from xmfu.harness.engine.case import Prepared, RunAborted
 from xmfu.harness.engine.registry import Implementation, WorkloadDef
 from xmfu.harness.engine.runner import Phase
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
 
 
 def test_no_completed_call_for_the_limit_calls_on_stall_once():

@@ -8,8 +8,8 @@ from typing import Any
 
 def run_config_for(workload: str, overrides: Sequence[str], backends: Sequence[str]) -> Any:
     from tests.golden.rows import TIMING
-    from xmfu.harness.config import explicit_keys, parse_run_config
-    from xmfu.harness.hydra_app import compose_job
+    from xmfu.harness.config.hydra_app import compose_job
+    from xmfu.harness.config.run_settings import explicit_keys, parse_run_config
 
     job = [f"workload={workload}", *overrides, *(f"timing.{k}={v}" for k, v in TIMING.items()
                                                  if not any(o.startswith(f"timing.{k}=") for o in overrides)),

@@ -165,7 +165,7 @@ def fixed_world(seed: int) -> Iterator[None]:
     quiet = {"contended": False, "busiest_others": [], "load_avg": [0.5, 0.4, 0.3], "window_s": 0.25}
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(time, "perf_counter", clock))
-        for target in ("xmfu.harness.engine.runner.utc_now", "xmfu.harness.results.writer.utc_now"):
+        for target in ("xmfu.harness.engine.runner.utc_now", "xmfu.harness.results.bundle.writer.utc_now"):
             stack.enter_context(mock.patch(target, stamps))
         stack.enter_context(mock.patch.object(contention, "snapshot", lambda *a, **k: None))
         stack.enter_context(mock.patch.object(contention, "own_processes", lambda *a, **k: set()))
@@ -185,7 +185,7 @@ def write_scenario(name: str, folder: Path) -> Path:
     from xmfu.harness.engine.registry import WorkloadDef
     from xmfu.harness.engine.runner import CaseRunner, Phase
     from xmfu.harness.machine.platform import Platform
-    from xmfu.harness.results.writer import BundleWriter
+    from xmfu.harness.results.bundle.writer import BundleWriter
     from xmfu.workloads.catalog import build_registry
 
     workload, overrides, kind, ranks, variants = SCENARIOS[name]

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from xmfu.harness.cli import doctor
 from xmfu.harness.machine import compat, frameworks
 from xmfu.harness.machine.platform import Platform, cpu_device
+from xmfu.harness.suites import doctor
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.cli import doctor
 from xmfu.harness.machine.platform import DeviceInfo, Platform
 from xmfu.harness.machine.telemetry import open_sampler
 from xmfu.harness.machine.telemetry.xpu_smi import (
@@ -24,6 +23,7 @@ from xmfu.harness.machine.telemetry.xpu_smi import (
     parse_dump,
     throttle_reasons,
 )
+from xmfu.harness.suites import doctor
 
 RECORDED = Path(__file__).parent / "xpu_smi_recorded"
 MAX1550 = DeviceInfo(kind="xpu", name="Intel(R) Data Center GPU Max 1550", vendor="intel", torch_device_type="xpu")

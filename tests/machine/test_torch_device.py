@@ -18,9 +18,9 @@ from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.timers import ReadBackTimer, TorchEventTimer, timer_for
 from xmfu.harness.machine import sync, torch_device
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 
 
 @pytest.fixture

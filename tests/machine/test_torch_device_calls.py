@@ -172,8 +172,8 @@ def _flushed_row(tmp_path, monkeypatch, fake: FakeAcceleratorTorch) -> tuple[dic
     from xmfu.harness.engine.context import RunContext
     from xmfu.harness.engine.registry import Implementation, WorkloadDef
     from xmfu.harness.machine.platform import DeviceInfo, Platform
-    from xmfu.harness.results.reader import read_bundle
-    from xmfu.harness.results.writer import BundleWriter
+    from xmfu.harness.results.bundle.reader import read_bundle
+    from xmfu.harness.results.bundle.writer import BundleWriter
 
     buffers = []
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.results.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.stats import summarize
+from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
+from xmfu.harness.results.statistics.stats import summarize
 
 MANIFEST = {"run_id": "r", "created": "2026-11-23T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
             "argv": [], "overrides": [], "comparability_key": "k"}
@@ -103,8 +103,8 @@ def collectives_row(size: int, ranks: int = 2, backend: str = "torch_dist", **fi
 def write_bundle(folder: Any, run_id: str, rows: list[dict[str, Any]], created: str = "2026-11-23T00:00:00.000000Z",
                  environment: dict[str, Any] | None = None, telemetry: list[dict[str, Any]] | None = None) -> Any:
     """A valid bundle of these rows (their run id set to `run_id`), read back through the validator."""
-    from xmfu.harness.results.validator import load_bundle
-    from xmfu.harness.results.writer import BundleWriter
+    from xmfu.harness.results.bundle.validator import load_bundle
+    from xmfu.harness.results.bundle.writer import BundleWriter
 
     writer = BundleWriter(folder / run_id, {**MANIFEST, "run_id": run_id, "created": created}, "",
                           environment or {"driver": "570", "packages": {"torch": "2.13.0"}})

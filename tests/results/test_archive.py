@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results import archive
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle import archive
+from xmfu.harness.results.bundle.writer import BundleWriter
 
 
 def _bundle(folder: Path, run_id: str, scale: float = 1.0) -> Path:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results import validator
+from xmfu.harness.results.bundle import validator
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.schema import CASES, SUMS
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 MANIFEST = {"run_id": "r", "created": "2026-11-25T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
@@ -37,7 +37,7 @@ def test_validate_runs_under_a_virtual_memory_limit_smaller_than_the_file_limit(
     # whole 4 GiB limit per file dies with MemoryError; one that reads in chunks needs only what the files hold.
     code = textwrap.dedent(f"""
         import resource, sys
-        from xmfu.harness.results.validator import validate_bundle
+        from xmfu.harness.results.bundle.validator import validate_bundle
         limit = 4_000_000 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         problems = validate_bundle({str(bundle)!r})

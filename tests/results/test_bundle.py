@@ -7,10 +7,10 @@ import json
 import pytest
 
 from tests.results.rows import untimed_row, valid_row
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.schema import CASES, MANIFEST
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
 
 
 def _row(status="ok", case_id="c1"):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.results.validator import validate_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle.validator import validate_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 MANIFEST = {"run_id": "r", "created": "2026-11-25T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
@@ -27,7 +27,7 @@ def test_a_disk_that_fills_during_creation_leaves_no_folder(tmp_path):
     code = textwrap.dedent(f"""
         import json, resource, signal, sys
         from pathlib import Path
-        from xmfu.harness.results.writer import BundleWriter
+        from xmfu.harness.results.bundle.writer import BundleWriter
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
         env = {{"host": {{"note": "x" * 6000}}}}
         out = {{}}

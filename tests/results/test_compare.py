@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from tests.results.rows import keyed, valid_row
-from xmfu.harness.results.compare import Side, compare, environment_diff
-from xmfu.harness.results.compare_render import render
-from xmfu.harness.results.cost import break_even, cost_figures, parse_prices
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.stats import summarize
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.analysis.compare import Side, compare, environment_diff
+from xmfu.harness.results.analysis.cost import break_even, cost_figures, parse_prices
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
+from xmfu.harness.results.render.compare_render import render
+from xmfu.harness.results.statistics.stats import summarize
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}
@@ -161,7 +161,7 @@ def test_cost_per_token_and_break_even():
 
 
 def test_prices_file(tmp_path):
-    from xmfu.harness.results.cost import load_prices
+    from xmfu.harness.results.analysis.cost import load_prices
 
     (tmp_path / "p.yaml").write_text("NVIDIA H100 80GB HBM3: 2.49\nAMD Instinct MI300X: 1.99\n")
     assert load_prices(str(tmp_path / "p.yaml")) == {"NVIDIA H100 80GB HBM3": 2.49, "AMD Instinct MI300X": 1.99}
@@ -222,7 +222,7 @@ def test_price_for_a_device_no_row_has_is_named(tmp_path, capsys):
 
 
 def test_inference_cost_per_token_in_every_format():
-    from xmfu.harness.results.compare import Comparison
+    from xmfu.harness.results.analysis.compare import Comparison
 
     row = {"case_id": "inference-decode", "backend": "torch", "run": "b", "baseline_run": "a", "speedup": 1.0,
            "verdict": "same", "cost": cost_figures({"tflops": 2.0, "throughput": {"generated_tokens_per_s": 2e3}}, 3.6),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.results.rows import attention_row, matmul_row, untimed_row
-from xmfu.harness.results.coverage import coverage, render_html, variant
+from xmfu.harness.results.analysis.coverage import coverage, render_html, variant
 
 
 def _rows():

@@ -8,7 +8,7 @@ import pytest
 
 from tests.results.rows import attention_row, collectives_row, matmul_row, write_bundle
 from xmfu.harness.cli.main import main
-from xmfu.harness.results import export
+from xmfu.harness.results.render import export
 
 
 def test_flat_columns_one_level_deep():

@@ -1,9 +1,9 @@
-"""A row's quality flags named in one place (harness/results/flags.py), from the row record's own fields."""
+"""A row's quality flags named in one place (harness/results/analysis/flags.py), from the row record's own fields."""
 
 from __future__ import annotations
 
 from tests.results.rows import untimed_row, valid_row
-from xmfu.harness.results import flags
+from xmfu.harness.results.analysis import flags
 
 
 def test_a_clean_row_has_no_flags():
@@ -39,9 +39,9 @@ def test_an_untimed_row_is_not_flagged_for_its_timing_and_a_tally_counts_in_orde
 
 
 def test_the_judgement_of_rows_problems_and_discounted_changes():
-    """harness/results/judgement.py: FAIL on a problem, NOT JUDGED on contended rows (or none validly timed), PASS
+    """harness/suites/judgement.py: FAIL on a problem, NOT JUDGED on contended rows (or none validly timed), PASS
     otherwise, with the caveats named (issue 30, item 7): a row checked but never timed by design is a caveat."""
-    from xmfu.harness.results.judgement import judge
+    from xmfu.harness.suites.judgement import judge
 
     clean, busy = valid_row(peak=100.0), valid_row(peak=100.0, contention={"contended": True, "reason": "load"})
     interpreted = valid_row(peak=100.0, case_id="c2", timing_valid=False, timing_note="Triton interpreter")

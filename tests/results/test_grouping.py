@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tests.results.rows import attention_row, matmul_row
-from xmfu.harness.results import figures, grouping
+from xmfu.harness.results.analysis import grouping
+from xmfu.harness.results.plots import figures
 
 
 def _flops(r):

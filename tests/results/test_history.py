@@ -6,8 +6,8 @@ import multiprocessing
 
 import pytest
 
-from xmfu.harness.results import history
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.history import history
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 
@@ -20,7 +20,7 @@ def _make(tmp_path, name, median, created="2026-11-01T00:00:00.000000Z"):
 
 def _add(args):
     store, folder = args
-    from xmfu.harness.results.history import add
+    from xmfu.harness.results.history.history import add
 
     return add(store, read_bundle(folder), {})
 
@@ -101,7 +101,7 @@ def test_runs_with_another_comparability_key_are_another_series():
     assert sorted(len(v) for v in found.values()) == [1, 3]  # never one line dropping to zero
     labels = [history.series_label(k, list(found)) for k in found]
     assert sorted(labels) == ["matmul c torch GPU A bf16 [key k-peak450]", "matmul c torch GPU A bf16 [key k]"]
-    from xmfu.harness.results import trend
+    from xmfu.harness.results.history import trend
 
     lines = trend.series_groups(found)["matmul"]
     assert sorted(len(v) for v in lines.values()) == [1, 3]
@@ -294,7 +294,7 @@ def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
     crosses it on the side of the worse on PREDICTION_TAIL of nights (here at 0.01 for a simulation's sake)."""
     import numpy as np
 
-    from xmfu.harness.results.stats import t_quantile
+    from xmfu.harness.results.statistics.stats import t_quantile
 
     tail = history.PREDICTION_TAIL
     assert tail == 1e-4 and t_quantile(tail, 4) * (1 + 1 / 5) ** 0.5 == pytest.approx(14.28, abs=0.01)
@@ -310,7 +310,7 @@ def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 7, 10, 30, 31, 200])
 def test_t_quantile_is_students(df):
     """Against NIST/SEMATECH e-Handbook 1.3.6.7.2's 0.975 and 0.999 columns, and scipy where installed."""
-    from xmfu.harness.results.stats import T975, t_quantile
+    from xmfu.harness.results.statistics.stats import T975, t_quantile
 
     nist_999 = {1: 318.309, 4: 7.173, 6: 5.208, 10: 4.144, 30: 3.385}
     if df <= 30:

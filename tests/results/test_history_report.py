@@ -9,7 +9,8 @@ from datetime import date
 import pytest
 
 from tests.results.test_report import ink, render
-from xmfu.harness.results import coverage_history, history, history_report
+from xmfu.harness.results.history import coverage_history, history
+from xmfu.harness.results.render import history_report
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -131,7 +132,7 @@ def test_cli_history_report(tmp_path, capsys):
 
 
 def test_the_gap_is_one_line_per_case_on_one_axes_per_workload():
-    from xmfu.harness.results import trend
+    from xmfu.harness.results.history import trend
 
     groups = trend.gap_groups(history.gap(_nights(), "tflops", "rocm", "cuda"))
     assert sorted(groups) == ["attention", "matmul"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from xmfu.harness.results.cost import cost_figures
-from xmfu.harness.results.inference_figures import inference_series
+from xmfu.harness.results.analysis.cost import cost_figures
+from xmfu.harness.results.plots.inference_figures import inference_series
 
 
 def test_cost_per_million_prompt_and_generated_tokens():
@@ -50,7 +50,7 @@ def test_series_of_decode_throughput_and_mbu_against_batch():
 
 def test_the_decode_plot_counts_the_flags_of_the_rows_it_draws():
     """Issue 30, item 7: a flagged decode row's flag is said under the plot that draws it."""
-    from xmfu.harness.results.inference_plot import inference
+    from xmfu.harness.results.plots.inference_plot import inference
 
     rows = [_row("torch", 1, 120.0, 0.6), {**_row("torch", 8, 800.0, 0.5), "contention": {"contended": True}}]
     assert "Drawn: 1 of 2 rows flagged: contended 1" in inference(rows)

@@ -7,7 +7,9 @@ from datetime import date
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results import figures, grouping, inference_plot, report_plots, trend
+from xmfu.harness.results.analysis import grouping
+from xmfu.harness.results.history import trend
+from xmfu.harness.results.plots import figures, inference_plot, report_plots
 
 pytest.importorskip("matplotlib")
 

@@ -1,4 +1,4 @@
-"""One point per case across runs in the report's plots (issue 30, item 14): harness/results/merge_runs.py."""
+"""One point per case across runs in the report's plots (issue 30, item 14): harness/results/analysis/merge_runs.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 import pytest
 
 from tests.results.rows import matmul_row, write_bundle
-from xmfu.harness.results import merge_runs, report
+from xmfu.harness.results.analysis import merge_runs
+from xmfu.harness.results.render import report
 
 
 def _runs(count, size=256, **fields):

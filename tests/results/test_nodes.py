@@ -9,9 +9,10 @@ import pytest
 from tests.results.rows import valid_row
 from tests.results.test_verdict import FLOPS, _bundle
 from xmfu.harness.machine.references import Bands
-from xmfu.harness.results import nodes, yardsticks
-from xmfu.harness.results.validator import load_bundle
-from xmfu.harness.results.writer import RecordError
+from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.results.bundle.writer import RecordError
+from xmfu.harness.suites import yardsticks
 
 H100 = {"peak_entry": "nvidia-h100-sxm", "platform": "cuda", "device": "NVIDIA H100 80GB HBM3"}
 

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results.progress import Progress
+from xmfu.harness.results.render.progress import Progress
 
 
 def test_plain_lines_say_where_the_sweep_stands():

@@ -1,4 +1,4 @@
-"""`xmfu validate` re-draws a bundle's bootstrap bounds (harness/results/rederive.py): a genuine interval drawn
+"""`xmfu validate` re-draws a bundle's bootstrap bounds (harness/results/rederive/rederive.py): a genuine interval drawn
 under another random stream must pass, even where few samples make the bootstrap discrete (a smoke run's rounds),
 and an interval moved off its samples must not. CI once refused a genuine smoke attention bundle's speedup bound
 that lay just below the plain binomial band."""
@@ -6,8 +6,8 @@ that lay just below the plain binomial band."""
 import numpy as np
 import pytest
 
-from xmfu.harness.results import rederive
-from xmfu.harness.results.stats import paired_speedup
+from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.statistics.stats import paired_speedup
 
 RESAMPLES = 500
 SETTINGS = rederive.Settings(resamples=RESAMPLES)

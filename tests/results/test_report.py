@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.results.rows import attention_row, collectives_row, matmul_row, untimed_row, write_bundle
-from xmfu.harness.results import report
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.render import report
 
 HOSTILE = "<script>alert('x')</script>"
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -172,7 +172,7 @@ def _nightly_rows():
 
 
 def test_trend_page_renders_in_headless_chromium(tmp_path):
-    from xmfu.harness.results import history, trend
+    from xmfu.harness.results.history import history, trend
 
     rows = _nightly_rows()
     found = history.series(rows, "tflops")
@@ -193,7 +193,7 @@ CONTENDED = {"contended": True, "reason": "pid 9 (stress) used 97% of a core", "
 def test_a_row_shows_its_flags_in_the_table_and_beside_its_bar():
     """A contended, CI-missed row carries both flags wherever its figure is: the every-row table (and its row is
     marked) and its MFU bar's label, with a note under the plot counting the flagged rows (issue 30, item 7)."""
-    from xmfu.harness.results import report_plots
+    from xmfu.harness.results.plots import report_plots
 
     flagged = matmul_row(512, 512, 512, contention=CONTENDED, timer={"ci_target_met": False, "stop": "budget"})
     table = report._table([matmul_row(256, 256, 256), flagged])

@@ -9,9 +9,13 @@ import pytest
 
 from tests.results.rows import MANIFEST, matmul_row, samples_of, write_bundle
 from xmfu.harness.cli.main import main
-from xmfu.harness.results import export, grouping, history, rederive, report_plots
-from xmfu.harness.results.validator import load_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.analysis import grouping
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
+from xmfu.harness.results.history import history
+from xmfu.harness.results.plots import report_plots
+from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.render import export
 
 
 def _rows(n):
@@ -103,7 +107,7 @@ def test_history_add_reads_the_stored_schemas_once_per_command(tmp_path, monkeyp
 
 def test_export_holds_one_bundle_at_a_time(tmp_path, monkeypatch, capsys):
     pytest.importorskip("pyarrow", exc_type=ImportError)
-    from xmfu.harness.results import reader, validator
+    from xmfu.harness.results.bundle import reader, validator
 
     folders = [str(b.folder) for b in _bundles(tmp_path, 8)]
     live: list[weakref.ref] = []  # Bundle is an unhashable dataclass: refs in a list, counted alive

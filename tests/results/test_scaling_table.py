@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xmfu.harness.results import report, scaling_table
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.render import report, scaling_table
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "cpu-amd-epyc-2core"
 TORCH_TINY = REFERENCE / "20261123T222637Z-transformer-fp32-97b8cd"

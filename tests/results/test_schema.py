@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from xmfu.harness.results.bundle.validator import validate_bundle
 from xmfu.harness.results.schema import generate
-from xmfu.harness.results.validator import validate_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = sorted(p.parent for p in (ROOT / "results" / "reference").glob("*/*/manifest.json"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.results.rows import attention_row, collectives_row, matmul_row, valid_row
-from xmfu.harness.results.table import FIGURES, IDENTITY, table
-from xmfu.harness.results.text_table import wrap_cell
+from xmfu.harness.results.render.table import FIGURES, IDENTITY, table
+from xmfu.harness.results.render.text_table import wrap_cell
 
 CONTENDED = {"contended": True, "reason": "python (pid 7) used 52% of a core", "busiest_others": [], "load_avg": []}
 SKIPPED = "SDPA cudnn kernel is not available for this case on cpu: " + "x " * 60
@@ -138,7 +138,7 @@ def test_xmfu_table_reprints_a_bundle_narrow_or_wide(tmp_path, capsys):
 
 
 def test_output_wide_is_a_declared_setting():
-    from xmfu.harness.config import parse_run_config
+    from xmfu.harness.config.run_settings import parse_run_config
     from xmfu.harness.engine.declare import ConfigError
 
     backends = {"matmul": ["torch"]}

@@ -9,9 +9,9 @@ import pytest
 
 from tests.results.rows import MANIFEST, ci95, samples_of, valid_row
 from tests.results.test_report import ink, render
-from xmfu.harness.results import suite_report, verdict
-from xmfu.harness.results.validator import load_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
+from xmfu.harness.suites import suite_report, verdict
 
 HOSTILE = "<script>alert('x')</script>"
 FLOPS = 2.0 * 1024**3
@@ -154,7 +154,7 @@ def test_the_verdict_page_starts_with_pass_fail_or_not_judged(tmp_path, suite_fo
     """Issue 30, item 7: the page's first line is the verdict with its reasons; rows contended (or whose timing is
     not valid) make it NOT JUDGED, never a pass; a problem makes it FAIL; the caveat flags are named after PASS.
     The plots are left out (they take seconds; the tests above draw them)."""
-    from xmfu.harness.results import report
+    from xmfu.harness.results.render import report
 
     for module, name in ((report.report_plots, "mfu"), (report.report_plots, "throughput"),
                          (report.report_plots, "busbw"), (report.roofline, "roofline"),

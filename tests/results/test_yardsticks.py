@@ -14,8 +14,8 @@ from tests.results.rows import ci95, valid_row
 from tests.results.test_verdict import FLOPS, _bundle, _mm
 from xmfu.harness.cli.main import COMMANDS
 from xmfu.harness.machine.references import Bands
-from xmfu.harness.results import suite_report, yardsticks
-from xmfu.harness.results.validator import load_bundle
+from xmfu.harness.results.bundle.validator import load_bundle
+from xmfu.harness.suites import suite_report, yardsticks
 
 H100 = {"peak_entry": "nvidia-h100-sxm"}
 MAMF_CASE = "matmul-bf16-8192x8192x4096-NN"
@@ -24,7 +24,7 @@ MAMF_CASE = "matmul-bf16-8192x8192x4096-NN"
 @pytest.fixture(autouse=True)
 def _no_plots(monkeypatch):
     """The plots take seconds and are drawn by test_verdict's tests; these need the tables."""
-    from xmfu.harness.results import report
+    from xmfu.harness.results.render import report
 
     for module, name in ((report.report_plots, "mfu"), (report.report_plots, "throughput"),
                          (report.report_plots, "busbw"), (report.roofline, "roofline"),

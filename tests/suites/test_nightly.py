@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import ci95, keyed, matmul_row, time_summary, untimed_row, write_bundle
-from xmfu.harness.results import history
+from xmfu.harness.results.history import history
 from xmfu.harness.suites import nightly
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from xmfu.harness.hydra_app import UsageError, compose_job
+from xmfu.harness.config.hydra_app import UsageError, compose_job
+from xmfu.harness.config.suite_spec import parse_suite, shared_overrides
 from xmfu.harness.machine.ranks import ProcessInfo
-from xmfu.harness.results.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle
 from xmfu.harness.suites import parts as suite_parts
 from xmfu.harness.suites import suite
-from xmfu.harness.suites.spec import parse_suite, shared_overrides
 from xmfu.workloads.catalog import build_registry
 
 TINY = ["workload=matmul", "backends=[torch]", "workload.sizes=[32]", "workload.shapes=[]", "dtype=fp32",

@@ -155,7 +155,7 @@ def test_the_interpreter_checks_large_attention_at_a_small_size(cpu_ctx):
 def test_a_large_model_is_not_interpreted(cpu_ctx):
     import yaml
 
-    from xmfu.harness.hydra_app import CONFIG_DIR
+    from xmfu.harness.config.hydra_app import CONFIG_DIR
     from xmfu.workloads.transformer import torch_triton
     from xmfu.workloads.transformer.cases import TrainCase
     from xmfu.workloads.transformer.spec import model_from_config

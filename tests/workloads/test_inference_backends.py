@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from tests.conftest import QUICK_TIMING, gpu_device, run_config
+from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.engine.case import Unavailable
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.harness.machine.platform import Platform
 from xmfu.workloads.inference import arithmetic as ar
 from xmfu.workloads.inference import jax as jax_backend

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import yaml
 
+from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.engine.declare import ConfigError
-from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.harness.machine.peaks import BandwidthPeak
 from xmfu.workloads.inference import arithmetic as ar
 from xmfu.workloads.inference.cases import InferenceCase

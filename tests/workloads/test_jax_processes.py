@@ -64,7 +64,7 @@ def test_fsdp_parity_reference_is_computed_by_process_zero_alone_and_shared():
     # gradients and AdamW state per process in host memory at once. Process 0 computes; the others get its numbers.
     code = """
     import yaml
-    from xmfu.harness.hydra_app import CONFIG_DIR
+    from xmfu.harness.config.hydra_app import CONFIG_DIR
     from xmfu.workloads.transformer import jax_parallel, jax_parity
     from xmfu.workloads.transformer.cases import TrainCase
     from xmfu.workloads.transformer.spec import model_from_config

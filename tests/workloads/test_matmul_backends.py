@@ -127,7 +127,7 @@ def test_the_interpreter_checks_a_large_case_at_a_small_size_and_never_times_it(
     assert attempt.status == "ok", attempt.reason
     assert attempt.check["ok"] and attempt.check["case_id"] == "matmul-fp32-200x136x152-NN"
     assert not attempt.prepared.timing_valid and "checked at 200x136x152" in attempt.prepared.timing_note
+    from xmfu.harness.results.bundle.writer import checked
     from xmfu.harness.results.schema.parts import Correctness
-    from xmfu.harness.results.writer import checked
 
     assert checked(attempt.check, Correctness, "correctness")  # the bundle's record takes the checked case's id

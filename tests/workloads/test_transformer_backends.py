@@ -8,7 +8,7 @@ import math
 import pytest
 import yaml
 
-from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE
 from xmfu.workloads.transformer import jax as jax_backend
 from xmfu.workloads.transformer import torch as torch_backend

@@ -8,11 +8,11 @@ from __future__ import annotations
 import yaml
 
 from tests.results.rows import valid_row
-from xmfu.harness.hydra_app import CONFIG_DIR
-from xmfu.harness.results.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.compare import Side, compare
-from xmfu.harness.results.reader import read_bundle
-from xmfu.harness.results.writer import BundleWriter
+from xmfu.harness.config.hydra_app import CONFIG_DIR
+from xmfu.harness.results.analysis.compare import Side, compare
+from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.writer import BundleWriter
+from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
 from xmfu.workloads.transformer.cases import expand
 
 MODEL = yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text())

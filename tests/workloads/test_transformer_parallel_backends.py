@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 
-from xmfu.harness.hydra_app import CONFIG_DIR
+from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.workloads.transformer import jax as jax_backend
 from xmfu.workloads.transformer import torch as torch_backend
 from xmfu.workloads.transformer.cases import TrainCase

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.engine.declare import ConfigError
-from xmfu.harness.hydra_app import CONFIG_DIR
 from xmfu.workloads.transformer.cases import TrainCase, expand
 from xmfu.workloads.transformer.spec import model_from_config
 

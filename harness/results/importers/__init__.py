@@ -1,7 +1,8 @@
 """Importers: other tools' logs (nccl-tests / rccl-tests tables and JSON, mamf-finder logs) read into ordinary
-bundles, every printed figure re-derived under xmfu's conventions and each disagreement kept in the row
-(`imported.disagreements`), never silently replaced. `xmfu import` (harness/cli/importing.py) is the front door;
-`xmfu validate` re-reads the kept log (rederive.py here) so an imported row cannot drift from what its tool printed.
+rows, every printed figure re-derived under xmfu's conventions and each disagreement kept in the row
+(`imported.disagreements`), never silently replaced. `xmfu import` (harness/cli/importing.py) is the front door and
+bundle/imported.py writes the bundle; `xmfu validate` re-reads the kept log (rederive/imported.py) so an imported
+row cannot drift from what its tool printed. May import schema/ and statistics/.
 """
 
 

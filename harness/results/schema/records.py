@@ -39,7 +39,7 @@ class Achievable(Record, kw_only=True):
 
 
 class Scale(Record, kw_only=True):
-    """scale=smoke: the run was shrunk (harness/config.py), and what was shrunk."""
+    """scale=smoke: the run was shrunk (harness/config/run_settings.py), and what was shrunk."""
 
     scale: doc(Literal["smoke"], "smoke sizes")
     notes: doc(dict[str, list[str]], "what was shrunk, in words, by phase (mamf, main)")
@@ -54,7 +54,7 @@ class Process(Record, kw_only=True):
     launcher: doc(str, "torchrun, slurm, submitit_local, jax, env or single")
     nodes: maybe(int, "distinct hosts the run's processes ran on: 1 for a single process; in a multi-process "
                       "torch.distributed run, the hostnames its ranks exchanged (rows' notes.rank_map), counted by "
-                      "rank 0 at the end; null where not measured (harness/results/nodes.py)", ge=1) = None
+                      "rank 0 at the end; null where not measured (harness/results/bundle/nodes.py)", ge=1) = None
 
 
 class Drift(OpenRecord, kw_only=True):
@@ -187,7 +187,7 @@ class NodeRecord(Record, kw_only=True):
 
 
 class ArchiveManifest(Record, kw_only=True):
-    """`xmfu-archive.json` at the top of an archive made by `xmfu archive` (harness/results/archive.py)."""
+    """`xmfu-archive.json` at the top of an archive made by `xmfu archive` (harness/results/bundle/archive.py)."""
 
     schema: doc(Literal["xmfu.archive/1"], "the archive format")
     created: doc(str, "when the archive was made, UTC ISO 8601")

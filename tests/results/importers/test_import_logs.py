@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from xmfu.harness.cli.main import main
+from xmfu.harness.results.bundle.imported import write
+from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.importers import LogError, mamf_finder, nccl_tests
-from xmfu.harness.results.importers.bundle import write
-from xmfu.harness.results.validator import load_bundle
 
 LOGS = Path(__file__).parent / "logs"
 # log -> (--op, --ranks) for logs that do not say, ranks, device, tool

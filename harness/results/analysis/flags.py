@@ -1,0 +1,118 @@
+"""A row's quality flags: the marks a bundle row carries that say its figure is not what it seems.
+
+One place names them, from the row record (harness/results/schema/row.py); every surface that shows a row's
+figure shows them beside it: the end table (table.py), the HTML report (report.py), a suite's verdict page
+(suite_report.py), the history store (history.py) and `xmfu history check` (cli/history.py).
+
+The flags, in the order they are shown, and the row fields they are read from:
+- `contended`: `contention.contended`, the run's own reading of other processes on the CPU or GPU during the
+  case (harness/machine/contention.py);
+- `timing not valid`: `timing_valid` false on a row that was timed: the time does not represent the hardware
+  (Triton's interpreter on a CPU), `timing_note` says why;
+- `CI missed`: `timer.ci_target_met` false: sampling stopped (time budget, max samples) before the median's 95% CI
+  was as narrow as asked (harness/engine/sampler.py);
+- `launch-bound`: `timer.launch_bound` true: issuing a call took >= 90% of its measured time, so the figure is
+  host launch overhead, not the device (harness/engine/runner.py);
+- `not steady`: `steady_state.reached` false: a sustained run whose windows never settled (harness/engine/steady.py);
+- `MFU above 1`: `mfu` > 1: the peak is an underestimate or the FLOP count too high (harness/engine/metrics.py);
+- `non-finite`: `non_finite_fields`: figures a backend returned as NaN or infinity, kept as null (writer.py);
+- `scaling above 1`: `scaling_credible` false: a distributed step's scaling efficiency above 100%, which no
+  parallel strategy can reach (workloads/transformer/figures.py says why in `scaling_note`).
+
+`contended` makes a figure no evidence at all (UNJUDGED): a verdict resting on such a row is NOT JUDGED, never a
+pass. `timing not valid` is set only by design (a backend that is checked but never timed on this device: Triton's
+interpreter on a CPU), so its row is a caveat: the run's verdict rests on the rows that were timed (and a run with
+none is NOT JUDGED, harness/suites/judgement.py). The others are caveats a reader must see, and a verdict names
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ORDER = ("contended", "timing not valid", "CI missed", "launch-bound", "not steady", "MFU above 1", "non-finite",
+         "scaling above 1")
+# Flags that make a row's figure no evidence either way (a verdict over such rows is NOT JUDGED).
+UNJUDGED = ORDER[:1]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of a row: its short name (shown in tables) and why, from the row's own fields."""
+
+    name: str
+    why: str
+
+
+def flags_of(row: Mapping[str, Any]) -> list[Flag]:
+    """The row's flags with their reasons, in the order the module docstring lists them; [] for a clean row."""
+    timer = row.get("timer") or {}
+    contention = row.get("contention") or {}
+    steady = row.get("steady_state") or {}
+    timed = row.get("status") == "ok"
+    found = []
+    if contention.get("contended"):
+        found.append(Flag("contended", str(contention.get("reason") or "other work during the case")))
+    if timed and not row.get("timing_valid"):
+        found.append(Flag("timing not valid", str(row.get("timing_note") or "the time does not represent the "
+                                                                            "hardware")))
+    if timer.get("ci_target_met") is False:
+        found.append(Flag("CI missed", str(timer.get("stop") or "the CI target was not reached")))
+    if timer.get("launch_bound"):
+        host = timer.get("host_launch_s")
+        found.append(Flag("launch-bound", "issuing a call took >= 90% of its time"
+                          + (f" ({1e6 * host:.3g} us per call)" if isinstance(host, (int, float)) else "")))
+    if steady and steady.get("reached") is False:
+        found.append(Flag("not steady", "no steady state was reached before the last window"))
+    mfu = row.get("mfu")
+    if isinstance(mfu, (int, float)) and mfu > 1:
+        found.append(Flag("MFU above 1", str(row.get("mfu_reason") or "the peak or the FLOP count is wrong")))
+    if row.get("non_finite_fields"):
+        found.append(Flag("non-finite", "NaN or infinity from the backend: " + ", ".join(row["non_finite_fields"])))
+    if scaling_not_credible(row):
+        found.append(Flag("scaling above 1", str(row.get("scaling_note") or "scaling efficiency above 100%")))
+    return found
+
+
+def scaling_not_credible(row: Mapping[str, Any]) -> bool:
+    """A scaling efficiency above 1: flagged by the row (`scaling_credible` false) or, in a bundle written before
+    that field, by its value."""
+    efficiency = row.get("scaling_efficiency")
+    return row.get("scaling_credible") is False or (isinstance(efficiency, (int, float)) and efficiency > 1)
+
+
+def row_flags(row: Mapping[str, Any]) -> list[str]:
+    """The names of the row's flags (e.g. ['contended', 'CI missed']); [] for a clean row."""
+    return [f.name for f in flags_of(row)]
+
+
+def flags_text(row: Mapping[str, Any]) -> str:
+    """The row's flag names joined for a table cell ('' for a clean row)."""
+    return ", ".join(row_flags(row))
+
+
+def unjudged(row: Mapping[str, Any]) -> list[str]:
+    """The row's flags that make its figure no evidence (contended)."""
+    return [name for name in row_flags(row) if name in UNJUDGED]
+
+
+def tally(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Flag name -> how many of `rows` carry it, in the flags' own order (absent flags left out)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for name in row_flags(row):
+            counts[name] = counts.get(name, 0) + 1
+    return {name: counts[name] for name in ORDER if name in counts}
+
+
+def summary(rows: Iterable[Mapping[str, Any]]) -> str:
+    """'3 of 10 rows flagged: contended 2, CI missed 1'; '' when no row carries a flag."""
+    rows = list(rows)
+    counts = tally(rows)
+    if not counts:
+        return ""
+    flagged = sum(1 for r in rows if row_flags(r))
+    return (f"{flagged} of {len(rows)} rows flagged: "
+            + ", ".join(f"{name} {n}" for name, n in counts.items()))

@@ -1,0 +1,368 @@
+"""`xmfu validate`: is a folder a complete, untouched xmfu bundle (`xmfu.bundle/2`, or `/1` of earlier
+versions)? Every problem, by name.
+
+Every command that reads bundles (compare, report, history add, export) loads them through `load_bundle`, which
+validates as it reads, so nothing a bundle holds is trusted before it is checked:
+- the files: regular files inside the folder, opened without following a link and never a device (a
+  `telemetry.jsonl` linked to /dev/zero must not hang a reader), each read once, within a size limit;
+- the checksums in SHA256SUMS;
+- the records, against their typed declarations (schema/row.py, schema/records.py; the published JSON Schema
+  schema/xmfu.bundle-2.schema.json is generated from them): every key declared, none other, types, ranges,
+  statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
+- every figure that can be re-derived from what the bundle holds (rederive.py: time statistics from the raw
+  samples, rates from the time, speedups from the paired rounds, the peak from the peak table, FLOPs and bytes
+  from the workload's formulas as the front door hands them in), which a consistent forgery would also have to
+  get right; the manifest's counts by status, one samples record per row, finite samples.
+Every load re-derives every figure: nothing is remembered from an earlier validation (a cache would have to be
+trusted itself). What makes a year's report affordable (issue 30, item 14) is computing the same figures cheaper:
+the rows' time statistics in one batch per bundle (stats.summarize_many, summarize's figures bit for bit), the
+bootstrap band only where the run's own seeded CI is not reproduced, and each device name matched against the
+peak table once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.rederive import run as rederive_run
+from xmfu.harness.results.rederive import series as rederive_series
+from xmfu.harness.results.rederive.imported import import_config
+from xmfu.harness.results.rederive.imported import problems as imported_problems
+from xmfu.harness.results.schema import (
+    ACCEPTED_SCHEMAS,
+    CASES,
+    CONFIG,
+    ENVIRONMENT,
+    MANIFEST,
+    REQUIRED_FILES,
+    ROW_STATUSES,
+    SAMPLES,
+    SCHEMA,
+    SUMS,
+    TELEMETRY,
+)
+from xmfu.harness.results.schema.records import Manifest, Reading, Samples
+from xmfu.harness.results.schema.row import Row
+
+MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
+CHUNK_BYTES = 2**20  # files are read in pieces of this size: memory follows the file, not the limit (issue 26)
+MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
+REL_TOL = rederive.REL_TOL
+
+
+@dataclass
+class Loaded:
+    bundle: Bundle | None
+    problems: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # figures that could not be re-derived, and why
+
+
+# The workloads' formulas (FLOPs, bytes, params), which this layer may not import: the front door installs them
+# (harness/cli/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
+_FORMULAS: list[rederive.Formulas | None] = [None]
+_RUN_FORMULA: list[rederive.RunFormula | None] = [None]
+
+
+def use_formulas(formulas: rederive.Formulas | None, run_formula: rederive.RunFormula | None = None) -> None:
+    """Install the formulas `load_bundle` re-derives FLOPs, bytes and params with, and the run's, which gives the
+    manifest's comparability_key (the front door calls this)."""
+    _FORMULAS[0], _RUN_FORMULA[0] = formulas, run_formula
+
+
+class _Reject(ValueError):
+    pass
+
+
+RECORDS: dict[str, type[msgspec.Struct]] = {"manifest": Manifest, "row": Row, "samples": Samples,
+                                            "reading": Reading}
+_DECODERS = {kind: msgspec.json.Decoder(record) for kind, record in RECORDS.items()}
+_PLAIN = msgspec.json.Decoder()
+
+
+def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
+    """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
+    Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    # A parser recurses per level (msgspec and json raise RecursionError past Python's limit); the count of opening
+    # brackets bounds the depth, so most lines need no scan.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
+        raise _Reject(f"{where}: nested deeper than {MAX_DEPTH} levels of arrays and objects (no bundle record is)")
+    try:
+        value = _PLAIN.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _Reject(f"{where}: not valid JSON ({_why_not_json(raw, exc)})"[:300]) from None
+    try:
+        _DECODERS[kind].decode(raw)
+    except msgspec.ValidationError as exc:
+        return value, [f"{where}: {_located(str(exc))}"[:300]]
+    return value, []
+
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped whole), or a bracket
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply arrays and objects nest in `raw`, without parsing it (so without recursing). Brackets inside
+    strings do not count; on malformed text the figure is an upper bound of what a parser would reach."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(raw):
+        t = token.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t in (b"]", b"}"):
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _why_not_json(raw: bytes | str, exc: Exception) -> str:
+    """Name a NaN or Infinity token, which Python's json writes by default and JSON does not have."""
+    def refuse(token: str) -> Any:
+        raise _Reject(f"{token} is not JSON (bundles are strict JSON)")
+
+    try:
+        json.loads(raw, parse_constant=refuse)
+    except _Reject as found:
+        return str(found)
+    except ValueError:
+        pass
+    return str(exc)
+
+
+def _located(message: str) -> str:
+    """msgspec's `Expected `int`, got `str` - at `$.time_s.n`` as `time_s.n: expected `int`, got `str``."""
+    text, _, at = message.rpartition(" - at `$")
+    if not text:
+        return message
+    path = at.rstrip("`").lstrip(".") or "(record)"
+    return f"{path}: {text[:1].lower()}{text[1:]}"
+
+
+def _read(folder: Path, name: str) -> bytes:
+    """A file of the bundle: a regular file, not through a link, not a device, within the size limit."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(folder / name, flags)
+    except FileNotFoundError:
+        raise _Reject(f"missing file {name}") from None
+    except OSError as exc:  # ELOOP: a link, which a bundle never holds
+        raise _Reject(f"{name}: cannot be opened as a plain file ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Reject(f"{name}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise _Reject(f"{name}: {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
+        return _read_bounded(fd, name)
+    finally:
+        os.close(fd)
+
+
+def _read_bounded(fd: int, name: str) -> bytes:
+    """The file's bytes, read in CHUNK_BYTES pieces up to the limit (it may have grown since fstat). One read of
+    the whole limit would ask for a 4 GiB buffer per file, which `ulimit -v` or strict overcommit refuses
+    (CPython 3.11's BufferedReader.read(n) asks for an n-byte buffer before reading: MemoryError under
+    `ulimit -v 4000000`, as tests/results/test_bounded_reads.py shows)."""
+    chunks, total = [], 0
+    while chunk := os.read(fd, min(CHUNK_BYTES, MAX_FILE_BYTES + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_FILE_BYTES:
+            raise _Reject(f"{name}: over the {MAX_FILE_BYTES} byte limit")
+    return b"".join(chunks)
+
+
+def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = ()) -> list[str]:
+    """Every line of SHA256SUMS checked; every file the format defines as present (`defined`: the required
+    files, telemetry.jsonl in /2, the manifest's attachments) present and listed."""
+    problems, listed = [], {}
+    for line in data[SUMS].decode(errors="replace").splitlines():
+        digest, _, name = line.partition("  ")
+        name = name.strip()
+        if not name or Path(name).name != name or name.startswith("."):
+            problems.append(f"{SUMS} names {name!r}, which is not a plain file name in the bundle")
+            continue
+        listed[name] = digest
+    problems += [f"{SUMS} does not list {name}" for name in dict.fromkeys((*REQUIRED_FILES, *defined))
+                 if name not in listed]
+    for name, digest in listed.items():
+        if name not in data:
+            try:
+                data[name] = _read(folder, name)
+            except _Reject as exc:
+                problems.append(str(exc))
+                continue
+        if hashlib.sha256(data[name]).hexdigest() != digest:
+            problems.append(f"{name}: checksum mismatch (file changed or truncated after the run wrote it)")
+    return problems
+
+
+def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
+    records, problems = [], []
+    if raw and not raw.endswith(b"\n"):
+        problems.append(f"{name}: last line is incomplete (truncated)")
+    for number, line in enumerate(raw.splitlines(), 1):
+        try:
+            record, found = _record(kind, line, f"{name} line {number}")
+        except _Reject as exc:
+            problems.append(str(exc))
+            continue
+        problems += found
+        records.append(record)
+    return records, problems
+
+
+def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
+    problems = []
+    counts = dict.fromkeys(ROW_STATUSES, 0)
+    for number, row in enumerate(rows, 1):
+        if row.get("status") in counts:
+            counts[row["status"]] += 1
+        if row.get("run_id") != manifest.get("run_id"):
+            problems.append(f"{CASES} line {number}: run_id {row.get('run_id')!r} is not the manifest's")
+    if isinstance(manifest.get("counts"), dict) and manifest["counts"] != counts:
+        problems.append(f"{MANIFEST}: counts {manifest['counts']} do not match {CASES} {counts}")
+    if len(samples) != len(rows):
+        problems.append(f"{SAMPLES} has {len(samples)} records for {len(rows)} rows in {CASES}")
+    for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1):
+        if (rec.get("case_id"), rec.get("backend")) != (row.get("case_id"), row.get("backend")):
+            problems.append(f"{SAMPLES} line {number} is not the samples of {CASES} line {number}")
+        values = rec.get("samples")
+        if isinstance(values, list) and values:
+            try:
+                x = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                problems.append(f"{SAMPLES} line {number}: samples are not all numbers")
+                continue
+            if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any(x < 0):
+                problems.append(f"{SAMPLES} line {number}: samples must be finite, non-negative seconds")
+    return problems
+
+
+def _devices(raw: bytes) -> list[dict[str, Any]]:
+    try:
+        env = json.loads(raw)
+    except ValueError:
+        return []
+    devices = env.get("devices") if isinstance(env, dict) else None
+    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+
+
+def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
+               formulas: rederive.Formulas | None,
+               run_formula: rederive.RunFormula | None) -> tuple[list[str], list[str]]:
+    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive.py)."""
+    config = data[CONFIG].decode(errors="replace")
+    settings, devices = rederive.settings_of(config), _devices(data[ENVIRONMENT])
+    problems = rederive.time_field_problems(manifest, ("created", "finished"), MANIFEST)
+    problems += rederive.duplicate_problems(rows, CASES)
+    suite = rederive_run.suite_key(manifest)
+    truths = rederive.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
+    for number, row in enumerate(rows, 1):
+        where = f"{CASES} line {number}"
+        if number <= len(samples):
+            rec = samples[number - 1]
+            problems += rederive.time_problems(row, rec, settings, where, truths[number - 1])
+            problems += rederive_series.variant_problems(row, rec, settings, where)
+            problems += rederive_series.steady_problems(row, rec, settings, where)
+        problems += rederive.derived_problems(row, where)
+        problems += rederive.status_problems(row, where)
+        problems += rederive.peak_problems(row, devices, settings, where)
+        problems += rederive.time_field_problems(row, ("started", "finished"), where)
+        problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
+        problems += rederive_run.suite_problems(row, suite, where)
+    problems += rederive.speedup_problems(rows, samples, settings, CASES)
+    problems += nodes.problems(manifest, rows, MANIFEST)
+    imported = import_config(config)
+    if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
+        return problems + imported_problems(imported, data, manifest, rows, samples, CASES), []
+    unchecked = []
+    current = manifest.get("schema") == SCHEMA  # a /1 manifest's key hashed its day's protocol (as its rows' keys)
+    if current and run_formula is not None:
+        restated = run_formula(config, manifest)
+        problems += rederive_run.manifest_problems(manifest, restated, MANIFEST)
+        if restated.unchecked:
+            unchecked.append(f"{MANIFEST}: {restated.unchecked}")
+    elif current and formulas is not None:
+        unchecked.append(f"{MANIFEST}: comparability_key: no run formula was handed to the validator")
+    if formulas is None:
+        return problems, [*unchecked, "params, FLOPs and bytes: no workload formulas were handed to the validator"]
+    for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows, samples), strict=True), 1):
+        problems += rederive.restated_problems(row, restated, f"{CASES} line {number}")
+        if restated.unchecked:
+            unchecked.append(f"{CASES} line {number}: {restated.unchecked}")
+    return problems, unchecked
+
+
+def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None,
+                run_formula: rederive.RunFormula | None = None) -> Loaded:
+    """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`,
+    `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`)."""
+    folder = Path(folder)
+    formulas, run_formula = formulas or _FORMULAS[0], run_formula or _RUN_FORMULA[0]
+    if not folder.is_dir():
+        return Loaded(None, [f"{folder}: not a folder"])
+    data: dict[str, bytes] = {}
+    problems: list[str] = []
+    for name in (*REQUIRED_FILES, SUMS):
+        try:
+            data[name] = _read(folder, name)
+        except _Reject as exc:
+            problems.append(str(exc))
+    if problems:
+        return Loaded(None, problems)
+    if (folder / TELEMETRY).exists() or (folder / TELEMETRY).is_symlink():
+        try:
+            data[TELEMETRY] = _read(folder, TELEMETRY)
+        except _Reject as exc:
+            problems.append(str(exc))
+    try:
+        manifest, found = _record("manifest", data[MANIFEST], MANIFEST)
+    except _Reject as exc:
+        return Loaded(None, [*problems, *_sums(folder, data), str(exc)])
+    problems += _sums(folder, data, _defined(manifest))
+    version = manifest.get("schema") if isinstance(manifest, dict) else None
+    if version not in ACCEPTED_SCHEMAS:
+        return Loaded(None, [*problems, f"{MANIFEST}: schema {version!r} is not a bundle format this xmfu reads "
+                                        f"({', '.join(ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it is no bundle"])
+    problems += found
+    rows, row_problems = _jsonl(CASES, data[CASES], "row")
+    samples, sample_problems = _jsonl(SAMPLES, data[SAMPLES], "samples")
+    problems += row_problems + sample_problems
+    if TELEMETRY in data:
+        problems += _jsonl(TELEMETRY, data[TELEMETRY], "reading")[1]
+    unchecked: list[str] = []
+    if isinstance(manifest, dict):
+        problems += _consistency(manifest, rows, samples)
+        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula)
+        problems += more
+    bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
+    return Loaded(bundle, problems, unchecked)
+
+
+def _defined(manifest: Any) -> tuple[str, ...]:
+    """Files the format defines as present beyond the required ones: telemetry.jsonl (the /2 writer always writes
+    and lists it, readings or none) and the attachments the manifest names."""
+    if not isinstance(manifest, dict):
+        return ()
+    attachments = manifest.get("attachments") if isinstance(manifest.get("attachments"), list) else []
+    telemetry = (TELEMETRY,) if manifest.get("schema") == SCHEMA else ()
+    return (*telemetry, *(a for a in attachments if isinstance(a, str)))
+
+
+def validate_bundle(folder: str | Path) -> list[str]:
+    """Every problem found in the bundle at `folder`; an empty list means it is valid."""
+    return load_bundle(folder).problems

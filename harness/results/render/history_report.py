@@ -1,0 +1,157 @@
+"""`xmfu history report --store PATH -o page.html`: one self-contained page of a history store.
+
+Every series over time with the changes beyond the noise marked where they began (history.steps, by
+`history check`'s rule), the gap between two platforms, the software changes between consecutive runs of
+each platform and device (driver, CUDA, HIP, NCCL/RCCL, torch, JAX, Triton, xmfu) listed and drawn where
+they happened, so a step in a series or in the gap sits next to the upgrade that caused it; and what runs
+on day one over time (harness/results/history/coverage_history.py). Inline SVG, no script, everything escaped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from xmfu.harness.results.analysis import coverage
+from xmfu.harness.results.history import coverage_history, history, trend
+from xmfu.harness.results.plots import figures
+from xmfu.harness.results.render.html_table import html_table
+from xmfu.harness.results.render.report import STYLE
+
+METRICS = ("tflops", "busbw_gbps")  # the figures a nightly tracks; MFU and tokens/s follow TFLOP/s
+MAX_CHANGE_LABELS = 40  # vertical lines per plot; the table lists every change
+
+
+@dataclass(frozen=True)
+class Change:
+    label: str  # S1, S2... as drawn in the plots
+    at: datetime
+    platform: str
+    device: str
+    run_id: str
+    what: tuple[tuple[str, str, str], ...]  # (software, before, after)
+
+    def text(self) -> str:
+        return ", ".join(f"{name} {old} → {new}" for name, old, new in self.what)
+
+
+def software_changes(rows: Sequence[dict[str, Any]]) -> list[Change]:
+    """Per platform and device, what changed in the software between one run and the next (in time order). A
+    version unknown on either side (an older store, a CPU without NCCL) is not a change."""
+    runs: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        runs[(r["platform"], r["device"])].setdefault(r["run_id"], r)
+    found = []
+    for (platform, device), by_run in runs.items():
+        ordered = sorted(by_run.values(), key=lambda r: (history.when(r["created"]), r["run_id"]))
+        for before, after in itertools.pairwise(ordered):
+            what = tuple((name, str(before.get(name)), str(after.get(name))) for name in history.SOFTWARE
+                         if before.get(name) and after.get(name) and before.get(name) != after.get(name))
+            if what:
+                found.append((history.when(after["created"]), platform, device, after["run_id"], what))
+    found.sort(key=lambda c: (c[0], c[1], c[2]))
+    return [Change(f"S{i + 1}", *c) for i, c in enumerate(found)]
+
+
+def _marks(steps: Sequence[dict[str, Any]]) -> dict[str, list[trend.Mark]]:
+    out: dict[str, list[trend.Mark]] = defaultdict(list)
+    for s in steps:
+        out[s["workload"]].append((s["at"], s["latest"], s["worse"]))
+    return out
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], css: Sequence[str] = ()) -> str:
+    return html_table(header, rows, css) if rows else "<p>none</p>"
+
+
+def _steps_html(steps: Sequence[dict[str, Any]], changes: Sequence[Change]) -> str:
+    rows, css = [], []
+    for s in sorted(steps, key=lambda s: s["at"]):
+        # the upgrades between this point and the one before it, on the same device: the likely cause
+        near = [c.label for c in changes if c.device == s["device"] and s["previous_at"] < c.at <= s["at"]]
+        rows.append([s["at"].isoformat(timespec="minutes"), s["metric"], s["workload"], s["case_id"], s["backend"],
+                     s["device"], f"{s['latest']:.4g}", f"{s['baseline']:.4g}", f"{100 * s['change']:+.1f}%",
+                     "regression" if s["worse"] else "improvement", " ".join(near)])
+        css.append("bad" if s["worse"] else "")
+    return _table(["when", "metric", "workload", "case", "backend", "device", "value", "baseline (median before)",
+                   "change", "kind", "software changed since the point before"], rows, css)
+
+
+def _series_section(rows: Sequence[dict[str, Any]], metric: str, changes: Sequence[Change], window: int,
+                    sigmas: float, min_change: float) -> tuple[str, list[dict[str, Any]]]:
+    found = history.series(rows, metric)
+    if not found:
+        return "", []
+    steps = history.steps(rows, metric, window, sigmas, min_change)
+    groups = trend.series_groups(found)
+    lines = [(c.at, c.label) for c in changes][:MAX_CHANGE_LABELS]
+    fig = trend.figure(groups, f"{metric} over time", trend.METRIC_LABELS.get(metric, metric), marks=_marks(steps),
+                       changes=lines)
+    header, table_rows = trend.series_table(groups)
+    return figures.svg(fig, f"series-{metric}") + _table(header, table_rows), steps
+
+
+def _gap_section(rows: Sequence[dict[str, Any]], gap: tuple[str, str] | None, changes: Sequence[Change]) -> str:
+    if gap is None:
+        return "<p>Give two platforms or devices (--gap rocm cuda) to plot the gap between them.</p>"
+    points = history.gap(rows, "tflops", *gap)
+    if not points:
+        return f"<p>No matching cases of {escape(gap[0])} and {escape(gap[1])} on the same day.</p>"
+    mine = [(c.at, c.label) for c in changes if gap[0] in (c.platform, c.device) or gap[1] in (c.platform, c.device)]
+    fig = trend.figure(trend.gap_groups(points), f"TFLOP/s: {gap[0]} / {gap[1]} on matching cases, per day",
+                       f"TFLOP/s ratio {gap[0]} / {gap[1]}", parity=True, changes=mine[:MAX_CHANGE_LABELS])
+    return figures.svg(fig, "gap")
+
+
+def default_gap(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+    """ROCm against CUDA when the store holds both."""
+    platforms = {r["platform"] for r in rows}
+    return ("rocm", "cuda") if {"rocm", "cuda"} <= platforms else None
+
+
+def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change]) -> str:
+    days = coverage_history.by_day(rows)
+    fig = coverage_history.figure(coverage_history.shares(days), [(c.at, c.label) for c in changes][:MAX_CHANGE_LABELS])
+    now = coverage.coverage(coverage_history.latest_rows(rows))
+    return (figures.svg(fig, "coverage-over-time")
+            + "<h3>Each cell: when it first ran and when it turned ok</h3>"
+            + coverage_history.table_html(coverage_history.cells(days))
+            + "<h3>The matrix as it stands (each platform's latest day)</h3>" + coverage.render_html(now))
+
+
+def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | None = None,
+          window: int = history.RULE.window, sigmas: float = history.RULE.sigmas,
+          min_change: float = history.RULE.min_change) -> str:
+    """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
+    gap = gap or default_gap(rows)
+    changes = software_changes(rows)
+    series_html, steps = [], []
+    for metric in METRICS:
+        html, found = _series_section(rows, metric, changes, window, sigmas, min_change)
+        if html:
+            series_html.append(f"<h3>{escape(trend.METRIC_LABELS.get(metric, metric))}</h3>{html}")
+            steps += found
+    times = sorted(history.when(r["created"]) for r in rows)
+    runs = len({r["run_id"] for r in rows})
+    summary = (f"<p>{runs} runs from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
+               f"devices: {escape(', '.join(sorted({r['platform'] + ' ' + r['device'] for r in rows})))}. Changes "
+               f"beyond the noise: max({sigmas:g} robust sigmas, {100 * min_change:g}%) of the median of the previous "
+               f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
+    sections = (
+        ("Changes beyond the noise", _steps_html(steps, changes)),
+        ("Software changes between consecutive runs",
+         _table(["mark", "when", "platform", "device", "first run with it", "what changed"],
+                [[c.label, c.at.isoformat(timespec="minutes"), c.platform, c.device, c.run_id, c.text()]
+                 for c in changes])),
+        ("The gap between platforms", _gap_section(rows, gap, changes)),
+        ("Every series", "".join(series_html) or "<p>No ok, validly timed rows.</p>"),
+        ("What runs on day one, over time", _coverage_section(rows, changes)),
+    )
+    body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>xmfu history</title><style>{STYLE}</style>"
+            f"</head><body><h1>xmfu history</h1>{summary}{body}</body></html>")

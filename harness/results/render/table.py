@@ -1,0 +1,309 @@
+"""The table printed at the end of a run (and the one-line progress per row).
+
+By default it fits 120 columns, as nccl-tests' table fits a terminal: per (phase, workload) a header line names
+what every row shares (workload, dtype, the peak, the parts of the shape they have in common), the table shows
+the columns that vary plus the figures, long notes become numbered footnotes, and a shape or a speedup that
+still does not fit wraps at its own separators. `wide=True` (`output.wide=true`, `xmfu table --wide`) shows
+every column on one line per row; the bundle's cases.jsonl keeps every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from xmfu.harness.results.analysis.flags import row_flags
+from xmfu.harness.results.render.text_table import Column, paragraph, render, wrap_cell
+
+WIDTH = 120  # a terminal's width the default table fits (issue 30 item 9)
+WIDE_HINT = ("every column: output.wide=true (xmfu run) or xmfu table --wide BUNDLE; every field: the bundle's "
+             "cases.jsonl")
+
+
+def _params(row: dict[str, Any]) -> str:
+    """The case id without its workload and dtype prefix (they have their own columns)."""
+    prefix = f"{row['workload']}-{row['dtype']}-"
+    case_id = row.get("case_id", "")
+    return case_id.removeprefix(prefix)
+
+
+def _bandwidth(row: dict[str, Any]) -> str:
+    if row.get("algbw_gbps") is None:
+        return ""
+    bus = row.get("busbw_gbps")
+    return f"algbw {row['algbw_gbps']:.3g} GB/s, busbw " + (f"{bus:.3g} GB/s" if bus is not None else "n/a (1 rank)")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _ci(row: dict[str, Any]) -> str:
+    t = row.get("time_s") or {}
+    median = t.get("median")
+    missed = (row.get("timer") or {}).get("ci_target_met") is False
+    return _pct((t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None) + ("!" if missed else "")
+
+
+def _note(row: dict[str, Any]) -> str:
+    timer = row.get("timer") or {}
+    note = row.get("reason") or _bandwidth(row) or row.get("mfu_reason") or row.get("timing_note") or ""
+    why_no_mbu = row.get("mbu_reason") if row.get("tpot_s") is not None and row.get("mbu") is None else None
+    if why_no_mbu and why_no_mbu not in note:  # a decode row's MBU column reads "-": say why
+        note = f"{note}; MBU: {why_no_mbu}".lstrip("; ")
+    if timer.get("ci_target_met") is False:  # a figure less precise than asked for must not read like one that made it
+        note = f"CI target missed: {timer.get('stop')}; {note}".rstrip("; ")
+    return note
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    sp = row.get("speedup")
+    return f"{sp['value']:.2f}x [{sp['ci95_low']:.2f},{sp['ci95_high']:.2f}] {sp['verdict']}" if sp else "-"
+
+
+def _latency_ms(row: dict[str, Any], key: str) -> str:
+    """The median of a per-event latency (inference: TTFT of a prefill row, TPOT of a decode row), ms."""
+    latency = row.get(key) or {}
+    return _num(latency["p50"] * 1e3 if latency.get("p50") is not None else None, ".4g")
+
+
+def _tokens_per_s(row: dict[str, Any]) -> str:
+    """Tokens per second at the median time: a training step's tokens, else generated (decode), else prompt
+    (prefill) tokens: the work units the workload's case declares (row.throughput)."""
+    tput = row.get("throughput") or {}
+    for key in ("tokens_per_s", "generated_tokens_per_s", "prompt_tokens_per_s"):
+        if tput.get(key) is not None:
+            return format(tput[key], ".4g")
+    return "-"
+
+
+def _steady(row: dict[str, Any]) -> str:
+    """timing=sustained: TFLOP/s (or ms per call) of the steady window and when it began, or 'not reached'."""
+    s = row.get("steady_state")
+    if not s:
+        return "-"
+    w = s["steady_window"]
+    figure = f"{w['tflops']:.4g}" if w.get("tflops") is not None else f"{w['median_s'] * 1e3:.4g} ms"
+    return f"{figure} from {s['reached_after_s']:.0f}s" if s.get("reached") else f"not reached (last {figure})"
+
+
+def _tflops(row: dict[str, Any]) -> str:
+    return _num(row.get("tflops"), ".4g") if row.get("timing_valid") else "-"
+
+
+def _median_ms(row: dict[str, Any]) -> str:
+    median = (row.get("time_s") or {}).get("median")
+    return _num(median * 1e3 if median else None, ".4g")
+
+
+Cell = Callable[[dict[str, Any]], str]
+# What a row is (lifted into the header line when every row has the same), then its figures (dropped when no row
+# has one). (header, cell, wraps at, right-aligned)
+IDENTITY: list[tuple[str, Cell, str, bool]] = [
+    ("phase", lambda r: r.get("phase") or "", "", False),
+    ("workload", lambda r: r["workload"], "", False),
+    ("backend", lambda r: r["backend"], "", False),
+    ("dtype", lambda r: r["dtype"], "", False),
+    ("shape", _params, "-", False),
+    ("status", lambda r: r["status"], "", False),
+    ("peak", lambda r: _num(r.get("peak_tflops"), ".4g"), "", True),
+]
+FIGURES: list[tuple[str, Cell, str, bool]] = [
+    ("median ms", _median_ms, "", True),
+    ("±CI95", _ci, "", True),
+    ("TFLOP/s", _tflops, "", True),
+    ("MFU", lambda r: _pct(r.get("mfu")), "", True),
+    ("vs achievable", lambda r: _pct(r.get("mfu_vs_achievable")), "", True),
+    ("speedup", _speedup, "] ", False),  # wraps before its verdict only: the value and its CI stay together
+    ("TTFT ms", lambda r: _latency_ms(r, "ttft_s"), "", True),
+    ("TPOT ms", lambda r: _latency_ms(r, "tpot_s"), "", True),
+    ("tok/s", _tokens_per_s, "", True),
+    ("MBU", lambda r: _pct(r.get("mbu")), "", True),
+    ("steady TFLOP/s", _steady, " ", False),
+    ("flags", lambda r: ",".join(row_flags(r)) or "-", ",", False),
+]
+EMPTY = ("-", "")
+ALWAYS = {"inference": ("TTFT ms", "TPOT ms", "tok/s", "MBU")}  # shown even where no row has one (then noted why)
+# Inference samples one event per sample (inner 1), and TTFT/TPOT's p50 is the median of those same samples
+# (workloads/inference/spec.py `figures`), so its median time is the TTFT or TPOT column: printed once.
+SAME_AS = {"inference": ("median ms",)}
+
+
+def table(rows: Iterable[dict[str, Any]], wide: bool = False, width: int = WIDTH) -> str:
+    """The end-of-run table, one section per (phase, workload); collective rows get nccl-tests' table instead
+    (bandwidth, no FLOPs). `wide`: every column, notes in full, no width limit."""
+    rows = list(rows)
+    limit = None if wide else width
+    collectives = [r for r in rows if r.get("workload") == "collectives"]
+    sections: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("workload") != "collectives":
+            sections.setdefault((r.get("phase") or "", r["workload"]), []).append(r)
+    parts = [_wide_table(group) if wide else _compact_table(group, limit) for group in sections.values()]
+    if not parts and not collectives:
+        parts.append(_wide_table([]))
+    if collectives:
+        parts.append(collectives_table(collectives, limit))
+    if not wide and rows:
+        parts.append("\n".join(paragraph(f"({WIDE_HINT})", limit)))
+    return "\n\n".join(parts)
+
+
+def _wide_table(rows: list[dict[str, Any]]) -> str:
+    specs = [*IDENTITY, *FIGURES, ("note", _note, "", False)]
+    columns = [Column(h, [cell(r) for r in rows], "", right) for h, cell, _, right in specs]
+    return "\n".join(render(columns, None))
+
+
+def _common_parts(shapes: Sequence[str]) -> list[str]:
+    """The '-'-separated parts every shape has (in the first shape's order); none if removing them would leave
+    a shape empty (then the shapes are shown whole)."""
+    split = [s.split("-") for s in shapes]
+    common = [p for p in split[0] if all(p in other for other in split[1:])] if split else []
+    return [] if any(not [p for p in s if p not in common] for s in split) else common
+
+
+def _compact_table(rows: list[dict[str, Any]], limit: int | None) -> str:
+    same, columns = [], []
+    for header, cell, wrap, right in IDENTITY:
+        cells = [cell(r) for r in rows]
+        if len(set(cells)) == 1:
+            same.append(f"{header} {cells[0] or '-'}" + (" TFLOP/s" if header == "peak" and cells[0] != "-" else ""))
+        else:
+            columns.append(Column(header, cells, wrap, right))
+    shape = next((c for c in columns if c.header == "shape"), None)
+    if shape is not None and (common := _common_parts(shape.cells)):
+        same.append("shape parts " + "-".join(common))
+        columns[columns.index(shape)] = Column("shape", ["-".join(p for p in c.split("-") if p not in common)
+                                                         for c in shape.cells], "-")
+    for header, cell, wrap, right in FIGURES:
+        if header in SAME_AS.get(rows[0]["workload"], ()):
+            continue
+        cells = [cell(r) for r in rows]
+        if any(c not in EMPTY for c in cells) or header in ALWAYS.get(rows[0]["workload"], ()):
+            columns.append(Column(header, cells, wrap, right))
+    notes, marks = _footnotes(rows, limit)
+    if any(marks):
+        columns.append(Column("note", marks))
+    same += _baseline(rows)
+    head = paragraph("# same in every row: " + ", ".join(same), limit, "#   ") if same else []
+    return "\n".join([*head, *render(columns, limit), *notes])
+
+
+def _baseline(rows: list[dict[str, Any]]) -> list[str]:
+    """'speedups against B' for the header line, when every row with a speedup has the same baseline B."""
+    baselines = {r["speedup"]["baseline"] for r in rows if r.get("speedup")}
+    return [f"speedup = {baselines.pop()}'s time / the row's"] if len(baselines) == 1 else []
+
+
+def _footnotes(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[str], list[str]]:
+    """Each distinct note once, numbered, below the table (wrapped at word boundaries, never cut); each row's
+    note cell is its number."""
+    numbered: dict[str, int] = {}
+    marks = []
+    for r in rows:
+        note = _note(r)
+        if note:
+            numbered.setdefault(note, len(numbered) + 1)
+        marks.append(f"[{numbered[note]}]" if note else "")
+    lines = []
+    for note, n in numbered.items():
+        lines += paragraph(f"[{n}] {note}", limit, " " * (len(str(n)) + 3))
+    return lines, marks
+
+
+def progress_line(row: dict[str, Any]) -> str:
+    head = f"{row['case_id']} {row['backend']}: {row['status']}"
+    if row["status"] != "ok":
+        return f"{head} ({row.get('reason')})"
+    if not row.get("timing_valid"):
+        return f"{head} (correct; timing not valid here)"
+    if row.get("tflops") is None:
+        return f"{head} {_bandwidth(row) or 'no throughput figure'}"
+    return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}"
+
+
+NCCL_TYPES = {"fp32": "float", "bf16": "bfloat16", "fp16": "half"}  # nccl-tests' names for the data types
+REDOPS = {"all_reduce": "sum", "reduce_scatter": "sum"}  # the others move data without reducing it
+# nccl-tests' header (src/common.cu, as every all_reduce_perf log shows it): the names on one line, their units
+# on the next, "out-of-place" and "in-place" above the two groups of figures; about 118 columns.
+SIDE = [("time", "(us)"), ("algbw", "(GB/s)"), ("busbw", "(GB/s)"), ("#wrong", "")]
+HEAD = [("size", "(B)"), ("count", "(elements)"), ("type", ""), ("redop", ""), *SIDE, *SIDE]
+
+
+def _side(row: dict[str, Any] | None) -> list[str]:
+    """time (us), algbw, busbw, #wrong of one placement, as nccl-tests prints them."""
+    if row is None:
+        return ["", "", "", ""]
+    if row["status"] != "ok":
+        return [row["status"], "", "", str(row.get("wrong", "")) if row.get("wrong") is not None else ""]
+    t = (row.get("time_s") or {}).get("median")
+    bus = row.get("busbw_gbps")
+    return [_num(t * 1e6 if t else None, ".1f"), _num(row.get("algbw_gbps"), ".2f"),
+            _num(bus, ".2f") if bus is not None else "n/a", str(row.get("wrong", 0))]
+
+
+def _pair_flags(pair: dict[str, dict[str, Any]]) -> str:
+    """The flags of a size's rows, each placement's named where only one has it."""
+    out = []
+    for side, label in (("out", "oop"), ("in", "ip")):
+        if pair.get(side):
+            out += [f"{label} {f}" for f in row_flags(pair[side])]
+    both = [f.split(" ", 1)[1] for f in out if f.startswith("oop ") and f.replace("oop ", "ip ", 1) in out]
+    rest = [f for f in out if f.split(" ", 1)[1] not in both]
+    return ",".join(both + rest) or "-"
+
+
+def collectives_table(rows: list[dict[str, Any]], width: int | None = WIDTH) -> str:
+    """nccl-tests' table per (backend, operation, mode, type): size, count, type, redop, then time, algbw,
+    busbw and #wrong out of place and in place side by side, and the average bus bandwidth; a `flags` column
+    when a row has quality flags."""
+    groups: dict[tuple, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        p = r["params"]
+        key = (r["backend"], p["op"], p["mode"], r["dtype"])
+        groups.setdefault(key, {}).setdefault(p["size_bytes"], {})["in" if p["in_place"] else "out"] = r
+    out = []
+    for (backend, op, mode, dtype), sizes in sorted(groups.items()):
+        item = {"fp32": 4, "bf16": 2, "fp16": 2}.get(dtype, 4)
+        body, busbw, flags = [], [], []
+        for size, pair in sorted(sizes.items()):
+            any_row = pair.get("out") or pair.get("in")
+            actual = any_row.get("size_bytes_actual") or size
+            body.append([str(actual), str(actual // item), NCCL_TYPES.get(dtype, dtype), REDOPS.get(op, "none"),
+                         *_side(pair.get("out")), *_side(pair.get("in"))])
+            busbw += [r["busbw_gbps"] for r in pair.values() if r.get("busbw_gbps") is not None]
+            flags.append(_pair_flags(pair))
+        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.get('ranks') or any_row['notes'].get('ranks')}")
+        out += _nccl_lines(body, flags if any(f != "-" for f in flags) else None, width)
+        avg = f"{sum(busbw) / len(busbw):.3g} GB/s" if busbw else "n/a (one rank)"
+        out.append(f"# Avg bus bandwidth: {avg} (over this sweep's sizes: it depends on the range chosen)")
+    return "\n".join(out)
+
+
+def _nccl_lines(body: list[list[str]], flags: list[str] | None, width: int | None) -> list[str]:
+    """The header's three lines and the rows, right-aligned as nccl-tests prints them; flags last, left-aligned
+    and wrapped at ',' when the line would pass `width`."""
+    widths = [max(len(name), len(unit), *(len(c[i]) for c in body)) for i, (name, unit) in enumerate(HEAD)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+
+    side = sum(widths[4:8]) + 2 * 3
+    group = " " * (sum(widths[:4]) + 2 * 4) + "out-of-place".center(side) + "  " + "in-place".center(side)
+    lines = [group.rstrip(), line([n for n, _ in HEAD]), line([u for _, u in HEAD]).rstrip()]
+    rows = [line(c) for c in body]
+    if flags is None:
+        return [*lines, *rows]
+    lines[1] += "  flags"
+    room = max(len("flags"), width - len(rows[0]) - 2) if width else max(map(len, flags))
+    out = list(lines)
+    for text, cells in zip(rows, flags, strict=True):
+        wrapped = wrap_cell(cells, room, ",")
+        out.append(f"{text}  {wrapped[0]}")
+        out += [" " * (len(text) + 2) + more for more in wrapped[1:]]
+    return out

@@ -1,0 +1,239 @@
+"""The figures of a suite's verdict (harness/suites/suite.py): per node, what its parts' bundles say.
+
+Pure functions of bundles and rows: achieved matmul against the datasheet peak and the achievable (mamf) one,
+the best attention and training-step figures, cost at a price, the sustained phase's first-vs-steady change,
+throttling seen, collective bandwidth against the link, and the per-device outliers. A figure that no bundle
+holds is None and the page says "not measured". Each figure taken from a row carries that row's quality flags
+(`flags`: harness/results/analysis/flags.py), shown beside it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from xmfu.harness.results.analysis.cost import cost_figures
+from xmfu.harness.results.analysis.flags import flags_text
+from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle.reader import Bundle
+
+Row = dict[str, Any]
+OUTLIER_THRESHOLD = 0.03  # a device more than 3% below its node's median is flagged
+
+
+def outliers(values: Mapping[str, float], threshold: float = OUTLIER_THRESHOLD) -> list[dict[str, Any]]:
+    """Each item's figure against the median of all of them, slowest first; `flagged` when more than
+    `threshold` below the median (higher is better: TFLOP/s, tokens/s)."""
+    if not values:
+        return []
+    median = statistics.median(values.values())
+    out = [{"label": label, "value": v, "median": median, "vs_median": v / median - 1 if median else None,
+            "flagged": bool(median) and v < median * (1 - threshold)} for label, v in values.items()]
+    return sorted(out, key=lambda d: d["value"])
+
+
+def timed(r: Row) -> bool:
+    return r["status"] == "ok" and bool(r.get("timing_valid")) and r.get("tflops") is not None
+
+
+def _best(rows: Sequence[Row], key: Any) -> Row | None:
+    return max(rows, key=key, default=None)
+
+
+def achievable(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
+    """The best mamf figure among the bundles (manifest `achievable`, found by a mamf sweep)."""
+    found = [b.manifest["achievable"] for b in bundles
+             if isinstance(b.manifest.get("achievable"), dict)
+             and str(b.manifest["achievable"].get("source", "")).startswith("mamf")]
+    return _best(found, lambda a: a["tflops"])
+
+
+def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
+    """Per backend, its best main-phase matmul against the datasheet peak and the achievable one."""
+    rows = [r for b in bundles for r in b.cases if r["workload"] == "matmul" and r.get("phase", "main") == "main"
+            and timed(r) and not r.get("steady_state")]
+    if not rows:
+        return None
+    top = _best(rows, lambda r: r["tflops"])
+    mamf = achievable(bundles)
+    backends = []
+    for backend in sorted({r["backend"] for r in rows}):
+        best = _best([r for r in rows if r["backend"] == backend], lambda r: r["tflops"])
+        backends.append({"backend": backend, "case_id": best["case_id"], "tflops": best["tflops"],
+                         "of_datasheet": best.get("mfu"), "flags": flags_text(best),
+                         "of_achievable": best["tflops"] / mamf["tflops"] if mamf else None})
+    return {"dtype": top["dtype"], "datasheet_tflops": top.get("peak_tflops"), "peak_source": top.get("peak_source"),
+            "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top["backend"])],
+            "backends": backends, "device_id": device_id(top), "achievable_ci95": _achievable_ci(bundles, mamf)}
+
+
+def device_id(row: Row) -> str | None:
+    """The peak-table id of the device a row ran on (its `peak_entry`), or None: an override, a CPU estimate or an
+    unknown device has no id, so no public reference is matched to it."""
+    from xmfu.harness.machine.peaks import load_table
+
+    entry = row.get("peak_entry")
+    return entry if entry in {e["id"] for e in load_table()["devices"]} else None
+
+
+def _achievable_ci(bundles: Sequence[Bundle], mamf: dict[str, Any] | None) -> list[float] | None:
+    """The 95% CI of the achievable figure: its row's (the mamf sweep's best case), where a bundle holds it."""
+    if not mamf:
+        return None
+    row = next((r for b in bundles for r in b.cases if r.get("case_id") == mamf.get("case_id")
+                and r.get("backend") == mamf.get("backend") and r.get("dtype") == mamf.get("dtype")), None)
+    return (row or {}).get("tflops_ci95")
+
+
+def attention(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The fastest backend per attention mode (fwd, fwd_bwd...), with its MFU, over every shape."""
+    timed_rows = [r for r in rows if r["workload"] == "attention" and timed(r)]
+    out = []
+    for mode in sorted({(r.get("params") or {}).get("mode", "") for r in timed_rows}):
+        best = _best([r for r in timed_rows if (r.get("params") or {}).get("mode", "") == mode], lambda r: r["tflops"])
+        out.append(_attention_figure(best))
+    return out
+
+
+def attention_shapes(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The fastest backend at each attention shape (its conditions: mode, dtype, shape, mask), per device and FLOP
+    convention (TFLOP/s under two counts are not ranked together): what a public reference at one shape is
+    compared with."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["workload"] != "attention" or not timed(r):
+            continue
+        f = _attention_figure(r)
+        key = repr((f["device_id"], f["flop_convention"], sorted(f["conditions"].items())))
+        if key not in best or f["tflops"] > best[key]["tflops"]:
+            best[key] = f
+    return list(best.values())
+
+
+def _attention_figure(r: Row) -> dict[str, Any]:
+    """One attention row as a verdict figure, with the conditions a public reference is matched on (the row's own
+    param names; seq_len only where query and key/value lengths are equal, else both)."""
+    p = r.get("params") or {}
+    seq = p.get("seq_q") if p.get("seq_q") == p.get("seq_kv") else f"q{p.get('seq_q')}/kv{p.get('seq_kv')}"
+    conditions = {"mode": p.get("mode", ""), "dtype": r.get("dtype"), "batch": p.get("batch"),
+                  "heads": p.get("heads"), "kv_heads": p.get("kv_heads"), "seq_len": seq,
+                  "head_dim": p.get("head_dim"), "causal": p.get("causal"), "world_size": p.get("world_size") or 1}
+    return {"mode": conditions["mode"], "backend": r["backend"], "case_id": r["case_id"], "tflops": r["tflops"],
+            "mfu": r.get("mfu"), "flags": flags_text(r), "tflops_ci95": r.get("tflops_ci95"),
+            "device_id": device_id(r), "flop_convention": r.get("flop_convention"), "conditions": conditions}
+
+
+def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
+    """Per backend, its best training step: MFU, tokens/s per device, and what they cost at `price`."""
+    timed_rows = [r for r in rows if r["workload"] == "transformer" and timed(r)]
+    out = []
+    for backend in sorted({r["backend"] for r in timed_rows}):
+        best = _best([r for r in timed_rows if r["backend"] == backend],
+                     lambda r: (r.get("throughput") or {}).get("tokens_per_s") or 0)
+        tokens = (best.get("throughput") or {}).get("tokens_per_s")
+        ci = best.get("tflops_ci95")
+        p = best.get("params") or {}
+        out.append({"backend": backend, "case_id": best["case_id"], "mfu": best.get("mfu"), "tflops": best["tflops"],
+                    "tokens_per_s": tokens, "flags": flags_text(best), **cost_figures(best, price),
+                    # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
+                    "tokens_per_s_ci95": [tokens * c / best["tflops"] for c in ci] if tokens and ci else None,
+                    "device_id": device_id(best), "dtype": best.get("dtype"), "model": p.get("name"),
+                    "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1,
+                    "nodes": nodes.of_row(best)})  # from the hosts its ranks exchanged: None where not recorded
+    return out
+
+
+def sustained(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Rows of a sustained phase: throughput in the first window against the steady state, and when it settled."""
+    out = []
+    for r in rows:
+        s = r.get("steady_state")
+        if r["status"] != "ok" or not s:
+            continue
+        first, steady = s["first_window"], s["steady_window"]
+        out.append({"backend": r["backend"], "case_id": r["case_id"], "first_tflops": first.get("tflops"),
+                    "steady_tflops": steady.get("tflops"), "first_vs_steady": s.get("first_vs_steady_time_change"),
+                    "reached_after_s": s.get("reached_after_s"), "reached": s.get("reached"),
+                    "windows": len(s.get("windows") or []), "first_clock_mhz": first.get("mean_sm_clock_mhz"),
+                    "steady_clock_mhz": steady.get("mean_sm_clock_mhz"), "flags": flags_text(r)})
+    return out
+
+
+def throttling(rows: Sequence[Row]) -> dict[str, Any]:
+    """The clock-limiting reasons seen while timing, each with the largest share of readings it was active in
+    (and where), over every row with telemetry; `readable` False where no reading could say."""
+    readings, seen = 0, {}
+    for r in rows:
+        t = r.get("telemetry") or {}
+        readings += t.get("throttle_readings") or 0
+        for reason, share in (t.get("throttle_fraction") or {}).items():
+            if share > seen.get(reason, {"fraction": -1})["fraction"]:
+                seen[reason] = {"fraction": share, "case_id": r["case_id"], "backend": r["backend"]}
+    return {"readable": readings > 0, "readings": readings, "reasons": seen,
+            "why_not": None if readings else ("no telemetry reading said which clock limits were active; this "
+                                              "platform's sampler reads no throttle reasons, and xmfu doctor lists "
+                                              "the fields it reads")}
+
+
+def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> list[dict[str, Any]]:
+    """The same matmul on each device (one bundle per device): its best TFLOP/s against the node's median."""
+    values, ident, marks = {}, {}, {}
+    for b in bundles:
+        rows = [r for r in b.cases if timed(r)]
+        best = _best(rows, lambda r: r["tflops"])
+        if best is None:
+            continue
+        label = f"{best.get('device_index', '?')}: {best['device']}"
+        values[label] = best["tflops"]
+        ident[label] = best.get("device_uuid") or best.get("device_pci_bus_id") or ""
+        marks[label] = flags_text(best)
+    return [{**d, "identity": ident[d["label"]], "flags": marks[d["label"]]} for d in outliers(values, threshold)]
+
+
+def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
+    """Each collective series' peak bus bandwidth against the device's link (the run's summary)."""
+    out = []
+    for b in bundles:
+        ids = {device_id(r) for r in b.cases}
+        spanned = nodes.of_manifest(b.manifest)  # the hosts the run's ranks ran on, where the bundle records them
+        device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
+        for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
+            if s.get("peak_busbw_gbps") is None:
+                continue
+            of_link = s.get("peak_busbw_of_link")
+            out.append({"series": series, "ranks": s.get("ranks"), "peak_busbw_gbps": s["peak_busbw_gbps"],
+                        "device_id": device, "op": series.split("/")[1] if series.count("/") >= 1 else None,
+                        "nodes": spanned,
+                        "peak_at_bytes": s.get("peak_at_bytes"), "link_gbps": s.get("link_gbps"),
+                        "of_link": of_link if isinstance(of_link, (int, float)) else None,
+                        "link_note": of_link if isinstance(of_link, str) else ""})
+    return sorted(out, key=lambda d: -d["peak_busbw_gbps"])
+
+
+def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
+         threshold: float = OUTLIER_THRESHOLD) -> dict[str, Any]:
+    """Every verdict figure of one node, from its parts: name -> (kind, bundles)."""
+    single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
+    rows = [r for b in single for r in b.cases]
+    every = [r for _, bundles in parts.values() for b in bundles for r in b.cases]
+    return {"matmul": matmul(single), "attention": attention(rows), "attention_shapes": attention_shapes(rows),
+            "training": training(rows, price),
+            "sustained": sustained(rows), "throttling": throttling(every),
+            "devices": devices([b for kind, bundles in parts.values() if kind == "devices" for b in bundles],
+                               threshold)}
+
+
+def compare_nodes(figures: Mapping[str, dict[str, Any]], threshold: float = OUTLIER_THRESHOLD) -> dict[str, Any]:
+    """Nodes against each other on the figures they share: best matmul, achievable, training tokens/s, slowest
+    device; each with the outlier rule applied across nodes."""
+    picks = {"best matmul TFLOP/s": lambda f: ((f.get("matmul") or {}).get("best") or {}).get("tflops"),
+             "achievable TFLOP/s (mamf)": lambda f: ((f.get("matmul") or {}).get("achievable") or {}).get("tflops"),
+             "training tokens/s per device": lambda f: max((t["tokens_per_s"] or 0 for t in f.get("training") or []),
+                                                           default=None) or None,
+             "slowest device TFLOP/s": lambda f: (f.get("devices") or [{}])[0].get("value")}
+    out = {}
+    for name, pick in picks.items():
+        values = {host: v for host, f in figures.items() if (v := pick(f)) is not None}
+        out[name] = outliers(values, threshold) if len(values) > 1 else []
+    return out

@@ -1,0 +1,190 @@
+"""Each headline figure against its public reference (harness/machine/references.py): the matching reference,
+the ratio with its CI, the band and the source, or "no public reference" with why.
+
+The headline figures are the verdict's (harness/suites/verdict.py): per node, the achievable (mamf) matmul,
+each backend's training step, the fastest attention per mode and at each published attention shape; the suite's
+collectives. A figure far below its reference is a finding: the acceptance suite fails on it (`problems`). Used by
+the verdict page, `xmfu report` and `xmfu compare --references`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from xmfu.harness.machine import references
+from xmfu.harness.machine.references import FAR_BELOW, Bands
+from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.render.html_table import html_table
+from xmfu.harness.suites import verdict
+
+COLUMNS = ("node", "figure", "value", "unit", "reference", "ratio", "ratio_ci95", "band", "source")
+
+
+def _one(node: str, label: str, kind: str, value: float | None, unit: str, ci: Any, device: str | None,
+         conditions: Mapping[str, Any], bands: Bands, convention: str | None = None) -> dict[str, Any]:
+    """`convention`: the figure's FLOP convention, where the reference's value depends on it (attention)."""
+    out = {"node": node, "figure": label, "value": value, "unit": unit, "device_id": device,
+           "conditions": dict(conditions)}
+    entry, why = references.find(kind, device, conditions)
+    ref = None if entry is None else references.value_under(entry, convention)
+    if entry is not None and ref is None:
+        why = f"{references.NO_REFERENCE} under the FLOP convention {convention!r} ({entry['id']} gives none)"
+    if ref is None or value is None:
+        return {**out, "reference_id": None, "reference": None, "ratio": None, "ratio_ci95": None,
+                "band": references.NO_REFERENCE, "source": why or references.NO_REFERENCE, "context": ""}
+    return {**out, **references.judge(value, ci, entry, bands, ref)}
+
+
+def _attention(node: str, label: str, a: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
+    return _one(node, label, "attention", a["tflops"], "TFLOP/s", a.get("tflops_ci95"), a.get("device_id"),
+                a.get("conditions") or {}, bands, a.get("flop_convention"))
+
+
+def _shape_text(c: Mapping[str, Any]) -> str:
+    return (f"{c['dtype']} b{c['batch']} h{c['heads']}/kv{c['kv_heads']} s{c['seq_len']} d{c['head_dim']} "
+            f"{'causal' if c['causal'] else 'no mask'}")
+
+
+def of_attention(node: str, f: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
+    """Each mode's fastest attention figure against the reference at its own shape, if one is published; then,
+    for every public attention reference on the node's devices, the fastest backend at exactly its shape, mode,
+    dtype and mask where the node timed it (one row per reference; a headline already at that shape is not
+    repeated)."""
+    heads = f.get("attention") or []
+    out = [_attention(node, f"attention {a['mode']} ({a['backend']}, {a['case_id']})", a, bands) for a in heads]
+    shapes = f.get("attention_shapes") or []
+    keys = references.MATCHED_ON["attention"]
+    for e in references.entries():
+        if e["figure"] != "attention":
+            continue
+        at = [a for a in shapes if a.get("device_id") == e["device"]
+              and all(str(a["conditions"].get(k)) == str(e["conditions"][k]) for k in keys)]
+        best = max(at, key=lambda a: a["tflops"], default=None)
+        if best is None or any((h["case_id"], h["backend"]) == (best["case_id"], best["backend"]) for h in heads):
+            continue
+        label = f"attention {best['mode']} at {_shape_text(best['conditions'])} ({best['backend']})"
+        out.append(_attention(node, label, best, bands))
+    return out
+
+
+def _unpublished(node: str, label: str, value: float | None, unit: str, what: str) -> dict[str, Any]:
+    """A headline figure of a kind the table holds no reference for yet."""
+    return {"node": node, "figure": label, "value": value, "unit": unit, "device_id": None, "conditions": {},
+            "reference_id": None, "reference": None, "ratio": None, "ratio_ci95": None,
+            "band": references.NO_REFERENCE, "source": f"{references.NO_REFERENCE} {what}", "context": ""}
+
+
+def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) -> list[dict[str, Any]]:
+    """The headline figures of one node's verdict figures (verdict.node) against their references."""
+    out = []
+    m = f.get("matmul") or {}
+    if m.get("best"):
+        out.append(_unpublished(node, f"best matmul {m['dtype']} ({m['best']['backend']}, {m['best']['case_id']})",
+                                m["best"]["tflops"], "TFLOP/s", "for a matmul at one shape"))
+    out += of_attention(node, f, bands)
+    if m.get("achievable"):
+        a = m["achievable"]
+        out.append(_one(node, f"achievable matmul {a.get('dtype')} (mamf)", "matmul_achievable", a["tflops"],
+                        "TFLOP/s", m.get("achievable_ci95"), m.get("device_id"),
+                        {"dtype": a.get("dtype"), "world_size": 1}, bands))
+    for t in f.get("training") or []:
+        cond = {"model": t.get("model"), "seq_len": t.get("seq_len"), "dtype": t.get("dtype"),
+                "world_size": t.get("world_size"), "nodes": _nodes(t, nodes)}
+        out.append(_one(node, f"training {t['backend']} {t['case_id']} tokens/s per device", "training_tokens",
+                        t.get("tokens_per_s"), "tokens/s per device", t.get("tokens_per_s_ci95"),
+                        t.get("device_id"), cond, bands))
+    return out
+
+
+def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands) -> list[dict[str, Any]]:
+    return [_one("suite", f"collective {c['series']} peak busbw ({c['ranks']} ranks)", "collective_busbw",
+                 c["peak_busbw_gbps"], "GB/s busbw", None, c.get("device_id"),
+                 {"op": c.get("op"), "ranks": c.get("ranks"), "nodes": _nodes(c, nodes)}, bands) for c in items]
+
+
+def _nodes(figure: Mapping[str, Any], suite_nodes: int | None) -> int | None:
+    """The nodes a figure's run spanned: its own count (the hosts its ranks exchanged, which its bundle records:
+    harness/results/bundle/nodes.py), else one device's is one node, else the suite's reporting hosts (None for loose
+    bundles: not recorded, so no reference matched on nodes is used)."""
+    if figure.get("nodes") is not None:
+        return figure["nodes"]
+    return 1 if (figure.get("world_size") or figure.get("ranks") or 1) == 1 else suite_nodes
+
+
+def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
+    """Every headline figure of a suite's verdict figures (suite_report.figures_of): the node count is the
+    number of nodes that reported."""
+    nodes = len(v["hosts"]) or None
+    return ([row for host, f in v["nodes"].items() for row in of_node(host, f, nodes, bands)]
+            + of_collectives(v["collectives"], nodes, bands))
+
+
+def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[dict[str, Any]]:
+    """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`). A multi-device figure's
+    node count is its bundle's own (manifest process.nodes, the hosts its ranks exchanged); where a bundle does not
+    record it (a JAX multi-process run, an older bundle), the figure finds no reference matched on nodes."""
+    f = verdict.node({"bundles": ("run", list(bundles))}, None)
+    return of_node("bundles", f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands)
+
+
+def problems(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A figure far below its reference: a finding of the acceptance suite."""
+    return [f"{r['node']}: {r['figure']} {r['value']:.4g} is {ratio_text(r)} of the public reference "
+            f"{r['reference']:g} {r['reference_unit']} ({r['reference_id']}): far below (source {r['source']})"
+            for r in rows if r["band"] == FAR_BELOW]
+
+
+def ratio_text(r: Mapping[str, Any]) -> str:
+    if r.get("ratio") is None:
+        return "not compared"
+    ci = r.get("ratio_ci95")
+    return f"{100 * r['ratio']:.1f}%" + (f" (95% CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}%)" if ci else "")
+
+
+def headline(r: Mapping[str, Any]) -> str:
+    if r.get("reference") is None:
+        return f"{r['node']}: {r['figure']}: {r['source']}"
+    return (f"{r['node']}: {r['figure']} {r['value']:.4g} = {ratio_text(r)} of the public reference "
+            f"{r['reference']:g} ({r['reference_id']}): {r['band']}; source {r['source']}")
+
+
+def cells(r: Mapping[str, Any]) -> list[str]:
+    value = "not measured" if r.get("value") is None else f"{r['value']:.4g}"
+    ref = "" if r.get("reference") is None else f"{r['reference']:g} ({r['reference_id']})"
+    ci = r.get("ratio_ci95")
+    return [r["node"], r["figure"], value, r["unit"], ref,
+            "" if r.get("ratio") is None else f"{100 * r['ratio']:.1f}%",
+            f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%" if ci else "", r["band"], r["source"]]
+
+
+def render(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
+    """`xmfu compare --references`: table | csv | json | markdown."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    table = [cells(r) for r in rows]
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerows([list(COLUMNS), *table])
+        return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        esc = [[c.replace("|", "\\|") for c in row] for row in table]
+        return "\n".join(["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS),
+                          *("| " + " | ".join(row) + " |" for row in esc)])
+    widths = [max(len(str(x)) for x in col) for col in zip(COLUMNS, *table, strict=False)]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+                     for row in [list(COLUMNS), *table])
+
+
+def html(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each headline figure against its public reference, as an HTML table (escaped by html_table); a row far below
+    is marked. Empty without figures."""
+    if not rows:
+        return ""
+    return "<h3>Against public references</h3>" + html_table(
+        ["node", "figure", "value", "unit", "reference", "ratio", "ratio 95% CI", "band", "source"],
+        [cells(r) for r in rows], ["bad" if r["band"] == FAR_BELOW else None for r in rows])
