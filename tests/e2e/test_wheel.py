@@ -87,7 +87,7 @@ def test_the_installed_package_reads_its_own_configs(installed, tmp_path):
     bin_dir, env = installed
     where = _run(bin_dir / "python", "-c", "import xmfu.harness.config.hydra_app as h; print(h.__file__); "
                  "print(h.CONFIG_DIR); print(sorted(h.config_groups()))", cwd=tmp_path, env=env).stdout.splitlines()
-    package = Path(where[0]).parent
+    package = Path(where[0]).parent.parent  # xmfu/harness/config/hydra_app.py -> xmfu/harness
     assert bin_dir.parent in package.parents  # the wheel's copy, not the checkout
     assert Path(where[1]) == package / "conf"
     assert where[2] == str(sorted(["experiment", "hydra", "model", "timing", "workload"]))
