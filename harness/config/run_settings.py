@@ -46,7 +46,7 @@ from xmfu.harness.engine.settings import (
 from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 from xmfu.harness.results.schema import RUN_ID
-from xmfu.harness.results.statistics.stats import EQUIVALENCE_MARGIN
+from xmfu.harness.results.statistics.summary import EQUIVALENCE_MARGIN
 
 SCALES = ("full", "smoke")
 DEVICES = ("auto", "cpu", "gpu")

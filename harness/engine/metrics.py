@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.machine.peaks import Peak
-from xmfu.harness.results.statistics.stats import Summary
+from xmfu.harness.results.statistics.summary import Summary
 
 
 def throughput(flops: float, bytes_moved: float, t: Summary) -> dict[str, Any]:

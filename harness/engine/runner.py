@@ -42,7 +42,8 @@ from xmfu.harness.machine.telemetry.recorder import Recorder
 from xmfu.harness.machine.threads import threads_record
 from xmfu.harness.results.bundle.writer import BundleWriter, RecordError, utc_now
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.statistics.stats import paired_speedup, spread, summarize
+from xmfu.harness.results.statistics.speedup import paired_speedup
+from xmfu.harness.results.statistics.summary import spread, summarize
 
 StepListener = Callable[[str, str, str, str], None]  # (phase, case_id, backend, step): ("main", id, "jax", "checking")
 

@@ -15,7 +15,7 @@ import numpy as np
 from xmfu.harness.engine.case import RunAborted
 from xmfu.harness.engine.settings import TimingConfig
 from xmfu.harness.engine.timing import Series, warm_up
-from xmfu.harness.results.statistics.stats import median_ci_binomial
+from xmfu.harness.results.statistics.summary import median_ci_binomial
 
 
 def _done(series: Series, cfg: TimingConfig) -> bool:
@@ -32,7 +32,7 @@ def _done(series: Series, cfg: TimingConfig) -> bool:
 def rel_half_width(samples: list[float]) -> float:
     """The stop rule's precision: half the order-statistic 95% CI of the median, relative to it. Exact and
     free of resampling, so recomputing it after every round costs microseconds, not a bootstrap; the final
-    figure's interval is still the bootstrap's (xmfu.harness.results.statistics.stats.summarize)."""
+    figure's interval is still the bootstrap's (xmfu.harness.results.statistics.summary.summarize)."""
     low, high = median_ci_binomial(samples)
     median = float(np.median(samples))
     return (high - low) / 2 / median if median > 0 else float("inf")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xmfu.harness.engine.declare import NON_NEGATIVE, POSITIVE, POSITIVE_INT, OneOf, Range, setting
-from xmfu.harness.results.statistics.stats import BOOTSTRAP_RESAMPLES
+from xmfu.harness.results.statistics.summary import BOOTSTRAP_RESAMPLES
 
 MAX_RESAMPLES = 100_000
 MAMF_SIZES = (4096, 8192, 12288, 16384)  # each of m, n and k

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.statistics.stats import summarize
+from xmfu.harness.results.statistics.summary import summarize
 
 MANIFEST = {"run_id": "r", "created": "2026-11-23T00:00:00.000000Z", "xmfu_version": "0", "git_sha": None,
             "argv": [], "overrides": [], "comparability_key": "k"}

@@ -14,7 +14,7 @@ from xmfu.harness.results.analysis.cost import break_even, cost_figures, parse_p
 from xmfu.harness.results.bundle.reader import read_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.render.compare_render import render
-from xmfu.harness.results.statistics.stats import summarize
+from xmfu.harness.results.statistics.summary import summarize
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
               "protocol": {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": False}}

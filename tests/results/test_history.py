@@ -294,7 +294,7 @@ def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
     crosses it on the side of the worse on PREDICTION_TAIL of nights (here at 0.01 for a simulation's sake)."""
     import numpy as np
 
-    from xmfu.harness.results.statistics.stats import t_quantile
+    from xmfu.harness.results.statistics.speedup import t_quantile
 
     tail = history.PREDICTION_TAIL
     assert tail == 1e-4 and t_quantile(tail, 4) * (1 + 1 / 5) ** 0.5 == pytest.approx(14.28, abs=0.01)
@@ -310,7 +310,7 @@ def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 7, 10, 30, 31, 200])
 def test_t_quantile_is_students(df):
     """Against NIST/SEMATECH e-Handbook 1.3.6.7.2's 0.975 and 0.999 columns, and scipy where installed."""
-    from xmfu.harness.results.statistics.stats import T975, t_quantile
+    from xmfu.harness.results.statistics.speedup import T975, t_quantile
 
     nist_999 = {1: 318.309, 4: 7.173, 6: 5.208, 10: 4.144, 30: 3.385}
     if df <= 30:

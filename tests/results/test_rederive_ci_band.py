@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from xmfu.harness.results.rederive import rederive
-from xmfu.harness.results.statistics.stats import paired_speedup
+from xmfu.harness.results.statistics.speedup import paired_speedup
 
 RESAMPLES = 500
 SETTINGS = rederive.Settings(resamples=RESAMPLES)

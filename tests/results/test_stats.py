@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xmfu.harness.results.statistics.stats import bootstrap_median_ci, runs_ratio_ci_store, summarize
+from xmfu.harness.results.statistics.speedup import runs_ratio_ci_store
+from xmfu.harness.results.statistics.summary import bootstrap_median_ci, summarize
 
 
 def test_summary_of_known_samples():
@@ -43,7 +44,7 @@ def _rounds(values_per_round):
 
 
 def test_paired_speedup_verdicts():
-    from xmfu.harness.results.statistics.stats import paired_speedup
+    from xmfu.harness.results.statistics.speedup import paired_speedup
 
     rng = np.random.default_rng(1)
     base = _rounds([list(1.0 + 0.01 * rng.standard_normal(3)) for _ in range(20)])
@@ -60,7 +61,7 @@ def test_paired_speedup_verdicts():
 
 
 def test_paired_speedup_cancels_drift_shared_by_a_round():
-    from xmfu.harness.results.statistics.stats import paired_speedup
+    from xmfu.harness.results.statistics.speedup import paired_speedup
 
     drift = [1.0 + 0.5 * i for i in range(10)]  # both contenders slow down together, round by round
     base = _rounds([[d, d] for d in drift])
@@ -70,7 +71,7 @@ def test_paired_speedup_cancels_drift_shared_by_a_round():
 
 
 def test_binomial_median_ci_has_exact_coverage_and_needs_six_samples():
-    from xmfu.harness.results.statistics.stats import median_ci_binomial
+    from xmfu.harness.results.statistics.summary import median_ci_binomial
 
     x = list(range(1, 101))  # n = 100: the 95% interval is [x_(40), x_(61)] (Conover, table A3)
     assert median_ci_binomial(x) == (40.0, 61.0)
@@ -84,7 +85,7 @@ def test_binomial_median_ci_has_exact_coverage_and_needs_six_samples():
 
 
 def test_resampled_medians_match_a_brute_force_bootstrap():
-    from xmfu.harness.results.statistics.stats import resampled_medians
+    from xmfu.harness.results.statistics.summary import resampled_medians
 
     rng = np.random.default_rng(7)
     for n in (9, 40):
@@ -107,7 +108,7 @@ def test_repeats_make_the_figure_the_median_of_repeat_medians_with_a_wider_inter
 
 
 def test_paired_speedup_over_repeats():
-    from xmfu.harness.results.statistics.stats import paired_speedup
+    from xmfu.harness.results.statistics.speedup import paired_speedup
 
     rng = np.random.default_rng(3)
     samples_b, samples_c, rounds, repeats = [], [], [], []
@@ -124,7 +125,7 @@ def test_paired_speedup_over_repeats():
 
 
 def test_welch_interval_on_run_medians():
-    from xmfu.harness.results.statistics.stats import runs_ratio_ci, t975
+    from xmfu.harness.results.statistics.speedup import runs_ratio_ci, t975
 
     assert t975(4) == 2.776 and abs(t975(60) - 2.000) < 0.002 and abs(t975(1e6) - 1.96) < 0.001
     value, low, high = runs_ratio_ci([1.0, 1.02, 0.98, 1.01, 0.99], [0.5, 0.51, 0.49, 0.505, 0.495])
@@ -162,7 +163,7 @@ def test_runs_ratio_ci_store_pools_several_bundles_with_the_store():
 def test_summarize_many_gives_each_list_exactly_what_summarize_gives():
     """The batched statistics `xmfu validate` re-derives rows with (issue 30, item 14) are summarize's, bit for bit:
     lists of one length share the seeded bootstrap's ranks, lists of other lengths do not get them."""
-    from xmfu.harness.results.statistics.stats import summarize_many
+    from xmfu.harness.results.statistics.summary import summarize_many
 
     rng = np.random.default_rng(7)
     batch = [list(rng.lognormal(-7, 0.2, n)) for n in (1, 2, 3, 3, 4, 5, 5, 5, 16, 17, 200, 3, 5000, 5000)]

@@ -22,14 +22,8 @@ from typing import Any
 import numpy as np
 
 from xmfu.harness.results.bundle.reader import Bundle
-from xmfu.harness.results.statistics.stats import (
-    BOOTSTRAP_RESAMPLES,
-    EQUIVALENCE_MARGIN,
-    resampled_medians_sorted,
-    runs_ratio_ci,
-    runs_ratio_ci_store,
-    verdict,
-)
+from xmfu.harness.results.statistics.speedup import runs_ratio_ci, runs_ratio_ci_store, verdict
+from xmfu.harness.results.statistics.summary import BOOTSTRAP_RESAMPLES, EQUIVALENCE_MARGIN, resampled_medians_sorted
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
 RESAMPLES = BOOTSTRAP_RESAMPLES  # compare resamples as a run does
@@ -114,7 +108,7 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
                          seed: int = 0) -> list[tuple[float, float, float]]:
     """(ratio of medians, bootstrap low, high) of baseline / candidate for each (one run, one run) pair: the
     samples' own precision, nothing more. Pairs with the same sample counts are resampled together, one
-    vectorised draw per group of rows (xmfu.harness.results.statistics.stats.resampled_medians_sorted)."""
+    vectorised draw per group of rows (xmfu.harness.results.statistics.summary.resampled_medians_sorted)."""
     rng = np.random.default_rng(seed)
     out: list[tuple[float, float, float] | None] = [None] * len(pairs)
     groups: dict[tuple[int, int], list[int]] = {}

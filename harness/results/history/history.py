@@ -27,7 +27,7 @@ from xmfu.harness.results.analysis.coverage import variant
 from xmfu.harness.results.analysis.flags import flags_text
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.schema import RUN_ID
-from xmfu.harness.results.statistics.stats import t_quantile
+from xmfu.harness.results.statistics.speedup import t_quantile
 
 SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 # `check` judges a series only with at least MIN_BASELINE runs before the latest. The noise it compares a change

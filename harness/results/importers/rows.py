@@ -14,7 +14,7 @@ from typing import Any
 
 from xmfu.harness.results.importers import mamf_finder, nccl_tests
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.statistics.stats import summarize
+from xmfu.harness.results.statistics.summary import summarize
 
 TOOLS = ("nccl-tests", "mamf-finder")
 NCCL_CONVENTION = "nccl-tests-busbw/1"  # the collectives workload's convention (workloads/collectives/spec.py)

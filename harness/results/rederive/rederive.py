@@ -41,16 +41,15 @@ import yaml
 from xmfu.harness.machine.peaks import lookup, match_device
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.results.schema.comparability import comparability_key
-from xmfu.harness.results.statistics.stats import (
+from xmfu.harness.results.statistics.speedup import paired_speedup_draws, verdict
+from xmfu.harness.results.statistics.summary import (
     BOOTSTRAP_RESAMPLES,
     CI_LEVEL,
     EQUIVALENCE_MARGIN,
     Summary,
     median_draws,
-    paired_speedup_draws,
     summarize,
     summarize_many,
-    verdict,
 )
 
 REL_TOL = 1e-6  # figures recomputed in double precision; JSON keeps 17 significant digits

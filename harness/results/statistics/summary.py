@@ -1,0 +1,218 @@
+"""Statistics of timing samples: the median and how well it is known (speedup.py compares two of them).
+
+The median is the headline statistic (robust to the occasional preempted or throttled sample). Three kinds of
+interval, each for its job:
+- the order-statistic (binomial) interval of the median: exact coverage, no resampling, cheap enough for the
+  stop rule to recompute after every round;
+- the percentile bootstrap of the median, for the final figure of one run (Efron & Tibshirani, An
+  Introduction to the Bootstrap, ch. 13), vectorised with numpy;
+- the two-stage (hierarchical) bootstrap when a figure has several runs or repeats behind it: resample runs,
+  then samples within each, so run-to-run variance, the quantity that decides a verdict, is in the interval
+  (Davison & Hinkley, Bootstrap Methods and their Application, 1997, section 3.8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+CI_LEVEL = 0.95
+# The defaults of the run settings `timing.bootstrap_resamples` and `equivalence_margin` (harness/engine/settings.py,
+# harness/config/run_settings.py declare them with these values), and of the functions here that take them.
+BOOTSTRAP_RESAMPLES = 1000
+EQUIVALENCE_MARGIN = 0.02
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    min: float
+    max: float
+    p10: float
+    p90: float
+    p99: float
+    ci95_low: float
+    ci95_high: float
+    cv: float  # coefficient of variation (stdev / mean)
+    ci_method: str = "bootstrap of the median"
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+    @property
+    def rel_ci_half_width(self) -> float:
+        """Half the 95% CI width, relative to the median."""
+        return (self.ci95_high - self.ci95_low) / 2 / self.median if self.median > 0 else float("inf")
+
+
+def median_ci_binomial(samples: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float]:
+    """Distribution-free CI of the median from order statistics: the number of samples below the median is
+    Binomial(n, 1/2), so [x_(j), x_(n-j+1)] covers it with probability 1 - 2 P(B <= j-1) (Conover, Practical
+    Nonparametric Statistics, 3rd ed., section 3.2). Below n = 6 no pair reaches 95%: the range is returned."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ValueError("no samples")
+    alpha = (1 - level) / 2
+    log_half = n * math.log(0.5)
+    cdf, r = 0.0, 0  # the largest r with P(B <= r - 1) <= alpha: the interval is [x_(r), x_(n-r+1)]
+    while r < n // 2:
+        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1) + log_half)  # P(B = r)
+        if cdf > alpha:
+            break
+        r += 1
+    if r == 0:  # not even [x_(1), x_(n)] reaches the level
+        return float(x[0]), float(x[-1])
+    return float(x[r - 1]), float(x[n - r])
+
+
+def resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of `draws` bootstrap resamples of `samples` (as np.median computes them), drawn without
+    building the resamples. A resample's k-th smallest value is x_(ceil(n U_(k))), with U_(k) the k-th order
+    statistic of n uniforms, Beta(k, n-k+1), and U_(k+1) = U_(k) + (1 - U_(k)) Beta(1, n-k) (David & Nagaraja,
+    Order Statistics, 3rd ed., 2.2-2.3). Exact in distribution, O(draws) instead of O(draws x n)."""
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    if x.size < 2:
+        return np.full(draws, float(x[0]) if x.size else np.nan)
+    return resampled_medians_sorted(x[None, :], draws, rng)[0]
+
+
+def resampled_medians_sorted(x: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws)."""
+    rows, n = x.shape
+    low, high = median_ranks(n, (rows, draws), rng)
+    first = np.take_along_axis(x, low, axis=1)
+    return first if high is None else (first + np.take_along_axis(x, high, axis=1)) / 2
+
+
+def median_ranks(n: int, shape: tuple[int, ...], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """The 0-based ranks, in sorted samples of size n, of the values whose mean is each resample's median (the
+    middle one for odd n: the second array is None). They depend on n and the generator alone, never on the
+    values (see `resampled_medians`). Beta(1, b) is drawn by inversion, 1 - V^(1/b), which is cheaper than a
+    general beta draw."""
+    m = (n + 1) // 2
+    u = rng.beta(m, n - m + 1, shape)
+    low = np.clip(np.ceil(n * u).astype(np.int64) - 1, 0, n - 1)
+    if n % 2:
+        return low, None
+    u_next = u + (1 - u) * (1 - rng.random(shape) ** (1 / (n - m)))
+    return low, np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1)
+
+
+def bootstrap_median_ci(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% CI of the median. Seeded, so the same samples always give the same interval."""
+    return ci_bounds(resampled_medians(samples, resamples, np.random.default_rng(seed)))
+
+
+def ci_bounds(values: np.ndarray) -> tuple[float, float]:
+    alpha = (1 - CI_LEVEL) / 2
+    low, high = np.quantile(values, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def two_stage_medians(groups: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = 0) -> np.ndarray:
+    """Bootstrap distribution of the median of group medians: each resample draws the groups with replacement,
+    then each drawn group's samples with replacement."""
+    arrays = [np.asarray(g, dtype=np.float64) for g in groups]
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))
+    medians = np.empty(picks.shape)
+    for g, values in enumerate(arrays):  # one vectorised draw per group for every slot that picked it
+        slots = picks == g
+        medians[slots] = resampled_medians(values, int(slots.sum()), rng)
+    return np.median(medians, axis=1)
+
+
+def median_draws(samples: Sequence[float], resamples: int, groups: Sequence[int] | None = None,
+                 seed: int = 0) -> np.ndarray:
+    """The bootstrap distribution `summarize` takes its CI from: the median's (one repeat), or the median of repeat
+    medians' (two-stage, two or more repeats)."""
+    x = np.asarray(samples, dtype=np.float64)
+    ids = sorted(set(groups)) if groups is not None else []
+    if len(ids) > 1:
+        g = np.asarray(groups)
+        return two_stage_medians([x[g == i] for i in ids], resamples, seed)
+    return resampled_medians(x, resamples, np.random.default_rng(seed))
+
+
+def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+              groups: Sequence[int] | None = None) -> Summary:
+    """Descriptive statistics of all samples; with `groups` (the repeat of each sample) naming two or more
+    repeats, the headline median is the median of the repeat medians and its CI the two-stage bootstrap."""
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    median, method = float(np.median(x)), "bootstrap of the median"
+    ids = sorted(set(groups)) if groups is not None else []
+    if len(ids) > 1:
+        g = np.asarray(groups)
+        parts = [x[g == i] for i in ids]
+        median = float(np.median([np.median(p) for p in parts]))
+        low, high = ci_bounds(two_stage_medians(parts, resamples))
+        method = f"two-stage bootstrap over {len(ids)} repeats (median of repeat medians)"
+    else:
+        low, high = bootstrap_median_ci(x, resamples)
+    mean = float(x.mean())
+    cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
+    p10, p90, p99 = np.percentile(x, [10, 90, 99])
+    return Summary(n=int(x.size), median=median, mean=mean, min=float(x.min()), max=float(x.max()), p10=float(p10),
+                   p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv, ci_method=method)
+
+
+def summarize_many(batch: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES) -> list[Summary]:
+    """`summarize(samples, resamples)` of each list in `batch` (one repeat each), the same figures, computed for
+    all lists of one length at once: what `xmfu validate` re-derives for every row of a bundle (issue 30, item 14:
+    one call per row was most of `xmfu report`'s time over 200 bundles).
+
+    Why the figures are the same: `bootstrap_median_ci` seeds each list's draw alike (default_rng(0)) and draws
+    the resampled medians' order-statistic ranks from n and `resamples` alone (`resampled_medians_sorted`: a
+    beta draw, then for even n a uniform draw, shaped (1, resamples)), never from the values; so lists of one
+    length n share those ranks, drawn here once, with the same calls in the same order. The rest are numpy's
+    reductions along each row of a (lists, n) array instead of over each list."""
+    out: list[Summary | None] = [None] * len(batch)
+    by_length: dict[int, list[int]] = {}
+    for i, samples in enumerate(batch):
+        by_length.setdefault(len(samples), []).append(i)
+    for n, where in by_length.items():
+        if n < 2:  # no ranks to share (and no samples: summarize says why)
+            for i in where:
+                out[i] = summarize(batch[i], resamples)
+            continue
+        x = np.asarray([batch[i] for i in where], dtype=np.float64)  # (lists, n), in the samples' order
+        for i, summary in zip(where, _summaries(x, resamples), strict=True):
+            out[i] = summary
+    return out  # type: ignore[return-value]  # every index was filled above
+
+
+def _summaries(x: np.ndarray, resamples: int) -> list[Summary]:
+    """`summarize` of each row of `x` ((lists, n), n >= 2), as `summarize_many` explains. The mean and the
+    deviation are summed in the samples' order, as summarize sums them (another order changes the last bit)."""
+    mean, std = x.mean(axis=1), x.std(axis=1, ddof=1)
+    x = np.sort(x, axis=1)
+    low, high = median_ranks(x.shape[1], (1, resamples), np.random.default_rng(0))  # bootstrap_median_ci's draw
+    draws = x[:, low[0]] if high is None else (x[:, low[0]] + x[:, high[0]]) / 2  # (lists, resamples)
+    alpha = (1 - CI_LEVEL) / 2
+    ci = np.quantile(draws, [alpha, 1 - alpha], axis=1)
+    median = np.median(x, axis=1)
+    p10, p90, p99 = np.percentile(x, [10, 90, 99], axis=1)
+    return [Summary(n=int(x.shape[1]), median=float(median[j]), mean=float(mean[j]), min=float(x[j, 0]),
+                    max=float(x[j, -1]), p10=float(p10[j]), p90=float(p90[j]), p99=float(p99[j]),
+                    ci95_low=float(ci[0, j]), ci95_high=float(ci[1, j]),
+                    cv=float(std[j] / mean[j]) if mean[j] > 0 else 0.0) for j in range(x.shape[0])]
+
+
+def spread(medians: Sequence[float]) -> dict[str, float | int]:
+    """Between-repeat (or between-run) spread of medians: (max - min) / median, and their CV."""
+    m = np.asarray(medians, dtype=np.float64)
+    center = float(np.median(m))
+    cv = float(m.std(ddof=1) / m.mean()) if m.size > 1 and m.mean() > 0 else 0.0
+    return {"n": int(m.size), "spread_rel": float((m.max() - m.min()) / center) if center > 0 else 0.0, "cv": cv}
+
+
