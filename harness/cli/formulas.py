@@ -22,7 +22,7 @@ from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.harness.results.rederive.rederive import Restated
+from xmfu.harness.results.rederive.times import Restated
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ def _windows(samples: Sequence[float], intervals: Sequence[tuple[float, float]],
     for i, (start, _) in enumerate(intervals):
         buckets.setdefault(int((start - origin) // window_s), []).append(i)
     # Samples are taken in time order, so each window holds a run of consecutive samples: `xmfu validate` re-cuts
-    # them from samples.jsonl by the windows' counts (harness/results/rederive/rederive.py).
+    # them from samples.jsonl by the windows' counts (harness/results/rederive/times.py).
     return [{"index": w, "start_s": w * window_s, "span": (origin + w * window_s, origin + (w + 1) * window_s),
              "median_s": window_median([samples[i] for i in idx]), "n": len(idx)}
             for w, idx in sorted(buckets.items())]

@@ -16,7 +16,7 @@ import yaml
 from xmfu.harness.cli.formulas import restate_rows, restate_run
 from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.rederive.rederive import restated_problems
+from xmfu.harness.results.rederive.row_checks import restated_problems
 from xmfu.harness.results.schema.comparability import comparability_key
 from xmfu.workloads.transformer import parallel
 from xmfu.workloads.transformer.cases import expand

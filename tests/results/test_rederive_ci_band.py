@@ -1,4 +1,4 @@
-"""`xmfu validate` re-draws a bundle's bootstrap bounds (harness/results/rederive/rederive.py): a genuine interval drawn
+"""`xmfu validate` re-draws a bundle's bootstrap bounds (harness/results/rederive/times.py): a genuine interval drawn
 under another random stream must pass, even where few samples make the bootstrap discrete (a smoke run's rounds),
 and an interval moved off its samples must not. CI once refused a genuine smoke attention bundle's speedup bound
 that lay just below the plain binomial band."""
@@ -6,11 +6,12 @@ that lay just below the plain binomial band."""
 import numpy as np
 import pytest
 
-from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.statistics.speedup import paired_speedup
+from xmfu.harness.results.statistics.summary import summarize
 
 RESAMPLES = 500
-SETTINGS = rederive.Settings(resamples=RESAMPLES)
+SETTINGS = times.Settings(resamples=RESAMPLES)
 
 
 def _series(rounds: int, per_round: int, centre: float, seed: int) -> tuple[list[float], list[int]]:
@@ -28,7 +29,7 @@ def test_genuine_speedup_bounds_under_other_seeds_pass(rounds):
     refused = []
     for seed in range(45, 60):
         sp = paired_speedup("b", base, cand, resamples=RESAMPLES, seed=seed).as_dict()
-        problems = rederive._one_speedup(sp, base, cand, SETTINGS, "line 1")
+        problems = row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1")
         refused += [p for p in problems if "bootstrap bound" in p]
     assert refused == []
 
@@ -36,7 +37,7 @@ def test_genuine_speedup_bounds_under_other_seeds_pass(rounds):
 def test_the_runs_own_seeded_interval_is_accepted_as_reproduced():
     base, cand = _series(4, 2, 1.0, 3), _series(4, 2, 1.5, 4)
     sp = paired_speedup("b", base, cand, resamples=RESAMPLES).as_dict()
-    assert rederive._one_speedup(sp, base, cand, SETTINGS, "line 1") == []
+    assert row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1") == []
 
 
 @pytest.mark.parametrize("bound", ["ci95_low", "ci95_high"])
@@ -44,20 +45,20 @@ def test_a_speedup_bound_moved_off_its_samples_is_refused(bound):
     base, cand = _series(8, 3, 1.0, 5), _series(8, 3, 2.0, 6)
     sp = paired_speedup("b", base, cand, resamples=RESAMPLES).as_dict()
     sp[bound] = sp["value"]  # the interval narrowed to its point on one side, the verdict kept
-    problems = rederive._one_speedup(sp, base, cand, SETTINGS, "line 1")
+    problems = row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1")
     assert any(f"speedup.{bound}" in p and "is not a bootstrap bound" in p for p in problems), problems
 
 
 def test_a_median_bound_moved_inside_its_samples_is_refused():
     values = [float(v) for v in 1 + 0.1 * np.random.default_rng(7).standard_normal(60)]
-    truth = rederive.summarize(values, RESAMPLES, None)
+    truth = summarize(values, RESAMPLES, None)
     stated = {"ci95_low": truth.median * 0.999, "ci95_high": truth.ci95_high}
-    problems = rederive._ci_problems(stated, truth, values, None, SETTINGS, "line 1", "time_s")
+    problems = times._ci_problems(stated, truth, values, None, SETTINGS, "line 1", "time_s")
     assert any("time_s.ci95_low" in p for p in problems), problems
 
 
 def test_the_band_reaches_the_draws_beside_an_interpolated_bound():
     """Three values only: a bound np.quantile interpolates between two of them lies within the band."""
     draws = np.repeat([0.5, 0.6, 0.7], [100, 860, 40])
-    low, high = rederive.ci_band(draws, 0.975, RESAMPLES)
+    low, high = times.ci_band(draws, 0.975, RESAMPLES)
     assert low <= 0.65 <= high

@@ -14,8 +14,9 @@ from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.history import history
 from xmfu.harness.results.plots import report_plots
-from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.rederive import times
 from xmfu.harness.results.render import export
+from xmfu.harness.results.statistics import summary
 
 
 def _rows(n):
@@ -64,8 +65,8 @@ def test_labels_count_repeats_in_linear_time():
 def test_validate_re_derives_a_bundles_time_statistics_in_one_batch(tmp_path, monkeypatch):
     bundle = write_bundle(tmp_path, "run", [matmul_row(256 + 8 * i, 256, 256) for i in range(24)])
     calls = []
-    real = rederive.summarize
-    monkeypatch.setattr(rederive, "summarize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = summary.summarize
+    monkeypatch.setattr(times, "summarize", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert not load_bundle(bundle.folder).problems
     assert not calls  # one summarize (and one bootstrap) per row was a third of a 200-bundle report's time
 

@@ -9,7 +9,7 @@ validates as it reads, so nothing a bundle holds is trusted before it is checked
 - the records, against their typed declarations (schema/row.py, schema/records.py; the published JSON Schema
   schema/xmfu.bundle-2.schema.json is generated from them): every key declared, none other, types, ranges,
   statuses, a run id that is a plain folder name; strict JSON (no NaN or Infinity tokens);
-- every figure that can be re-derived from what the bundle holds (rederive.py: time statistics from the raw
+- every figure that can be re-derived from what the bundle holds (rederive/: time statistics from the raw
   samples, rates from the time, speedups from the paired rounds, the peak from the peak table, FLOPs and bytes
   from the workload's formulas as the front door hands them in), which a consistent forgery would also have to
   get right; the manifest's counts by status, one samples record per row, finite samples.
@@ -36,7 +36,7 @@ import numpy as np
 
 from xmfu.harness.results.bundle import nodes
 from xmfu.harness.results.bundle.reader import Bundle
-from xmfu.harness.results.rederive import rederive
+from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.rederive import run as rederive_run
 from xmfu.harness.results.rederive import series as rederive_series
 from xmfu.harness.results.rederive.imported import import_config
@@ -60,7 +60,7 @@ from xmfu.harness.results.schema.row import Row
 MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
 CHUNK_BYTES = 2**20  # files are read in pieces of this size: memory follows the file, not the limit (issue 26)
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
-REL_TOL = rederive.REL_TOL
+REL_TOL = times.REL_TOL
 
 
 @dataclass
@@ -72,11 +72,11 @@ class Loaded:
 
 # The workloads' formulas (FLOPs, bytes, params), which this layer may not import: the front door installs them
 # (harness/cli/formulas.py) so that every command that loads a bundle checks them; None: not checked, and said.
-_FORMULAS: list[rederive.Formulas | None] = [None]
-_RUN_FORMULA: list[rederive.RunFormula | None] = [None]
+_FORMULAS: list[times.Formulas | None] = [None]
+_RUN_FORMULA: list[times.RunFormula | None] = [None]
 
 
-def use_formulas(formulas: rederive.Formulas | None, run_formula: rederive.RunFormula | None = None) -> None:
+def use_formulas(formulas: times.Formulas | None, run_formula: times.RunFormula | None = None) -> None:
     """Install the formulas `load_bundle` re-derives FLOPs, bytes and params with, and the run's, which gives the
     manifest's comparability_key (the front door calls this)."""
     _FORMULAS[0], _RUN_FORMULA[0] = formulas, run_formula
@@ -262,29 +262,29 @@ def _devices(raw: bytes) -> list[dict[str, Any]]:
 
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
-               formulas: rederive.Formulas | None,
-               run_formula: rederive.RunFormula | None) -> tuple[list[str], list[str]]:
-    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive.py)."""
+               formulas: times.Formulas | None,
+               run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
+    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/)."""
     config = data[CONFIG].decode(errors="replace")
-    settings, devices = rederive.settings_of(config), _devices(data[ENVIRONMENT])
-    problems = rederive.time_field_problems(manifest, ("created", "finished"), MANIFEST)
-    problems += rederive.duplicate_problems(rows, CASES)
+    settings, devices = times.settings_of(config), _devices(data[ENVIRONMENT])
+    problems = row_checks.time_field_problems(manifest, ("created", "finished"), MANIFEST)
+    problems += row_checks.duplicate_problems(rows, CASES)
     suite = rederive_run.suite_key(manifest)
-    truths = rederive.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
+    truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
     for number, row in enumerate(rows, 1):
         where = f"{CASES} line {number}"
         if number <= len(samples):
             rec = samples[number - 1]
-            problems += rederive.time_problems(row, rec, settings, where, truths[number - 1])
+            problems += times.time_problems(row, rec, settings, where, truths[number - 1])
             problems += rederive_series.variant_problems(row, rec, settings, where)
             problems += rederive_series.steady_problems(row, rec, settings, where)
-        problems += rederive.derived_problems(row, where)
-        problems += rederive.status_problems(row, where)
-        problems += rederive.peak_problems(row, devices, settings, where)
-        problems += rederive.time_field_problems(row, ("started", "finished"), where)
-        problems += rederive.key_problems(row, where, manifest.get("schema") == SCHEMA)
+        problems += row_checks.derived_problems(row, where)
+        problems += row_checks.status_problems(row, where)
+        problems += row_checks.peak_problems(row, devices, settings, where)
+        problems += row_checks.time_field_problems(row, ("started", "finished"), where)
+        problems += row_checks.key_problems(row, where, manifest.get("schema") == SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
-    problems += rederive.speedup_problems(rows, samples, settings, CASES)
+    problems += row_checks.speedup_problems(rows, samples, settings, CASES)
     problems += nodes.problems(manifest, rows, MANIFEST)
     imported = import_config(config)
     if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
@@ -301,14 +301,14 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
     if formulas is None:
         return problems, [*unchecked, "params, FLOPs and bytes: no workload formulas were handed to the validator"]
     for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows, samples), strict=True), 1):
-        problems += rederive.restated_problems(row, restated, f"{CASES} line {number}")
+        problems += row_checks.restated_problems(row, restated, f"{CASES} line {number}")
         if restated.unchecked:
             unchecked.append(f"{CASES} line {number}: {restated.unchecked}")
     return problems, unchecked
 
 
-def load_bundle(folder: str | Path, formulas: rederive.Formulas | None = None,
-                run_formula: rederive.RunFormula | None = None) -> Loaded:
+def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
+                run_formula: times.RunFormula | None = None) -> Loaded:
     """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`,
     `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`)."""
     folder = Path(folder)

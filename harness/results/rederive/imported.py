@@ -10,7 +10,7 @@ import yaml
 
 from xmfu.harness.results.importers import LogError
 from xmfu.harness.results.importers.rows import rows_of, run_key
-from xmfu.harness.results.rederive.rederive import same
+from xmfu.harness.results.rederive.times import same
 
 SKIP = ("run_id", "started", "finished")  # when it was imported, not what the log says
 

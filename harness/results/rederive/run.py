@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.results.rederive.rederive import Restated, same
+from xmfu.harness.results.rederive.times import Restated, same
 
 
 def suite_key(manifest: dict[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.results.rederive.rederive import Settings, close, same, stats_problems
+from xmfu.harness.results.rederive.times import Settings, close, same, stats_problems
 from xmfu.harness.results.statistics.steady_windows import settle, window_figures, window_median
 
 
@@ -19,7 +19,7 @@ def _groups(values: list[Any], *candidates: Any) -> list[int] | None:
 
 def variant_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str) -> list[str]:
     """Each variant's time_s against its own samples (samples.jsonl `variants.<name>.samples`), as the runner's
-    `_variant_fields` computes it (stats.summarize), and its per-rank medians against its rank samples."""
+    `_variant_fields` computes it (statistics.summary.summarize), and its per-rank medians against its rank samples."""
     variants = row.get("variants")
     if not isinstance(variants, dict):
         return []

@@ -1,7 +1,7 @@
 """From a sustained run's windows to its steady state: when it settled, and the first window against the settled.
 
 One definition for the run (harness/engine/steady.py cuts the samples into windows by their start times) and for
-`xmfu validate` (harness/results/rederive/rederive.py re-cuts them from samples.jsonl and the windows' sample counts).
+`xmfu validate` (harness/results/rederive/times.py re-cuts them from samples.jsonl and the windows' sample counts).
 A window is steady when it and every later window lie within `tolerance` of the final window's median.
 """
 

@@ -1,0 +1,231 @@
+"""Re-deriving a bundle's figures from what the bundle itself holds, with the code that computed them in the run.
+
+A forger who edits a figure consistently (its TFLOP/s, MFU and checksums recomputed) still has to agree with the
+raw samples, the workload's formulas, the peak table and the paired rounds. `xmfu validate` (validator.py) calls
+these checks; each returns problems naming the field, the value stated and the value re-derived.
+
+What is re-derived, and from what:
+- time_s (n, median, mean, min, max, percentiles, cv) from samples.jsonl by statistics.summary.summarize, the run's own
+  function: exactly, to REL_TOL. Its CI bounds by the same seeded bootstrap; where they differ (a numpy whose
+  random streams changed), within the bootstrap's Monte Carlo error, CI_SE standard errors of the quantile's rank
+  (see ci_band);
+- tflops, tflops_ci95, bandwidth_gbps, mfu, mfu_vs_achievable, hfu, algbw/busbw, comm_achieved_gbps, flops_global
+  from the row's other (themselves checked) figures, by the formulas of harness/engine/metrics.py and the workloads;
+- speedups and verdicts from both rows' samples by stats.paired_speedup_draws;
+- peak_tflops from the peak table (machine/peaks.py) for the device environment.json records, and for the device
+  name the row states;
+- status against the correctness record; one row per (phase, case, backend); UTC ISO 8601 times;
+- comparability_key from the row's `comparability` fields by comparability.comparability_key, the run's own
+  function, and those fields' workload, params, dtype and FLOP convention against the row's own (its protocol
+  against config.yaml's timing settings, by the front door's formulas; its suite tag against the manifest's
+  suite) and the manifest's comparability_key from config.yaml by the run's own run_key (rederive_run.py);
+- the variants' time statistics from their own samples, and a sustained run's steady-state windows from the
+  row's samples (rederive_series.py);
+- inference figures (weights and KV-cache bytes, TTFT/TPOT percentiles from the samples, MBU against the peak
+  table's memory bandwidth) by the workload's own `figures`, through the front door's formulas.
+FLOPs, bytes and params come from the workload's formulas, which this layer may not import: the front door hands
+them in as `Formulas` (harness/cli/formulas.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+
+from xmfu.harness.results.statistics.summary import (
+    BOOTSTRAP_RESAMPLES,
+    CI_LEVEL,
+    EQUIVALENCE_MARGIN,
+    Summary,
+    median_draws,
+    summarize,
+    summarize_many,
+)
+
+REL_TOL = 1e-6  # figures recomputed in double precision; JSON keeps 17 significant digits
+# A percentile bootstrap bound is a Monte Carlo estimate: with B draws, the share of draws below the value it lands
+# on is a binomial proportion (Efron & Tibshirani, An Introduction to the Bootstrap, section 19.3). A stated bound
+# is accepted where that share could be, by the Wilson score interval at CI_SE standard errors (Wilson 1927; it
+# stays calibrated in the tails, where the plain sqrt(alpha (1 - alpha) / B) band is too narrow on the side facing
+# the centre: with B = 500 it refused 4 of 9,600 genuine bounds re-drawn from a smoke attention bundle's speedups,
+# and 4 of 5,600 synthetic ones; the Wilson band none of either, tests/results/test_rederive_ci_band.py). 4 SE: a
+# genuine bundle re-checked under another numpy's random stream fails less than once in 10^4 bounds, while a CI
+# moved past the samples it came from fails. A bound equal to the run's own seeded draw is accepted first.
+CI_SE = 4.0
+REFERENCE_DRAWS = 8000  # draws of the re-derived distribution the band is read from
+EXACT_STATS = ("median", "mean", "min", "max", "p10", "p90", "p99", "cv")
+
+
+@dataclass(frozen=True)
+class Restated:
+    """What a workload's formulas give for one row: the figures (params, flops, bytes...) at the row's params and
+    median time; or the problem (the row contradicts its config); or why they could not be applied."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    unchecked: str | None = None
+
+
+# config.yaml's text, environment.json's devices, the rows, their samples records (samples.jsonl, line by line) ->
+# one Restated per row (the front door's formulas).
+Formulas = Callable[[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]], list[Restated]]
+# config.yaml's text, the manifest -> the manifest's figures (its comparability_key), as the run derives them.
+RunFormula = Callable[[str, dict[str, Any]], Restated]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The run settings a re-derivation needs, from the bundle's config.yaml (defaults where it has none)."""
+
+    resamples: int | None = None  # None: config.yaml does not say (a bundle not written by `xmfu run`)
+    margin: float = EQUIVALENCE_MARGIN
+    peak_override: float | None = None
+    cpu_clock_ghz: float | None = None
+    window_s: float | None = None  # timing.window_s and timing.steady_tolerance of a sustained run
+    steady_tolerance: float | None = None
+
+
+def settings_of(config_text: str) -> Settings:
+    try:
+        data = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        data = None
+    if not isinstance(data, dict):
+        return Settings()
+    timing = data.get("timing") if isinstance(data.get("timing"), dict) else {}
+    resamples = timing.get("bootstrap_resamples", BOOTSTRAP_RESAMPLES if "timing" in data else None)
+    return Settings(int(resamples) if is_number(resamples) and resamples >= 1 else None,
+                    float(data.get("equivalence_margin") or EQUIVALENCE_MARGIN),
+                    _number(data.get("peak_tflops")), _number(data.get("cpu_clock_ghz")),
+                    _number(timing.get("window_s")), _number(timing.get("steady_tolerance")))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def close(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) \
+            or not isinstance(b, (int, float)):
+        return a == b
+    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-300)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, numbers to REL_TOL, through dicts and lists."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return close(a, b)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def ci_band(draws: np.ndarray, level_tail: float, resamples: int) -> tuple[float, float]:
+    """Where a percentile bound at `level_tail` from `resamples` bootstrap draws may land (see CI_SE)."""
+    # Wilson score interval of the share of draws below the bound, observed level_tail of `resamples`.
+    z2n = CI_SE ** 2 / resamples
+    centre = (level_tail + z2n / 2) / (1 + z2n)
+    half = CI_SE / (1 + z2n) * math.sqrt(level_tail * (1 - level_tail) / resamples + z2n / (4 * resamples))
+    # A bootstrap of few samples is discrete (its draws take a handful of values) and the run's np.quantile
+    # interpolates between the two draws beside its rank, 1/resamples apart: the band reaches out to the draw
+    # beside each end, so an interpolated bound is not mistaken for a moved one.
+    low = np.quantile(draws, max(centre - half - 1 / resamples, 0.0), method="lower")
+    high = np.quantile(draws, min(centre + half + 1 / resamples, 1.0), method="higher")
+    return float(low), float(high)
+
+
+def within(value: float, band: tuple[float, float]) -> bool:
+    return band[0] * (1 - REL_TOL) <= value <= band[1] * (1 + REL_TOL)
+
+
+def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str,
+                  truth: Summary | None = None) -> list[str]:
+    """The row's time statistics against its raw samples (the same record line of samples.jsonl). `truth`: the
+    samples' statistics where `time_truths` computed them already (None: computed here)."""
+    t, values = row.get("time_s"), rec.get("samples")
+    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth)
+
+
+def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
+    repeats = rec.get("repeats") if isinstance(rec.get("repeats"), list) else []
+    return repeats if isinstance(values, list) and len(repeats) == len(values) else None
+
+
+def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings) -> list[Summary | None]:
+    """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples, computed for all rows
+    at once (statistics.summary.summarize_many gives summarize's figures exactly, issue 30 item 14). None where
+    time_problems computes them itself: no time or no samples to check (it says why), or samples over several repeats
+    (the two-stage bootstrap, per row).""" out: list[Summary | None] = [None] * len(rows) batch, at = [], [] for i,
+    (row, rec) in enumerate(zip(rows, samples, strict=False)):
+        values = rec.get("samples")
+        groups = _repeats(rec, values)
+        if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
+                and all(is_number(v) and math.isfinite(v) for v in values) and len(set(groups or ())) <= 1:
+            batch.append(values)
+            at.append(i)
+    for i, truth in zip(at, summarize_many(batch, s.resamples or BOOTSTRAP_RESAMPLES), strict=True):
+        out[i] = truth
+    return out
+
+
+def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, where: str, label: str,
+                   source: str, grouped: bool = True, truth: Summary | None = None) -> list[str]:
+    """Time statistics `t` (named `label`) against the raw samples `values` they were computed from (`source`
+    names where those are); `groups`: each sample's repeat. `grouped` False: the repeats are unknown and the
+    samples span several, so the figures that depend on them (median, CI) are not checked. `truth`: summarize's
+    figures of these samples, already computed (time_truths)."""
+    if not isinstance(t, dict) or not isinstance(values, list):
+        return []
+    if not values:
+        return [f"{where}: {label} is stated but {source} holds no samples for it"]
+    if not all(is_number(v) and math.isfinite(v) for v in values):
+        return []  # named by the samples check
+    out = []
+    if is_number(t.get("ci95_low")) and is_number(t.get("ci95_high")) and t["ci95_low"] > t["ci95_high"]:
+        out.append(f"{where}: {label}.ci95_low {t['ci95_low']} is above ci95_high {t['ci95_high']}")
+    if is_number(t.get("median")) and is_number(t.get("max")) and t["median"] > t["max"]:
+        out.append(f"{where}: {label}.median {t['median']} is above {label}.max {t['max']}")
+    truth = truth or summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups)
+    if t.get("n") != truth.n:
+        out.append(f"{where}: {label}.n is {t.get('n')} but {source} holds {truth.n} samples")
+    for name in EXACT_STATS if grouped else tuple(n for n in EXACT_STATS if n != "median"):
+        if name in t and not close(t[name], getattr(truth, name)):
+            out.append(f"{where}: {label}.{name} {t[name]} is not the {name} of its {truth.n} samples in "
+                       f"{source} ({getattr(truth, name)})")
+    if grouped:
+        out += _ci_problems(t, truth, values, groups, s, where, label)
+    return out
+
+
+def _ci_problems(t: dict[str, Any], truth: Any, values: list[float], groups: list[int] | None, s: Settings,
+                 where: str, label: str) -> list[str]:
+    stated = [(name, t.get(name)) for name in ("ci95_low", "ci95_high")]
+    if s.resamples is None:  # the band needs the resample count: a bound of the median still lies within the samples
+        return [f"{where}: {label}.{name} {v} lies outside its samples' range [{truth.min}, {truth.max}]"
+                for name, v in stated
+                if is_number(v) and not truth.min * (1 - REL_TOL) <= v <= truth.max * (1 + REL_TOL)]
+    if all(close(v, getattr(truth, name)) for name, v in stated if is_number(v)):
+        return []  # the run's own seeded bootstrap, reproduced
+    draws = median_draws(values, max(REFERENCE_DRAWS, s.resamples), groups, seed=1)
+    tail = (1 - CI_LEVEL) / 2
+    out = []
+    for (name, value), q in zip(stated, (tail, 1 - tail), strict=True):
+        if not is_number(value):
+            continue
+        band = ci_band(draws, q, s.resamples)
+        if not within(value, band):
+            out.append(f"{where}: {label}.{name} {value} is not a bootstrap bound of its samples: with "
+                       f"{s.resamples} resamples it lies in [{band[0]:.6g}, {band[1]:.6g}] (tolerance: {CI_SE:g} "
+                       f"standard errors of the quantile; the run's seeded draw gives {getattr(truth, name):.6g})")
+    return out
+
+
