@@ -164,8 +164,10 @@ def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Se
     """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples, computed for all rows
     at once (statistics.summary.summarize_many gives summarize's figures exactly, issue 30 item 14). None where
     time_problems computes them itself: no time or no samples to check (it says why), or samples over several repeats
-    (the two-stage bootstrap, per row).""" out: list[Summary | None] = [None] * len(rows) batch, at = [], [] for i,
-    (row, rec) in enumerate(zip(rows, samples, strict=False)):
+    (the two-stage bootstrap, per row)."""
+    out: list[Summary | None] = [None] * len(rows)
+    batch, at = [], []
+    for i, (row, rec) in enumerate(zip(rows, samples, strict=False)):
         values = rec.get("samples")
         groups = _repeats(rec, values)
         if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
