@@ -21,32 +21,32 @@ from xmfu.harness.cli.common import (
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
     """The history folder `--store` names; `must_hold_runs`: it must exist and hold runs."""
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import parquet
 
     store = Path(path)
     if store.exists() and not store.is_dir():
         raise UsageFailure(f"{command}: --store {path} is a file, not a folder of Parquet files")
     if must_hold_runs:
         try:
-            history.check_store(store)
-        except history.StoreError as exc:
+            parquet.check_store(store)
+        except parquet.StoreError as exc:
             raise UsageFailure(f"{command}: {exc}") from None
     return store
 
 
 def _history_add(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import parquet
 
     store = store_path("history add", ns.store, must_hold_runs=False)
     # every bundle is validated before the first is added: a glob that catches an invalid one adds nothing
     bundles = gathered_bundles("history add", ns.bundles)
     try:
-        history.upgrade(store)  # once per command, not once per bundle (history.add's docstring)
+        parquet.upgrade(store)  # once per command, not once per bundle (parquet.add's docstring)
     except ValueError as exc:  # a store file that is not Parquet
         raise UsageFailure(f"history add: {store}: {exc}") from None
     for bundle in bundles:
         try:
-            added = history.add(store, bundle, bundle.environment(), upgrade=False)
+            added = parquet.add(store, bundle, bundle.environment(), upgrade=False)
         except ValueError as exc:  # a created time that is not ISO 8601, a store file that is not Parquet
             raise UsageFailure(f"history add: {bundle.folder}: {exc}") from None
         except OSError as exc:  # a full disk, a store gone read-only: the run is not stored, nothing partial is
@@ -59,28 +59,28 @@ def _history_add(ns: argparse.Namespace) -> int:
 
 def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
     """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
-    from xmfu.harness.results.history import history, trend
+    from xmfu.harness.results.history import judge, trend
 
     if ns.gap:
-        points = history.gap(rows, ns.metric, *ns.gap)
+        points = judge.gap(rows, ns.metric, *ns.gap)
         for p in points:
             print(f"{p['day']}  {p['workload']}  {p['case_id']}  {ns.metric} {ns.gap[0]}/{ns.gap[1]} = "
                   f"{p['ratio']:.4g}")
         return (trend.gap_groups(points), f"{ns.metric}: {ns.gap[0]} / {ns.gap[1]} on matching cases, per day",
                 f"{ns.metric} ratio {ns.gap[0]} / {ns.gap[1]}")
-    found = history.series(rows, ns.metric)
+    found = judge.series(rows, ns.metric)
     for key, pts in found.items():
-        print(f"{history.series_label(key, list(found))}: {len(pts)} points, latest {pts[-1][1]:.4g} "
+        print(f"{judge.series_label(key, list(found))}: {len(pts)} points, latest {pts[-1][1]:.4g} "
               f"({pts[-1][0].isoformat()})")
     return trend.series_groups(found), f"{ns.metric} over time", trend.METRIC_LABELS.get(ns.metric, ns.metric)
 
 
 def _history_trend(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import history, trend
+    from xmfu.harness.results.history import parquet, trend
 
     out = output_path("history trend", ns.output, (".svg", ".html")) if ns.output else None
     store = store_path("history trend", ns.store, must_hold_runs=True)
-    rows = [r for r in history.load(store) if not ns.workload or r["workload"] == ns.workload]
+    rows = [r for r in parquet.load(store) if not ns.workload or r["workload"] == ns.workload]
     groups, title, ylabel = _trend_groups(ns, rows)
     if not groups:
         what = f"the gap {ns.gap[0]} / {ns.gap[1]}" if ns.gap else ns.metric
@@ -97,22 +97,22 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def _history_check(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import judge, parquet
 
     if ns.window < 1:
         raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
                            "(the number of previous runs in the baseline)")
-    rows = history.load(store_path("history check", ns.store, must_hold_runs=True))
-    keys = list(history.series(rows, ns.metric))
-    for s in history.insufficient(rows, ns.metric):
-        label = history.series_label(tuple(s[k] for k in history.SERIES_KEY), keys)
+    rows = parquet.load(store_path("history check", ns.store, must_hold_runs=True))
+    keys = list(judge.series(rows, ns.metric))
+    for s in judge.insufficient(rows, ns.metric):
+        label = judge.series_label(tuple(s[k] for k in parquet.SERIES_KEY), keys)
         print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
-    flagged = history.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
+    flagged = judge.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
     judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
     for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
-        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {history.describe(f)}")
-    for key, said in history.flagged_within_noise(rows, ns.metric, flagged):  # the verdict "no change" with its flags
-        print(f"FLAGGED {history.series_label(key, keys)}: within the noise; the latest run's row: {said}")
+        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {judge.describe(f)}")
+    for key, said in judge.flagged_within_noise(rows, ns.metric, flagged):  # the verdict "no change" with its flags
+        print(f"FLAGGED {judge.series_label(key, keys)}: within the noise; the latest run's row: {said}")
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
     return 1 if judged else 0
@@ -120,7 +120,7 @@ def _history_check(ns: argparse.Namespace) -> int:
 
 def cmd_history(args: Sequence[str]) -> int:
     from xmfu.harness.cli import history_page
-    from xmfu.harness.results.history.history import StoreError
+    from xmfu.harness.results.history.parquet import StoreError
 
     parser = Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -155,6 +155,6 @@ def cmd_history(args: Sequence[str]) -> int:
 
 
 def _history_columns() -> list[str]:
-    from xmfu.harness.results.history.history import COLUMNS
+    from xmfu.harness.results.history.parquet import COLUMNS
 
     return list(COLUMNS)

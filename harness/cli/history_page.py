@@ -33,8 +33,8 @@ def _number(minimum: float, strictly: bool) -> Callable[[str], float]:
 
 def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
     """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
-    the rule's own (results/history.py RULE)."""
-    from xmfu.harness.results.history.history import RULE
+    the rule's own (results/history/judge.py RULE)."""
+    from xmfu.harness.results.history.judge import RULE
 
     p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
     p.add_argument("--sigmas", type=_number(0, strictly=True), default=RULE.sigmas,
@@ -55,14 +55,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callable[..., Path]) -> int:
     """`store_of` and `output_of` are the CLI's checks of --store and -o (each raises its usage error)."""
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import parquet
     from xmfu.harness.results.render import history_report
 
     out = output_of("history report", ns.output, (".html",))
     store = store_of("history report", ns.store, must_hold_runs=True)
     from xmfu.harness.cli.common import write_output
 
-    rows = history.load(store)
+    rows = parquet.load(store)
     page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
                                 ns.min_change)
     write_output("history report", out, lambda path: path.write_text(page))

@@ -239,11 +239,11 @@ def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
 
 
 def _history_noise(store: str) -> Any:
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import judge, parquet
 
     try:
-        return history.run_to_run_noise(history.load(Path(store)))
-    except (RuntimeError, OSError, ValueError) as exc:  # ValueError: history.StoreError
+        return judge.run_to_run_noise(parquet.load(Path(store)))
+    except (RuntimeError, OSError, ValueError) as exc:  # ValueError: parquet.StoreError
         raise UsageFailure(f"compare: --noise-from {store}: {exc}") from None
 
 

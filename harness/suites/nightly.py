@@ -5,7 +5,7 @@ Returns the problems found, each one line; the suite exits 1 when there is any. 
 is a regression (a drop in TFLOP/s, bus bandwidth, tokens/s or MFU; a rise in time); a change for the better
 is printed and does not fail the night. A change for the worse on a row whose own evidence says its timing is
 not to be trusted (the run marked it contended, or its CI or CV is as wide as the change), or that lies within
-the run-to-run spread of the series' baseline runs (history.unreliable, history.run_to_run), is listed as
+the run-to-run spread of the series' baseline runs (series_judge.unreliable, series_judge.run_to_run), is listed as
 `unreliable: contended` / `unreliable: noisy` with its figures, and fails the night only under
 `suite.strict=true`: a nightly job must not page anyone for noise its own bundle or history recorded.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.history import coverage_history, history
+from xmfu.harness.results.history import coverage_history, parquet
+from xmfu.harness.results.history import judge as series_judge
 
 
 def suite_bundles(root: Path) -> list[Path]:
@@ -35,8 +36,8 @@ def append(store: Path, folders: Sequence[Path]) -> tuple[list[str], list[str]]:
             continue
         bundle = loaded.bundle
         try:
-            added = history.add(store, bundle, bundle.environment())
-        except (OSError, ValueError) as exc:  # a disk that filled during the suite; ValueError: history.StoreError
+            added = parquet.add(store, bundle, bundle.environment())
+        except (OSError, ValueError) as exc:  # a disk that filled during the suite; ValueError: parquet.StoreError
             problems.append(f"{folder}: not appended to {store} ({exc})")
             continue
         run_ids.append(bundle.manifest["run_id"])
@@ -52,19 +53,21 @@ class Judged(NamedTuple):
 def judge(rows: Sequence[dict[str, Any]], run_ids: Sequence[str], metrics: Sequence[str],
           strict: bool = False) -> Judged:
     """Regressions in the series these runs extended, and coverage cells lost since the previous night."""
-    mine = {tuple(r.get(k) for k in history.SERIES_KEY) for r in rows if r["run_id"] in set(run_ids)}
+    mine = {tuple(r.get(k) for k in parquet.SERIES_KEY) for r in rows if r["run_id"] in set(run_ids)}
     out = Judged([], [])
     for metric in metrics:
-        waiting = [s for s in history.insufficient(rows, metric) if tuple(s[k] for k in history.SERIES_KEY) in mine]
+        waiting = [s for s in series_judge.insufficient(rows, metric)
+                   if tuple(s[k] for k in parquet.SERIES_KEY) in mine]
         if waiting:
-            print(f"history check {metric}: {len(waiting)} series with fewer than {history.MIN_RUNS} runs, not judged")
-        judged = len(mine & set(history.series(rows, metric))) - len(waiting)
+            print(f"history check {metric}: {len(waiting)} series with fewer than {series_judge.MIN_RUNS} runs, "
+                  "not judged")
+        judged = len(mine & set(series_judge.series(rows, metric))) - len(waiting)
         print(f"history check {metric}: {judged} series judged")
-        for f in history.check(rows, metric):
-            if tuple(f[k] for k in history.SERIES_KEY) not in mine:
+        for f in series_judge.check(rows, metric):
+            if tuple(f[k] for k in parquet.SERIES_KEY) not in mine:
                 continue
-            line = history.describe(f)
-            if not history.worse(metric, f["change"]):
+            line = series_judge.describe(f)
+            if not series_judge.worse(metric, f["change"]):
                 print(f"improved: {line}")
             elif f.get("unreliable") and not strict:
                 out.unreliable.append(f"unreliable: {f['unreliable']} {line}")
@@ -80,8 +83,8 @@ def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bo
     if not run_ids:
         return Judged([*problems, f"nothing appended to {store}: the suite wrote no valid bundle"], [])
     try:
-        rows = history.load(store)
-    except (OSError, ValueError) as exc:  # ValueError: history.StoreError, a file that went bad during the suite
+        rows = parquet.load(store)
+    except (OSError, ValueError) as exc:  # ValueError: parquet.StoreError, a file that went bad during the suite
         return Judged([*problems, f"the store {store} could not be read to judge this run ({exc})"], [])
     judged = judge(rows, run_ids, metrics, strict)
     judged.problems[:0] = problems

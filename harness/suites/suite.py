@@ -124,11 +124,11 @@ def _settings(data: dict[str, Any]) -> Settings:
 
 def _check_store(store: str) -> None:
     """The store must take tonight's bundles before the suite spends its hours: checked first, bad input if not."""
-    from xmfu.harness.results.history import history
+    from xmfu.harness.results.history import parquet
 
     try:
-        history.check_writable(Path(store))
-    except (history.StoreError, RuntimeError) as exc:  # RuntimeError: pyarrow missing
+        parquet.check_writable(Path(store))
+    except (parquet.StoreError, RuntimeError) as exc:  # RuntimeError: pyarrow missing
         raise UsageError(f"store={store}: {exc}") from None
 
 

@@ -7,7 +7,7 @@ import multiprocessing
 import pytest
 
 from xmfu.harness.results.bundle.reader import read_bundle
-from xmfu.harness.results.history import history
+from xmfu.harness.results.history import judge, parquet
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 
@@ -20,7 +20,7 @@ def _make(tmp_path, name, median, created="2026-11-01T00:00:00.000000Z"):
 
 def _add(args):
     store, folder = args
-    from xmfu.harness.results.history.history import add
+    from xmfu.harness.results.history.parquet import add
 
     return add(store, read_bundle(folder), {})
 
@@ -32,7 +32,7 @@ def test_add_is_idempotent_and_safe_under_concurrency(tmp_path):
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         added = pool.map(_add, jobs)
     assert sum(added) == 6  # each run stored exactly once
-    rows = history.load(store)
+    rows = parquet.load(store)
     assert sorted(r["run_id"] for r in rows) == [f"run{i}" for i in range(6)]
     assert not list(store.glob(".*.tmp"))
 
@@ -42,9 +42,9 @@ def test_pandas_reads_the_store_as_one_table(tmp_path):
     pd = pytest.importorskip("pandas")
     store = tmp_path / "store"
     for i in range(2):
-        history.add(store, read_bundle(_make(tmp_path, f"run{i}", 1.0 + i / 10).folder), {})
+        parquet.add(store, read_bundle(_make(tmp_path, f"run{i}", 1.0 + i / 10).folder), {})
     table = pd.read_parquet(store)
-    assert sorted(table["run_id"].unique()) == ["run0", "run1"] and len(table) == len(history.load(store))
+    assert sorted(table["run_id"].unique()) == ["run0", "run1"] and len(table) == len(parquet.load(store))
 
 
 def _rows(values, device="GPU A", platform="cuda"):
@@ -56,16 +56,16 @@ def _rows(values, device="GPU A", platform="cuda"):
 
 def test_check_flags_a_step_but_not_noise():
     noisy = [700 + d for d in (3, -2, 4, -3, 1, -4, 2, 0, -1, 3)]
-    assert history.check(_rows(noisy), "tflops") == []
+    assert judge.check(_rows(noisy), "tflops") == []
     stepped = [*noisy, 640.0]  # -8.6%, far outside the noise
-    (flag,) = history.check(_rows(stepped), "tflops")
+    (flag,) = judge.check(_rows(stepped), "tflops")
     assert flag["baseline"] == 700 and flag["latest"] == 640  # median of the previous 7 values
     assert flag["change"] == pytest.approx(640 / 700 - 1)
 
 
 def test_gap_between_platforms_per_day():
     rows = _rows([600, 610], device="AMD", platform="rocm") + _rows([800, 800], device="NV", platform="cuda")
-    gap = history.gap(rows, "tflops", "rocm", "cuda")
+    gap = judge.gap(rows, "tflops", "rocm", "cuda")
     assert [g["ratio"] for g in gap] == [pytest.approx(0.75), pytest.approx(610 / 800)]
 
 
@@ -88,8 +88,8 @@ def test_cli_add_trend_check(tmp_path, cli):
 @pytest.mark.parametrize("run_id", ["../x", "/abs/path", "a/b", ".hidden", "", "x" * 300, 5])
 def test_the_store_only_ever_writes_inside_itself(tmp_path, run_id):
     with pytest.raises(ValueError, match="run id"):
-        history.store_file(tmp_path / "store", run_id)
-    assert history.store_file(tmp_path / "store", "20261123T000000Z-matmul-bf16-abc").parent == (
+        parquet.store_file(tmp_path / "store", run_id)
+    assert parquet.store_file(tmp_path / "store", "20261123T000000Z-matmul-bf16-abc").parent == (
         tmp_path / "store").resolve()
 
 
@@ -97,22 +97,22 @@ def test_runs_with_another_comparability_key_are_another_series():
     same = _rows([700, 705, 702])
     other = [{**r, "run_id": f"p{i}", "comparability_key": "k-peak450", "mfu": r["tflops"] / 450}
              for i, r in enumerate(_rows([703]))]
-    found = history.series(same + other, "mfu")
+    found = judge.series(same + other, "mfu")
     assert sorted(len(v) for v in found.values()) == [1, 3]  # never one line dropping to zero
-    labels = [history.series_label(k, list(found)) for k in found]
+    labels = [judge.series_label(k, list(found)) for k in found]
     assert sorted(labels) == ["matmul c torch GPU A bf16 [key k-peak450]", "matmul c torch GPU A bf16 [key k]"]
     from xmfu.harness.results.history import trend
 
     lines = trend.series_groups(found)["matmul"]
     assert sorted(len(v) for v in lines.values()) == [1, 3]
-    assert history.check(same + other, "mfu") == []  # the odd run is not a step in the first series
+    assert judge.check(same + other, "mfu") == []  # the odd run is not a step in the first series
 
 
 def test_gap_pairs_only_cases_with_the_same_comparability_key():
     rocm = _rows([600], device="AMD", platform="rocm")
     cuda = [{**r, "comparability_key": "other"} for r in _rows([800], device="NV", platform="cuda")]
-    assert history.gap(rocm + cuda, "tflops", "rocm", "cuda") == []
-    (g,) = history.gap(rocm + _rows([800], device="NV", platform="cuda"), "tflops", "rocm", "cuda")
+    assert judge.gap(rocm + cuda, "tflops", "rocm", "cuda") == []
+    (g,) = judge.gap(rocm + _rows([800], device="NV", platform="cuda"), "tflops", "rocm", "cuda")
     assert g["ratio"] == pytest.approx(0.75) and g["comparability_key"] == "k"
 
 
@@ -125,7 +125,7 @@ def _mixed_store(tmp_path):
             "a": [attention_row(128, True, "fwd")]}
     for i, (run_id, rows) in enumerate(runs.items()):
         bundle = write_bundle(tmp_path, run_id, rows, created=f"2026-11-0{i + 1}T03:00:00.000000Z")
-        assert history.add(store, bundle, bundle.environment())
+        assert parquet.add(store, bundle, bundle.environment())
     return store
 
 
@@ -138,8 +138,8 @@ def test_one_schema_so_pandas_and_arrow_read_a_mixed_store(tmp_path):
     assert len(frame) == 4 and frame["tflops"].dtype == "float64" and frame["timing_valid"].dtype == bool
     assert str(frame["created"].dtype) == "datetime64[us, UTC]" and frame["tflops"].isna().sum() == 2
     table = ds.dataset(store, format="parquet").to_table()
-    assert table.schema.equals(history.schema()) and table.num_rows == 4
-    assert {r["workload"] for r in history.load(store)} == {"matmul", "collectives", "attention"}
+    assert table.schema.equals(parquet.schema()) and table.num_rows == 4
+    assert {r["workload"] for r in parquet.load(store)} == {"matmul", "collectives", "attention"}
 
 
 def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
@@ -154,10 +154,10 @@ def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
            "timing_valid": True, "comparability_key": "k", "tflops": None, "mfu": None, "busbw_gbps": 3}
     pq.write_table(pa.Table.from_pylist([old]), store / "old.parquet")  # null-typed, int and text columns
     assert pq.read_schema(store / "old.parquet").field("tflops").type == pa.null()
-    (row,) = history.load(store)  # cast on read
+    (row,) = parquet.load(store)  # cast on read
     assert row["busbw_gbps"] == 3.0 and row["created"].year == 2026 and row["tflops"] is None
     _mixed_store(tmp_path)  # the next add rewrites the old file in the one schema
-    assert pq.read_schema(store / "old.parquet").equals(history.schema())
+    assert pq.read_schema(store / "old.parquet").equals(parquet.schema())
     assert len(pd.read_parquet(store)) == 5
 
 
@@ -218,19 +218,19 @@ def _false_alarms(baseline: int, trials: int = 400_000, seed: int = 0) -> float:
     before, latest = rng.standard_normal((trials, baseline)), rng.standard_normal(trials)
     center = np.median(before, axis=1)
     noise = 1.4826 * np.median(np.abs(before - center[:, None]), axis=1)
-    return float(np.mean(np.abs(latest - center) > history.RULE.sigmas * noise))
+    return float(np.mean(np.abs(latest - center) > judge.RULE.sigmas * noise))
 
 
 def test_the_minimum_baseline_and_why():
-    """The figures history.MIN_BASELINE's comment states: with 2 or 3 baseline points (the old minimum was 2)
+    """The figures judge.MIN_BASELINE's comment states: with 2 or 3 baseline points (the old minimum was 2)
     3 robust sigmas is pure noise on about a quarter of nights; 5 is the least accepted; 7 (the window) about 9.5%."""
     rates = {n: _false_alarms(n) for n in (2, 3, 5, 7)}
     assert rates[2] == pytest.approx(0.23, abs=0.01) and rates[3] == pytest.approx(0.31, abs=0.01)
     assert rates[5] == pytest.approx(0.15, abs=0.01) and rates[7] == pytest.approx(0.095, abs=0.01)
-    assert history.MIN_BASELINE == 5 and history.MIN_RUNS == 6
+    assert judge.MIN_BASELINE == 5 and judge.MIN_RUNS == 6
     few = _rows([700, 701, 699, 700, 500])  # a -29% drop after only 4 runs: not judged
-    assert history.check(few, "tflops") == []
-    assert [s["runs"] for s in history.insufficient(few, "tflops")] == [5]
+    assert judge.check(few, "tflops") == []
+    assert [s["runs"] for s in judge.insufficient(few, "tflops")] == [5]
 
 
 @pytest.mark.parametrize(("extra", "label"), [({"contended": True, "contention": "load 3.1 on 2 cores"}, "contended"),
@@ -240,10 +240,10 @@ def test_the_minimum_baseline_and_why():
 def test_a_flagged_change_carries_its_rows_own_evidence(extra, label):
     rows = _rows([700, 701, 699, 700, 702, 698, 600])  # -14%
     rows[-1].update(extra)
-    (flag,) = history.check(rows, "tflops")
+    (flag,) = judge.check(rows, "tflops")
     assert flag.get("unreliable") == label
     if label:
-        assert f"[unreliable: {label}: " in history.describe(flag)
+        assert f"[unreliable: {label}: " in judge.describe(flag)
 
 
 def test_check_exits_0_on_an_unreliable_change_unless_strict(tmp_path, cli):
@@ -251,8 +251,8 @@ def test_check_exits_0_on_an_unreliable_change_unless_strict(tmp_path, cli):
 
     store = tmp_path / "store"
     for night in range(6):
-        history.add(store, read_bundle(_night(tmp_path, night, 700.0 + night % 2)), {})
-    history.add(store, read_bundle(_night(tmp_path, 6, 350.0, contended="another process took 2 cores")), {})
+        parquet.add(store, read_bundle(_night(tmp_path, night, 700.0 + night % 2)), {})
+    parquet.add(store, read_bundle(_night(tmp_path, 6, 350.0, contended="another process took 2 cores")), {})
     check = cli("history", "check", "--store", str(store), "--metric", "tflops")
     assert check.returncode == 0 and "UNRELIABLE matmul" in check.stdout and "unreliable: contended" in check.stdout
     strict = cli("history", "check", "--store", str(store), "--metric", "tflops", "--strict")
@@ -273,8 +273,8 @@ def test_a_change_within_the_runs_own_spread_is_noisy_not_a_regression(values, w
     rows = _rows(values)
     for r in rows:
         r.update({"median_s": 1.0, "ci95_low_s": 0.99, "ci95_high_s": 1.01, "cv": 0.01})  # each run sure of itself
-    (flag,) = history.check(rows, "tflops")
-    assert history.worse("tflops", flag["change"]), why
+    (flag,) = judge.check(rows, "tflops")
+    assert judge.worse("tflops", flag["change"]), why
     assert flag["unreliable"] == "noisy", why
     assert "run-to-run sd" in flag["why"] and "prediction interval" in flag["why"]
 
@@ -285,18 +285,18 @@ def test_a_change_within_the_runs_own_spread_is_noisy_not_a_regression(values, w
     [100, 105, 95, 102, 97, 104, 96, 50],  # runs 4% apart, then 2x slower
 ])
 def test_a_real_2x_regression_is_still_judged(values):
-    (flag,) = history.check(_rows(values), "tflops")
+    (flag,) = judge.check(_rows(values), "tflops")
     assert flag["change"] == pytest.approx(-0.5, abs=0.03) and not flag.get("unreliable")
 
 
 def test_the_prediction_bound_and_how_often_pure_noise_crosses_it():
-    """history.run_to_run's docstring: at 5 and 7 baseline runs the bound is 14.3 and 8.6 sds, and normal noise
+    """judge.run_to_run's docstring: at 5 and 7 baseline runs the bound is 14.3 and 8.6 sds, and normal noise
     crosses it on the side of the worse on PREDICTION_TAIL of nights (here at 0.01 for a simulation's sake)."""
     import numpy as np
 
     from xmfu.harness.results.statistics.speedup import t_quantile
 
-    tail = history.PREDICTION_TAIL
+    tail = judge.PREDICTION_TAIL
     assert tail == 1e-4 and t_quantile(tail, 4) * (1 + 1 / 5) ** 0.5 == pytest.approx(14.28, abs=0.01)
     assert t_quantile(tail, 6) * (1 + 1 / 7) ** 0.5 == pytest.approx(8.58, abs=0.01)
     rng = np.random.default_rng(1)
@@ -348,9 +348,9 @@ def test_an_inference_row_is_stored_with_its_latencies_mbu_tokens_per_s_and_flag
                              "load_avg": [1.0, 1.0, 1.0]})
     bundle = write_bundle(tmp_path, "inf", [prefill, decode])
     store = tmp_path / "store"
-    history.add(store, bundle, bundle.environment())
-    assert pq.read_schema(store / "inf.parquet").equals(history.schema())
-    got = {r["case_id"]: r for r in history.load(store)}
+    parquet.add(store, bundle, bundle.environment())
+    assert pq.read_schema(store / "inf.parquet").equals(parquet.schema())
+    got = {r["case_id"]: r for r in parquet.load(store)}
     p, d = got["inference-prefill"], got["inference-decode"]
     assert p["tokens_per_s"] == 50_000.0 and p["ttft_s"] == 3e-3 and p["ttft_p99_s"] == 6e-3
     assert p["tpot_s"] is None and p["mbu"] is None and p["flags"] == "CI missed" and not p["contended"]
@@ -364,9 +364,9 @@ def _night_file(store, night, tflops, **fields):
     import pyarrow.parquet as pq
 
     (row,) = _rows([tflops])
-    row.update(run_id=f"n{night}", created=history.when(f"2026-11-{night + 1:02d}T00:00:00Z"), **fields)
+    row.update(run_id=f"n{night}", created=parquet.when(f"2026-11-{night + 1:02d}T00:00:00Z"), **fields)
     store.mkdir(exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([row], schema=history.schema()), store / f"n{night}.parquet")
+    pq.write_table(pa.Table.from_pylist([row], schema=parquet.schema()), store / f"n{night}.parquet")
 
 
 def test_check_shows_the_latest_rows_flags_beside_its_verdict(tmp_path, cli):

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 
 from tests.results.test_report import ink, render
-from xmfu.harness.results.history import coverage_history, history
+from xmfu.harness.results.history import coverage_history, judge, parquet
 from xmfu.harness.results.render import history_report
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
@@ -57,7 +57,7 @@ def test_software_changes_are_listed_where_they_happened():
 
 
 def test_steps_beyond_the_noise_over_the_whole_history():
-    steps = history.steps(_nights(), "tflops")
+    steps = judge.steps(_nights(), "tflops")
     found = [(s["device"], s["at"].day, s["worse"]) for s in steps]
     assert found == [("NVIDIA H100", 8, True), ("AMD MI300X", 6, False)]  # one mark per step, where it began
     assert all(s["previous_at"] < s["at"] for s in steps)
@@ -95,15 +95,15 @@ def test_the_store_keeps_the_stack_versions(tmp_path):
            "torch": {"cuda": "12.8", "hip": None}, "nccl": {"version": "2.26.2"}, "driver": "570.86",
            "host": {"hostname": "node-1"}}
     bundle = write_bundle(tmp_path, "r1", [attention_row(128, True, "fwd")], environment=env)
-    history.add(tmp_path / "store", bundle, bundle.environment())
-    (row,) = history.load(tmp_path / "store")
+    parquet.add(tmp_path / "store", bundle, bundle.environment())
+    (row,) = parquet.load(tmp_path / "store")
     assert {k: row[k] for k in ("cuda", "hip", "nccl", "torch", "jaxlib", "triton", "driver", "host", "variant")} == {
         "cuda": "12.8", "hip": "", "nccl": "2.26.2", "torch": "2.13.0", "jaxlib": "0.10.2", "triton": "3.9.0",
         "driver": "570.86", "host": "node-1", "variant": "causal fwd"}
 
 
 def test_the_page_renders_in_headless_chromium(tmp_path):
-    rows = [{**r, "created": history.when(r["created"])} for r in _nights()]
+    rows = [{**r, "created": parquet.when(r["created"])} for r in _nights()]
     html = history_report.build(rows, f"/store/{HOSTILE}")
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     texts = " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", html))
@@ -134,7 +134,7 @@ def test_cli_history_report(tmp_path, capsys):
 def test_the_gap_is_one_line_per_case_on_one_axes_per_workload():
     from xmfu.harness.results.history import trend
 
-    groups = trend.gap_groups(history.gap(_nights(), "tflops", "rocm", "cuda"))
+    groups = trend.gap_groups(judge.gap(_nights(), "tflops", "rocm", "cuda"))
     assert sorted(groups) == ["attention", "matmul"]
     (line,) = groups["matmul"].values()
     assert line[0][1] == pytest.approx(500 / 700) and line[-1][1] == pytest.approx(561 / 641) and len(line) == 10

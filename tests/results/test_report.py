@@ -172,10 +172,10 @@ def _nightly_rows():
 
 
 def test_trend_page_renders_in_headless_chromium(tmp_path):
-    from xmfu.harness.results.history import history, trend
+    from xmfu.harness.results.history import judge, trend
 
     rows = _nightly_rows()
-    found = history.series(rows, "tflops")
+    found = judge.series(rows, "tflops")
     assert len(found) == 3  # the run with another comparability key is a line of its own
     fig = trend.figure(trend.series_groups(found), "tflops over time", trend.METRIC_LABELS["tflops"])
     page = tmp_path / "trend.html"

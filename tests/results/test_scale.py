@@ -12,7 +12,7 @@ from xmfu.harness.cli.main import main
 from xmfu.harness.results.analysis import grouping
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
-from xmfu.harness.results.history import history
+from xmfu.harness.results.history import parquet
 from xmfu.harness.results.plots import report_plots
 from xmfu.harness.results.rederive import times
 from xmfu.harness.results.render import export
@@ -94,16 +94,16 @@ def test_history_add_reads_the_stored_schemas_once_per_command(tmp_path, monkeyp
     bundles = _bundles(tmp_path, 6)
     store = tmp_path / "store"
     reads, flattened = [], []
-    real_schema, real_flatten = pq.read_schema, history.flatten
+    real_schema, real_flatten = pq.read_schema, parquet.flatten
     monkeypatch.setattr(pq, "read_schema", lambda *a, **k: reads.append(1) or real_schema(*a, **k))
-    monkeypatch.setattr(history, "flatten", lambda *a: flattened.append(1) or real_flatten(*a))
+    monkeypatch.setattr(parquet, "flatten", lambda *a: flattened.append(1) or real_flatten(*a))
     args = ["history", "add", *[str(b.folder) for b in bundles], "--store", str(store)]
     assert main(args) == 0 and len(list(store.glob("*.parquet"))) == 6
     assert not reads  # an empty store read once; per bundle it was 0 + 1 + ... + 5 reads
     reads.clear(), flattened.clear()
     assert main(args) == 0  # all stored already: one read of each file, none flattened
     assert len(reads) == 6 and not flattened
-    assert len(history.load(store)) == 6
+    assert len(parquet.load(store)) == 6
 
 
 def test_export_holds_one_bundle_at_a_time(tmp_path, monkeypatch, capsys):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import ci95, keyed, matmul_row, time_summary, untimed_row, write_bundle
-from xmfu.harness.results.history import history
+from xmfu.harness.results.history import judge, parquet
 from xmfu.harness.suites import nightly
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
@@ -63,7 +63,7 @@ def test_the_night_fails_on_a_regression_or_a_lost_cell_only(store, tmp_path, ca
     assert "night7 added" in out
     if tflops > 750:
         assert "improved: matmul" in out
-    assert len({r["run_id"] for r in history.load(store)}) == 8
+    assert len({r["run_id"] for r in parquet.load(store)}) == 8
 
 
 @pytest.mark.parametrize(("factor", "contended", "cv", "label", "figures"), [
@@ -80,7 +80,7 @@ def test_a_drop_on_a_row_its_own_bundle_discounts_is_unreliable_not_a_regression
     (line,) = judged.unreliable
     assert line.startswith(f"{label} matmul") and all(f in line for f in figures), line
     assert label in capsys.readouterr().out
-    strict = nightly.judge(history.load(store), ["night7"], ["tflops"], strict=True)
+    strict = nightly.judge(parquet.load(store), ["night7"], ["tflops"], strict=True)
     assert [p.split(" ")[0] for p in strict.problems] == ["REGRESSION"] and strict.unreliable == []
 
 
@@ -114,8 +114,8 @@ def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
     for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
         nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])
     nightly.append(store, [_night(tmp_path / "a", 7, 701.0)])
-    rows = history.load(store)
-    assert [f["device"] for f in history.check(rows, "tflops")] == ["GPU B"]
+    rows = parquet.load(store)
+    assert [f["device"] for f in judge.check(rows, "tflops")] == ["GPU B"]
     assert nightly.judge(rows, ["night7"], ["tflops"]).problems == []
     assert nightly.judge(rows, ["night6-b"], ["tflops"]).problems[0].startswith("REGRESSION matmul")
 
@@ -148,13 +148,13 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert first.returncode in (0, 3) and ("NOT JUDGED" in first.stdout) == (first.returncode == 3), \
         first.stderr[-3000:]
     assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
-    rows = history.load(tmp_path / "store")
+    rows = parquet.load(tmp_path / "store")
     assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
     monkeypatch.chdir(ROOT)
     changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
                     *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])
     assert changed in (0, 3), capsys.readouterr().err[-3000:]
-    keys = {r["comparability_key"] for r in history.load(tmp_path / "store")}
+    keys = {r["comparability_key"] for r in parquet.load(tmp_path / "store")}
     assert len(keys) == 2  # version 2 of the suite: new series
 
 
@@ -239,7 +239,7 @@ def test_a_store_that_fails_during_the_append_is_a_problem_not_a_traceback(store
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(history, "_write", full)
+    monkeypatch.setattr(parquet, "_write", full)
     suite_folder = tmp_path / "suite"
     _night(suite_folder / "host", 7, 701.0)
     problems = nightly.append_and_check(store, suite_folder, ["tflops"]).problems

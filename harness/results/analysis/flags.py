@@ -2,7 +2,7 @@
 
 One place names them, from the row record (harness/results/schema/row.py); every surface that shows a row's
 figure shows them beside it: the end table (table.py), the HTML report (report.py), a suite's verdict page
-(suite_report.py), the history store (history.py) and `xmfu history check` (cli/history.py).
+(suite_report.py), the history store (history/parquet.py) and `xmfu history check` (cli/history.py).
 
 The flags, in the order they are shown, and the row fields they are read from:
 - `contended`: `contention.contended`, the run's own reading of other processes on the CPU or GPU during the

@@ -18,7 +18,7 @@ from typing import Any
 
 from xmfu.harness.results.analysis import coverage
 from xmfu.harness.results.analysis.coverage import Column, Coverage, Suite
-from xmfu.harness.results.history import history, trend
+from xmfu.harness.results.history import parquet, trend
 from xmfu.harness.results.plots import figures
 
 
@@ -46,7 +46,7 @@ def by_day(rows: Sequence[dict[str, Any]]) -> dict[date, Coverage]:
     """The coverage matrix of each UTC day's rows."""
     days: dict[date, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        days[history.when(r["created"]).date()].append(r)
+        days[parquet.when(r["created"]).date()].append(r)
     return {day: coverage.coverage(part) for day, part in sorted(days.items())}
 
 
@@ -98,8 +98,8 @@ def lost(rows: Sequence[dict[str, Any]], run_ids: Sequence[str]) -> list[str]:
     if not mine:
         return []
     today = coverage.coverage(mine)
-    latest = max(history.when(r["created"]).date() for r in mine)
-    earlier = by_day([r for r in rows if history.when(r["created"]).date() < latest])
+    latest = max(parquet.when(r["created"]).date() for r in mine)
+    earlier = by_day([r for r in rows if parquet.when(r["created"]).date() < latest])
     out = []
     for column in today.columns:
         before = next((cov for day, cov in reversed(earlier.items()) if column in cov.columns), None)
@@ -117,9 +117,9 @@ def latest_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each platform and device's rows of its latest day: the matrix as it stands."""
     last: dict[Column, date] = {}
     for r in rows:
-        column, day = (r["platform"], r["device"]), history.when(r["created"]).date()
+        column, day = (r["platform"], r["device"]), parquet.when(r["created"]).date()
         last[column] = max(last.get(column, day), day)
-    return [r for r in rows if history.when(r["created"]).date() == last[(r["platform"], r["device"])]]
+    return [r for r in rows if parquet.when(r["created"]).date() == last[(r["platform"], r["device"])]]
 
 
 @figures.styled

@@ -1,7 +1,7 @@
 """`xmfu history trend -o FILE`: a metric over time (or the gap between two platforms), as an SVG file or a
 self-contained HTML page (inline SVG drawn by matplotlib, a table of every series; no script, no network).
 
-One axes per workload, one line per series (history.SERIES_KEY: runs with different comparability keys are
+One axes per workload, one line per series (parquet.SERIES_KEY: runs with different comparability keys are
 different lines, never one), dates on the x axis.
 """
 
@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta, timezone
 from html import escape
 from typing import Any
 
-from xmfu.harness.results.history import history
+from xmfu.harness.results.history import judge
 from xmfu.harness.results.plots import figures
 
 MAX_SERIES = 20  # lines per axes
@@ -29,19 +29,19 @@ Groups = dict[str, dict[str, list[Point]]]  # workload -> line label -> points i
 
 
 def series_groups(found: dict[tuple, list[tuple[datetime, float]]]) -> Groups:
-    """history.series() output, by workload, each line labelled by what tells it apart."""
+    """judge.series() output, by workload, each line labelled by what tells it apart."""
     out: Groups = {}
     keys = list(found)
     for key, points in sorted(found.items(), key=lambda kv: tuple(map(str, kv[0]))):
         workload, case_id, dtype = key[0], key[1], key[4]
-        label = history.series_label(key, keys).removeprefix(f"{workload} ")
+        label = judge.series_label(key, keys).removeprefix(f"{workload} ")
         label = label.removeprefix(f"{workload}-{dtype}-") if case_id.startswith(f"{workload}-{dtype}-") else label
         out.setdefault(str(workload), {})[label] = points
     return out
 
 
 def gap_groups(points: Sequence[dict[str, Any]]) -> Groups:
-    """history.gap() output: one line per (case, dtype, comparability key), by workload."""
+    """judge.gap() output: one line per (case, dtype, comparability key), by workload."""
     keys = {(p["case_id"], p["dtype"]): set() for p in points}
     for p in points:
         keys[(p["case_id"], p["dtype"])].add(p.get("comparability_key"))

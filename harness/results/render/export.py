@@ -59,7 +59,7 @@ def ordered(names: set[str]) -> list[str]:
 
 
 def _created(v: Any) -> Any:
-    from xmfu.harness.results.history.history import when
+    from xmfu.harness.results.history.parquet import when
 
     try:
         return when(v)
@@ -99,7 +99,7 @@ def _array(values: list[Any], kind: Any) -> Any:
 
 def table(flat: Sequence[dict[str, Any]]) -> Any:
     """The rows as one pyarrow Table with a type per column."""
-    from xmfu.harness.results.history.history import pyarrow_module
+    from xmfu.harness.results.history.parquet import pyarrow_module
 
     pa = pyarrow_module()
     arrays, fields = [], []
@@ -124,7 +124,7 @@ def write(flat: Sequence[dict[str, Any]], path: Path) -> None:
     if suffix == ".csv":
         write_csv(flat, path)
     elif suffix == ".parquet":
-        from xmfu.harness.results.history.history import pyarrow_module
+        from xmfu.harness.results.history.parquet import pyarrow_module
 
         pyarrow_module().parquet.write_table(table(flat), path)
     else:
@@ -151,7 +151,7 @@ def write_streaming(kinds: dict[str, set[type]], bundles: Iterable[Bundle], path
     """Streaming export's second pass: the rows of one bundle at a time appended to `path` (Parquet: a row group
     per bundle; CSV: its lines), the columns and types fixed by `survey`. Memory holds one bundle, not every
     row: `export` of 50k rows built them all first and held 3.0 GB (issue 30, item 14)."""
-    from xmfu.harness.results.history.history import pyarrow_module
+    from xmfu.harness.results.history.parquet import pyarrow_module
 
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:

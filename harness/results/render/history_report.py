@@ -1,6 +1,6 @@
 """`xmfu history report --store PATH -o page.html`: one self-contained page of a history store.
 
-Every series over time with the changes beyond the noise marked where they began (history.steps, by
+Every series over time with the changes beyond the noise marked where they began (judge.steps, by
 `history check`'s rule), the gap between two platforms, the software changes between consecutive runs of
 each platform and device (driver, CUDA, HIP, NCCL/RCCL, torch, JAX, Triton, xmfu) listed and drawn where
 they happened, so a step in a series or in the gap sits next to the upgrade that caused it; and what runs
@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.results.analysis import coverage
-from xmfu.harness.results.history import coverage_history, history, trend
+from xmfu.harness.results.history import coverage_history, judge, parquet, trend
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.render.html_table import html_table
 from xmfu.harness.results.render.report import STYLE
@@ -48,12 +48,12 @@ def software_changes(rows: Sequence[dict[str, Any]]) -> list[Change]:
         runs[(r["platform"], r["device"])].setdefault(r["run_id"], r)
     found = []
     for (platform, device), by_run in runs.items():
-        ordered = sorted(by_run.values(), key=lambda r: (history.when(r["created"]), r["run_id"]))
+        ordered = sorted(by_run.values(), key=lambda r: (parquet.when(r["created"]), r["run_id"]))
         for before, after in itertools.pairwise(ordered):
-            what = tuple((name, str(before.get(name)), str(after.get(name))) for name in history.SOFTWARE
+            what = tuple((name, str(before.get(name)), str(after.get(name))) for name in parquet.SOFTWARE
                          if before.get(name) and after.get(name) and before.get(name) != after.get(name))
             if what:
-                found.append((history.when(after["created"]), platform, device, after["run_id"], what))
+                found.append((parquet.when(after["created"]), platform, device, after["run_id"], what))
     found.sort(key=lambda c: (c[0], c[1], c[2]))
     return [Change(f"S{i + 1}", *c) for i, c in enumerate(found)]
 
@@ -84,10 +84,10 @@ def _steps_html(steps: Sequence[dict[str, Any]], changes: Sequence[Change]) -> s
 
 def _series_section(rows: Sequence[dict[str, Any]], metric: str, changes: Sequence[Change], window: int,
                     sigmas: float, min_change: float) -> tuple[str, list[dict[str, Any]]]:
-    found = history.series(rows, metric)
+    found = judge.series(rows, metric)
     if not found:
         return "", []
-    steps = history.steps(rows, metric, window, sigmas, min_change)
+    steps = judge.steps(rows, metric, window, sigmas, min_change)
     groups = trend.series_groups(found)
     lines = [(c.at, c.label) for c in changes][:MAX_CHANGE_LABELS]
     fig = trend.figure(groups, f"{metric} over time", trend.METRIC_LABELS.get(metric, metric), marks=_marks(steps),
@@ -99,7 +99,7 @@ def _series_section(rows: Sequence[dict[str, Any]], metric: str, changes: Sequen
 def _gap_section(rows: Sequence[dict[str, Any]], gap: tuple[str, str] | None, changes: Sequence[Change]) -> str:
     if gap is None:
         return "<p>Give two platforms or devices (--gap rocm cuda) to plot the gap between them.</p>"
-    points = history.gap(rows, "tflops", *gap)
+    points = judge.gap(rows, "tflops", *gap)
     if not points:
         return f"<p>No matching cases of {escape(gap[0])} and {escape(gap[1])} on the same day.</p>"
     mine = [(c.at, c.label) for c in changes if gap[0] in (c.platform, c.device) or gap[1] in (c.platform, c.device)]
@@ -125,8 +125,8 @@ def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change])
 
 
 def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | None = None,
-          window: int = history.RULE.window, sigmas: float = history.RULE.sigmas,
-          min_change: float = history.RULE.min_change) -> str:
+          window: int = judge.RULE.window, sigmas: float = judge.RULE.sigmas,
+          min_change: float = judge.RULE.min_change) -> str:
     """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
     gap = gap or default_gap(rows)
     changes = software_changes(rows)
@@ -136,7 +136,7 @@ def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | Non
         if html:
             series_html.append(f"<h3>{escape(trend.METRIC_LABELS.get(metric, metric))}</h3>{html}")
             steps += found
-    times = sorted(history.when(r["created"]) for r in rows)
+    times = sorted(parquet.when(r["created"]) for r in rows)
     runs = len({r["run_id"] for r in rows})
     summary = (f"<p>{runs} runs from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
                f"devices: {escape(', '.join(sorted({r['platform'] + ' ' + r['device'] for r in rows})))}. Changes "
