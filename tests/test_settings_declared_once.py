@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from xmfu.harness.api import benchmark
-from xmfu.harness.cli.main import _compare_parser
+from xmfu.harness.cli.compare import _compare_parser
 from xmfu.harness.config.hydra_app import CONFIG_DIR, compose_job, config_groups
 from xmfu.harness.config.run_help import render, settings_page
 from xmfu.harness.config.run_settings import RunSettings

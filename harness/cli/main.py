@@ -7,7 +7,6 @@ Bad input is one paragraph on stderr and exit status 2; nothing here prints a tr
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -21,17 +20,14 @@ from xmfu.harness import __version__
 from xmfu.harness.cli.archive import cmd_archive
 from xmfu.harness.cli.common import (
     Parser,
-    UsageFailure,
-    each_gathered_bundle,
-    output_path,
     release_inputs,
     usage_error,
-    validated_bundles,
-    write_output,
 )
+from xmfu.harness.cli.compare import cmd_compare
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.importing import cmd_import
 from xmfu.harness.cli.references import cmd_references
+from xmfu.harness.cli.report import cmd_export, cmd_report
 from xmfu.harness.cli.sign import cmd_sign
 from xmfu.harness.cli.table import cmd_table
 from xmfu.harness.engine import interrupts
@@ -108,222 +104,6 @@ def cmd_validate(args: Sequence[str]) -> int:
                 print(f"{where}: valid{signed}")
             worst = max(worst, 1 if loaded.problems else 0)
     return worst
-
-
-SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compare`
-
-
-def _compare_parser() -> argparse.ArgumentParser:
-    from xmfu.harness.config.run_settings import RunSettings
-
-    parser = Parser(prog="xmfu compare")
-    parser.add_argument("bundles", nargs="*")
-    parser.add_argument("--baseline", help="run id or position (0-based) of the baseline side; default the first")
-    parser.add_argument("--format", default="table", choices=("table", "csv", "json", "markdown"))
-    parser.add_argument("--allow-incomparable", action="store_true",
-                        help="compare rows whose comparability keys differ (they are marked)")
-    parser.add_argument("--margin", type=float, default=RunSettings.equivalence_margin,
-                        help="speedups within 1 +- this are equivalent (default %(default)s, a run's "
-                             "equivalence_margin)")
-    parser.add_argument("--noise-floor", type=float, default=0.10,
-                        help="with one run per side and no noise estimate, smaller differences are not called")
-    parser.add_argument("--noise-from", metavar="STORE", help="history store whose recent runs give the noise")
-    parser.add_argument("--fail-on", choices=("slower",), help="exit 1 when any verdict is slower")
-    parser.add_argument("--strict", action="store_true",
-                        help="give a verdict even on rows a run marked contended (by default: inconclusive)")
-    parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
-    parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
-    parser.add_argument("--references", action="store_true",
-                        help="instead: each bundle's headline figures against their public references (xmfu "
-                             "references), one or more bundles")
-    return parser
-
-
-def _sides(tokens: list[str]) -> list[list[str]]:
-    """`A B C` -> three sides of one bundle; `A1 A2 -- B1 B2` -> two sides of two bundles."""
-    if SIDE not in tokens:
-        return [[t] for t in tokens]
-    sides, current = [], []
-    for t in tokens:
-        if t == SIDE:
-            sides.append(current)
-            current = []
-        else:
-            current.append(t)
-    return [*sides, current]
-
-
-def cmd_compare(args: Sequence[str]) -> int:
-    from xmfu.harness.config.run_settings import RunSettings
-    from xmfu.harness.engine.declare import check_of
-    from xmfu.harness.results.analysis.compare import Side, compare
-    from xmfu.harness.results.render.compare_render import render
-
-    ns = _compare_parser().parse_intermixed_args([SIDE if a == "--" else a for a in args])
-    if ns.references:
-        return _compare_references(ns)
-    sides = _sides(ns.bundles)
-    if len(sides) < 2 or any(not side for side in sides):
-        return usage_error("compare: give at least two bundles, or two non-empty sides around '--' "
-                            "(xmfu compare A1 A2 -- B1 B2)")
-    fraction = check_of(RunSettings, "equivalence_margin")  # --noise-floor is a fraction of the same kind
-    for name, value in (("--margin", ns.margin), ("--noise-floor", ns.noise_floor)):
-        if not fraction.allows(value):
-            return usage_error(f"compare: {name} {value} is out of range. Allowed: {fraction.allowed()}")
-    try:
-        loaded = [Side([b for f in side for b in validated_bundles("compare", f)]) for side in sides]
-        prices = _prices(ns)
-        noise = _history_noise(ns.noise_from) if ns.noise_from else None
-    except UsageFailure as exc:
-        return usage_error(str(exc))
-    base = _baseline_index(ns.baseline, loaded)
-    if base is None:
-        labels = ", ".join(s.label for s in loaded)
-        return usage_error(f"compare: --baseline {ns.baseline!r} is neither a run id ({labels}) "
-                            f"nor a position 0-{len(loaded) - 1}")
-    result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
-    if prices:
-        _unpriced_note(ns, {r.get("device") for s in loaded for b in s.bundles for r in b.cases})
-        _add_costs(result, loaded, prices)
-    print(render(result, ns.format))
-    if result.unmatched and not result.rows and not result.refused:
-        print("xmfu: compare: no case matched: " + "; ".join(result.unmatched), file=sys.stderr)
-        return 2
-    if ns.fail_on == "slower" and any(r["verdict"] == "slower" for r in result.rows):
-        return 1
-    return 1 if result.refused and not result.rows else 0
-
-
-def _compare_references(ns: argparse.Namespace) -> int:
-    """`xmfu compare --references BUNDLE...`: the headline figures against their public references, as a table."""
-    from xmfu.harness.machine.references import default_bands
-    from xmfu.harness.suites import yardsticks
-
-    tokens = [t for t in ns.bundles if t != SIDE]
-    if not tokens:
-        return usage_error("compare: --references needs at least one bundle (xmfu compare --references BUNDLE...)")
-    try:
-        bundles = [b for path in tokens for b in validated_bundles("compare", path)]
-    except UsageFailure as exc:
-        return usage_error(str(exc))
-    print(yardsticks.render(yardsticks.of_bundles(bundles, default_bands()), ns.format))
-    return 0
-
-
-def _prices(ns: argparse.Namespace) -> dict[str, float]:
-    from xmfu.harness.results.analysis.cost import load_prices, parse_prices
-
-    try:
-        return {**(load_prices(ns.prices) if ns.prices else {}), **parse_prices(ns.price)}
-    except ValueError as exc:  # each names its option (--price, --prices)
-        raise UsageFailure(f"compare: {exc}") from None
-    except OSError as exc:  # the --prices file cannot be read; the error alone would name only the path
-        raise UsageFailure(f"compare: --prices {ns.prices}: {exc.strerror or exc}") from None
-
-
-def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
-    """A price whose device no row has is named on stderr with the devices the rows have: prices are matched to
-    rows by the exact device name (docs/compare.md), and a misspelt one would otherwise leave the cost columns
-    empty without a word. A --prices file may list a whole fleet: it is named only when none of it matches."""
-    from xmfu.harness.results.analysis.cost import load_prices, parse_prices
-
-    # both were read once by _prices without error
-    missed = sorted(d for d in parse_prices(ns.price) if d not in devices)
-    if ns.prices and not set(load_prices(ns.prices)) & devices:
-        missed.append(f"every device in --prices {ns.prices}")
-    if missed:
-        have = ", ".join(sorted(repr(d) for d in devices if d)) or "none"
-        print(f"xmfu: compare: no row has the device of {', '.join(repr(m) for m in missed)}, so it is not "
-              f"priced (a price names the device exactly as rows record it). The rows' devices: {have}",
-              file=sys.stderr)
-
-
-def _history_noise(store: str) -> Any:
-    from xmfu.harness.results.history import judge, parquet
-
-    try:
-        return judge.run_to_run_noise(parquet.load(Path(store)))
-    except (RuntimeError, OSError, ValueError) as exc:  # ValueError: parquet.StoreError
-        raise UsageFailure(f"compare: --noise-from {store}: {exc}") from None
-
-
-def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
-    if baseline is None:
-        return 0
-    labels = [s.label for s in sides]
-    runs = [[b.manifest["run_id"] for b in s.bundles] for s in sides]
-    for i, ids in enumerate(runs):
-        if baseline == labels[i] or baseline in ids:
-            return i
-    return int(baseline) if baseline.isdigit() and int(baseline) < len(sides) else None
-
-
-def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
-    from xmfu.harness.results.analysis.cost import break_even, cost_figures
-
-    rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.cases}
-    for row in result.rows:
-        cand, ref = rows[(row["run"], row["case_id"], row["backend"])], rows[
-            (row["baseline_run"], row["case_id"], row["backend"])]
-        p_cand, p_ref = prices.get(cand["device"]), prices.get(ref["device"])
-        row["cost"] = cost_figures(cand, p_cand)
-        row["baseline_cost"] = cost_figures(ref, p_ref)
-        row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
-
-
-def cmd_report(args: Sequence[str]) -> int:
-    from xmfu.harness.results.render import report
-
-    parser = Parser(prog="xmfu report")
-    parser.add_argument("bundles", nargs="+")
-    parser.add_argument("-o", "--output", default="report.html")
-    ns = parser.parse_args(args)
-    try:
-        out = output_path("report", ns.output)
-        bundles = [b for path in ns.bundles for b in validated_bundles("report", path)]
-        envs = [b.environment() for b in bundles]
-        telemetry = {b.manifest["run_id"]: b.telemetry() for b in bundles}
-        from xmfu.harness.machine.references import default_bands
-        from xmfu.harness.suites import yardsticks
-
-        against = yardsticks.html(yardsticks.of_bundles(bundles, default_bands()))
-        page = report.build(bundles, envs, telemetry, lead=[("Public references", against)] if against else ())
-        write_output("report", out, lambda path: path.write_text(page))
-    except UsageFailure as exc:
-        return usage_error(str(exc))
-    except RuntimeError as exc:  # matplotlib missing
-        return usage_error(f"report: {exc}")
-    print(f"report: {out}")
-    return 0
-
-
-def cmd_export(args: Sequence[str]) -> int:
-    from xmfu.harness.results.bundle.reader import read_bundle
-    from xmfu.harness.results.render import export
-
-    parser = Parser(prog="xmfu export")
-    parser.add_argument("bundles", nargs="+")
-    parser.add_argument("-o", "--output", required=True, help="rows.parquet or rows.csv")
-    ns = parser.parse_args(args)
-    try:
-        out = output_path("export", ns.output, export.SUFFIXES)
-        # Two passes, one bundle in memory at a time (export.write_streaming): the first validates every bundle
-        # and learns the columns and their types, the second re-reads each validated folder and writes its rows.
-        folders: list[Any] = []
-
-        def validated() -> Any:
-            for bundle in each_gathered_bundle("export", ns.bundles):
-                folders.append(bundle.folder)
-                yield bundle
-
-        kinds, count = export.survey(validated())
-        write_output("export", out, lambda path: export.write_streaming(kinds, map(read_bundle, folders), path))
-    except UsageFailure as exc:
-        return usage_error(str(exc))
-    except RuntimeError as exc:  # pyarrow missing
-        return usage_error(f"export: {exc}")
-    print(f"export: {count} rows to {out}")
-    return 0
 
 
 def cmd_peaks(args: Sequence[str]) -> int:
