@@ -28,12 +28,8 @@ from xmfu.harness.engine.registry import Registry
 from xmfu.harness.engine.runner import CaseRunner, Phase
 from xmfu.harness.engine.settings import RunConfig
 from xmfu.harness.machine import compat, contention, environment, stack, threads
-from xmfu.harness.machine.frameworks import (
-    JaxJoinFailed,
-    jax_join_in_flight,
-    jax_processes_joined,
-    use_triton_interpreter,
-)
+from xmfu.harness.machine.frameworks import use_triton_interpreter
+from xmfu.harness.machine.jax_distributed import JaxJoinFailed, jax_join_in_flight, jax_processes_joined
 from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import close_sampler, open_sampler

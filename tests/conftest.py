@@ -94,16 +94,16 @@ def xla_flags(host_devices: int) -> str:
 
 @pytest.fixture(autouse=True)
 def _no_jax_join_outlives_its_test() -> Iterator[None]:
-    """A test that joins a fake jax.distributed (tests/machine/test_detect.py) leaves frameworks._join saying N
+    """A test that joins a fake jax.distributed (tests/machine/test_detect.py) leaves jax_distributed._join saying N
     processes joined; a later in-process run that is interrupted then takes itself for a multi-process JAX run and
     leaves by os._exit (run.py `_leave`), which ends the xdist worker ("worker 'gw0' crashed"). Each test starts
     with the record as it was."""
-    from xmfu.harness.machine import frameworks
+    from xmfu.harness.machine import jax_distributed
 
-    saved = dict(frameworks._join)
+    saved = dict(jax_distributed._join)
     yield
-    frameworks._join.clear()
-    frameworks._join.update(saved)
+    jax_distributed._join.clear()
+    jax_distributed._join.update(saved)
 
 
 @pytest.fixture(scope="session", autouse=True)

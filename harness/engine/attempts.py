@@ -21,7 +21,7 @@ from xmfu.harness.engine.registry import WorkloadDef
 from xmfu.harness.engine.sampler import sample_fixed_group, sample_interleaved
 from xmfu.harness.engine.timers import timer_for
 from xmfu.harness.engine.timing import Series, merged_series
-from xmfu.harness.machine.frameworks import jax_processes_joined
+from xmfu.harness.machine.jax_distributed import jax_processes_joined
 from xmfu.harness.machine.sync import sync_rule
 
 STATUS_ORDER = ("failed", "incorrect", "skipped", "ok")  # the worst status of a backend's repeats is its row's

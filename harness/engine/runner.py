@@ -33,7 +33,8 @@ from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
 from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention, stack
-from xmfu.harness.machine.frameworks import jax_processes_joined, release_cached_memory
+from xmfu.harness.machine.frameworks import release_cached_memory
+from xmfu.harness.machine.jax_distributed import jax_processes_joined
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
 from xmfu.harness.machine.sync import CUDA_EVENT, DEVICE_EVENT, READ_BACK, sync_rule
 from xmfu.harness.machine.telemetry import Reading, Sampler

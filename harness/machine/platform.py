@@ -298,7 +298,8 @@ def _jax_devices(join_timeout_s: float | None = None) -> tuple[str, list[DeviceI
     plugins = jax_accelerator_plugins()
     if not plugins or not _installed("jax"):
         return None
-    from xmfu.harness.machine.frameworks import initialize_jax_distributed, share_device_memory
+    from xmfu.harness.machine.frameworks import share_device_memory
+    from xmfu.harness.machine.jax_distributed import initialize_jax_distributed
 
     share_device_memory()  # before JAX creates its GPU client, which would otherwise take 75% of the memory
     # A multi-process run must join jax.distributed before JAX first touches a device (jax/_src/distributed.py
@@ -340,7 +341,7 @@ def detect(requested: str = "auto", frameworks: Collection[str] = FRAMEWORKS,
     accelerator the run's own frameworks missed (torch where /dev shows a GPU; JAX where it has an accelerator
     plugin, as always), so a misconfigured framework is reported by its backends instead of the run quietly
     timing the host, and a JAX-only run on a CPU or on a GPU its JAX drives never imports torch.
-    `join_timeout_s`: how long a multi-process run's JAX waits for its processes (frameworks.jax_join_options).
+    `join_timeout_s`: how long a multi-process run's JAX waits for its processes (jax_distributed.jax_join_options).
     """
     if requested == "cpu":
         return Platform("cpu", (cpu_device(),), "device=cpu was asked for")

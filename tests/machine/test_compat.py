@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from xmfu.harness.machine import compat, frameworks
+from xmfu.harness.machine import compat, frameworks, jax_distributed
 from xmfu.harness.machine.platform import Platform, cpu_device
 from xmfu.harness.suites import doctor
 
@@ -76,7 +76,7 @@ def test_the_availability_hooks_give_the_reason(monkeypatch):
     assert "torch 2.5.1 is older than xmfu supports" in frameworks.torch_unavailable("fp32", "cpu")
     assert "torch 2.5.1 is older than xmfu supports" in frameworks.triton_unavailable("cpu")
     if importlib.util.find_spec("jax"):  # a stack without JAX says so first
-        assert "jax 0.4.30 is older than xmfu supports" in frameworks.jax_unavailable("cpu")
+        assert "jax 0.4.30 is older than xmfu supports" in jax_distributed.jax_unavailable("cpu")
 
 
 def test_tritons_interpreter_limits_are_refused_on_a_cpu_only(monkeypatch):

@@ -100,7 +100,7 @@ def test_a_machine_with_no_jax_plugin_never_asks_jax(machine):
 
 
 def test_a_jax_gpu_run_never_pins_jax_to_the_cpu(machine):
-    from xmfu.harness.machine.frameworks import jax_unavailable
+    from xmfu.harness.machine.jax_distributed import jax_unavailable
 
     machine(plugin="cuda", devices=[fj.h100(0)])
     plat = detect()

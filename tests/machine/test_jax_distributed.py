@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.fakes import jax_devices as fj
-from xmfu.harness.machine.frameworks import (
+from xmfu.harness.machine.jax_distributed import (
     JaxJoinFailed,
     initialize_jax_distributed,
     jax_coordinator,
@@ -27,9 +27,9 @@ LAUNCHER_VARIABLES = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
 @pytest.fixture(autouse=True)
 def _no_join_left(monkeypatch):
     """A join in these tests must not make later tests of this worker look like a multi-process JAX run."""
-    from xmfu.harness.machine import frameworks
+    from xmfu.harness.machine import jax_distributed
 
-    monkeypatch.setitem(frameworks._join, "processes", None)
+    monkeypatch.setitem(jax_distributed._join, "processes", None)
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def test_jax_without_is_initialized_is_asked_through_its_state(monkeypatch):
     """jax 0.4.38 has no jax.distributed.is_initialized (scripts/compat.sh floor), only the state it reads."""
     import types
 
-    from xmfu.harness.machine.frameworks import jax_distributed_initialized
+    from xmfu.harness.machine.jax_distributed import jax_distributed_initialized
 
     distributed = types.ModuleType("jax._src.distributed")
     distributed.global_state = types.SimpleNamespace(client=None)
@@ -260,7 +260,7 @@ def test_the_exit_barrier_is_left_within_timeout_s(barrier, monkeypatch):
     """A process that died after its last case never reaches jax.distributed's shutdown barrier: JAX's clean_up at
     exit waited for it until its heartbeat bound, then ended rank 0 by SIGABRT (jax 0.10.2 on CPU: "Shutdown
     barrier has failed", exit 134). xmfu leaves the barrier within timeout_s and says so."""
-    from xmfu.harness.machine.frameworks import shutdown_within
+    from xmfu.harness.machine.jax_distributed import shutdown_within
 
     release = threading.Event()
 

@@ -23,7 +23,7 @@ LAUNCHERS = ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_J
 
 PRELUDE = """
 import json, time
-from xmfu.harness.machine.frameworks import initialize_jax_distributed
+from xmfu.harness.machine.jax_distributed import initialize_jax_distributed
 initialize_jax_distributed("cpu")
 import jax
 from tests.conftest import run_config

@@ -14,7 +14,8 @@ import numpy as np
 
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.frameworks import jax_unavailable, local_jax_device, to_jax, xla_cost_flops
+from xmfu.harness.machine.frameworks import local_jax_device, to_jax, xla_cost_flops
+from xmfu.harness.machine.jax_distributed import jax_unavailable
 from xmfu.workloads.attention.reference import causal_mask
 from xmfu.workloads.attention.spec import GRADS, AttentionCase
 

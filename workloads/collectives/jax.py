@@ -16,7 +16,7 @@ import numpy as np
 from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.dtypes import DTYPES
-from xmfu.harness.machine.frameworks import JaxJoinFailed, jax_unavailable
+from xmfu.harness.machine.jax_distributed import JaxJoinFailed, jax_unavailable
 from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 HLO_NAMES = {  # what the compiled module may call each collective

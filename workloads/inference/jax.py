@@ -10,7 +10,8 @@ import numpy as np
 
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, jax_unavailable, local_jax_device
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, local_jax_device
+from xmfu.harness.machine.jax_distributed import jax_unavailable
 from xmfu.workloads.inference.spec import InferenceSpec, decode_cycle
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.timing import rotate
-from xmfu.harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax, xla_cost_flops
+from xmfu.harness.machine.frameworks import jax_rows, local_jax_device, to_jax, xla_cost_flops
+from xmfu.harness.machine.jax_distributed import jax_unavailable
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.workloads.matmul.spec import MatmulCase, fp8_gemm_refused
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.frameworks import jax_rows, jax_unavailable, local_jax_device, to_jax
+from xmfu.harness.machine.frameworks import jax_rows, local_jax_device, to_jax
+from xmfu.harness.machine.jax_distributed import jax_unavailable
 from xmfu.workloads.matmul.spec import MatmulCase
 
 PALLAS_INTERPRETER_NOTE = ("Pallas interpret=True on a CPU: the result is checked, its time says nothing about "

@@ -8,7 +8,8 @@ from functools import partial
 
 from xmfu.harness.engine.case import Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
-from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, JaxJoinFailed, jax_unavailable, local_jax_device
+from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, local_jax_device
+from xmfu.harness.machine.jax_distributed import JaxJoinFailed, jax_unavailable
 from xmfu.workloads.transformer import jax_parallel
 from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
