@@ -20,7 +20,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def _nvidia_configs() -> list[triton.Config]:
+def nvidia_configs() -> list[triton.Config]:
     c = triton.Config
     return [
         c({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
@@ -36,7 +36,7 @@ def _nvidia_configs() -> list[triton.Config]:
     ]
 
 
-def _amd_configs() -> list[triton.Config]:
+def amd_configs() -> list[triton.Config]:
     c = triton.Config
     return [
         c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 4, "waves_per_eu": 2,
@@ -56,7 +56,7 @@ def _amd_configs() -> list[triton.Config]:
     ]
 
 
-def _interpreter_configs() -> list[triton.Config]:
+def interpreter_configs() -> list[triton.Config]:
     # One small tile: the interpreter runs each program in numpy, and autotuning it would time nothing real.
     return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 4}, num_warps=4,
                           num_stages=1)]
@@ -64,8 +64,8 @@ def _interpreter_configs() -> list[triton.Config]:
 
 def autotune_configs() -> list[triton.Config]:
     if interpreting():
-        return _interpreter_configs()
-    return _amd_configs() if getattr(torch.version, "hip", None) else _nvidia_configs()
+        return interpreter_configs()
+    return amd_configs() if getattr(torch.version, "hip", None) else nvidia_configs()
 
 
 # Everything that changes the best config: the shape, the layout (strides: a transposed operand is read along

@@ -33,12 +33,13 @@ Offsets: as kernels/matmul.py, int32 unless an operand's element offset can reac
 from __future__ import annotations
 
 import inspect
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
+
+from xmfu.kernels.matmul_persistent_configs import autotune_configs, interpreting, with_descriptor_shapes
 
 try:  # host-side tensor descriptors: Triton 3.4 and later
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -49,54 +50,6 @@ except ImportError:  # pragma: no cover - older Triton: the plain-pointer kernel
 # tl.range's `flatten` hint, which tutorial 09 passes, is newer than xmfu's Triton floor (3.2): without it the tile
 # loop is a plain loop.
 RANGE_FLATTENS = "flatten" in inspect.signature(tl.range.__init__).parameters
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def _nvidia_configs() -> list[triton.Config]:
-    # Tutorial 09's matmul_get_configs: BLOCK_M 128, BLOCK_N 128/256, BLOCK_K 64/128, 3/4 stages, 4/8 warps.
-    return [triton.Config({"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
-            for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)]
-
-
-def _amd_configs() -> list[triton.Config]:
-    # ROCm's persistent_gemm configs (BLOCK_K 64 throughout, 2 stages), plus one 128x128 tile for shapes too small to
-    # give every CU a 256x256 tile.
-    c = triton.Config
-    amd = {"waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 1}
-    return [
-        c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 1, **amd}, num_warps=8, num_stages=2),
-        c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 4, "waves_per_eu": 0}, num_warps=8, num_stages=2),
-        c({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, **amd}, num_warps=8, num_stages=2),
-        c({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 6, "waves_per_eu": 2}, num_warps=8, num_stages=2),
-        c({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 4, **amd}, num_warps=4, num_stages=2),
-    ]
-
-
-def _interpreter_configs() -> list[triton.Config]:
-    # kernels/matmul.py's interpreter tile: the interpreter's time goes by tile steps, and smaller tiles made the
-    # matmul smoke run 12 s longer. With INTERPRETER_SMS programs, shapes past 2 x 1 tiles loop (the persistent path).
-    return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 2}, num_warps=4, num_stages=1)]
-
-
-def autotune_configs() -> list[triton.Config]:
-    if interpreting():
-        return _interpreter_configs()
-    return _amd_configs() if getattr(torch.version, "hip", None) else _nvidia_configs()
-
-
-def _with_descriptor_shapes(configs: list[triton.Config]) -> list[triton.Config]:
-    """The same configs, each setting the descriptors' tile shape before its launch (a host-side descriptor carries
-    its block shape; the autotuner calls a config's pre_hook with every argument, triton/runtime/autotuner.py)."""
-    def hook(nargs: dict) -> None:
-        bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-        nargs["a_desc"].block_shape = [bk, bm] if nargs["A_COLMAJOR"] else [bm, bk]
-        nargs["b_desc"].block_shape = [bn, bk] if nargs["B_COLMAJOR"] else [bk, bn]
-        nargs["c_desc"].block_shape = [bm, bn]
-
-    return [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=hook) for c in configs]
 
 
 # As kernels/matmul.py: shape, layout, input precision; Triton adds every tensor argument's dtype itself
@@ -246,7 +199,7 @@ def _tma_tile(a_desc, b_desc, c_desc, K, tile_id, tile_id_c, num_pid_m, num_pid_
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # rows and columns past M, N dropped
 
 
-@triton.autotune(configs=_with_descriptor_shapes(autotune_configs()), key=TMA_KEY)
+@triton.autotune(configs=with_descriptor_shapes(autotune_configs()), key=TMA_KEY)
 @triton.heuristics({"IMPRECISE": _imprecise})
 @triton.jit
 def _persistent_tma_kernel(
@@ -378,7 +331,7 @@ def _launch_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, p: Plan, in
     M, K = a.shape
     N = b.shape[1]
     a_col, b_col = bool(_colmajor(a)), bool(_colmajor(b))
-    # the block shapes are placeholders: each config's pre_hook sets its own (_with_descriptor_shapes)
+    # the block shapes are placeholders: each config's pre_hook sets its own (with_descriptor_shapes)
     a_desc = TensorDescriptor.from_tensor(a.T if a_col else a, [16, 16])
     b_desc = TensorDescriptor.from_tensor(b.T if b_col else b, [16, 16])
     c_desc = TensorDescriptor.from_tensor(out, [16, 16])

@@ -79,8 +79,8 @@ def test_jax_refuses_to_time_the_host_for_a_gpu_run():
 def test_triton_configs_are_vendor_specific():
     from xmfu.kernels import matmul as kernel
 
-    amd = [c.kwargs for c in kernel._amd_configs()]
-    nvidia = [c.kwargs for c in kernel._nvidia_configs()]
+    amd = [c.kwargs for c in kernel.amd_configs()]
+    nvidia = [c.kwargs for c in kernel.nvidia_configs()]
     assert all("waves_per_eu" in k for k in amd) and any("matrix_instr_nonkdim" in k for k in amd)
     assert not any("waves_per_eu" in k or "matrix_instr_nonkdim" in k for k in nvidia)
     assert kernel.interpreting() and len(kernel.autotune_configs()) == 1  # one small tile in the interpreter

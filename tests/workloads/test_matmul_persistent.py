@@ -16,6 +16,7 @@ if compat.triton_interpreter_too_old():
 from tests.workloads.triton_front_end import compiled
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.kernels import matmul_persistent as gemm
+from xmfu.kernels import matmul_persistent_configs
 from xmfu.workloads.matmul import triton_persistent as backend
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -127,8 +128,8 @@ def test_both_kernels_compile_for_hopper_and_mi300_as_the_structure_says():
 
 
 def test_configs_follow_tutorial_09_and_amds_guidance():
-    nvidia = [c.kwargs for c in gemm._nvidia_configs()]
-    amd = [c.kwargs for c in gemm._amd_configs()]
+    nvidia = [c.kwargs for c in matmul_persistent_configs.nvidia_configs()]
+    amd = [c.kwargs for c in matmul_persistent_configs.amd_configs()]
     assert {k["BLOCK_K"] for k in nvidia} == {64, 128} and all("waves_per_eu" not in k for k in nvidia)
     assert {k["BLOCK_K"] for k in amd} == {64} and all("waves_per_eu" in k for k in amd)
     edges = [k[e] for k in nvidia + amd for e in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]

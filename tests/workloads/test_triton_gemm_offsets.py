@@ -85,7 +85,7 @@ def test_the_output_layer_of_the_llama_presets_switches_at_batch_9():
 
 
 def test_tile_max_covers_every_config():
-    configs = gemm._nvidia_configs() + gemm._amd_configs() + gemm._interpreter_configs()
+    configs = gemm.nvidia_configs() + gemm.amd_configs() + gemm.interpreter_configs()
     edges = [c.kwargs[k] for c in configs for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]
     assert max(edges) <= gemm.TILE_MAX
 
