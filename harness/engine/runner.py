@@ -6,14 +6,12 @@ A failure in one (case, backend) becomes that row's status and reason; the sweep
 from __future__ import annotations
 
 import gc
-import resource
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from xmfu.harness.engine import stall
+from xmfu.harness.engine import row_sections as sections
+from xmfu.harness.engine import run_telemetry, stall
 from xmfu.harness.engine.attempts import (
     Attempt,
     gather_ranks,
@@ -28,23 +26,20 @@ from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import raise_if_interrupted
 from xmfu.harness.engine.metrics import throughput, utilization
 from xmfu.harness.engine.registry import WorkloadDef
-from xmfu.harness.engine.sampler import ci_target_met, stop_reason
 from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
 from xmfu.harness.engine.timing import Series
-from xmfu.harness.machine import contention, stack
+from xmfu.harness.machine import contention
 from xmfu.harness.machine.frameworks import release_cached_memory
 from xmfu.harness.machine.jax_distributed import jax_processes_joined
 from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
 from xmfu.harness.machine.sync import CUDA_EVENT, DEVICE_EVENT, READ_BACK, sync_rule
 from xmfu.harness.machine.telemetry import Reading, Sampler
-from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.recorder import Recorder
-from xmfu.harness.machine.threads import threads_record
 from xmfu.harness.results.bundle.writer import BundleWriter, RecordError, utc_now
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.statistics.speedup import paired_speedup
-from xmfu.harness.results.statistics.summary import spread, summarize
+from xmfu.harness.results.statistics.summary import Summary
 
 StepListener = Callable[[str, str, str, str], None]  # (phase, case_id, backend, step): ("main", id, "jax", "checking")
 
@@ -59,120 +54,8 @@ class Phase:
     backends: Sequence[str]
 
 
-def _rank_fields(a: Attempt) -> dict[str, Any]:
-    if not a.rank_samples or not all(a.rank_samples):
-        return {}
-    medians = [float(np.median(r)) for r in a.rank_samples]
-    return {"ranks": len(medians), "rank_combine": a.prepared.rank_combine, "per_rank_median_s": medians,
-            "rank_skew": max(medians) / float(np.median(medians))}
-
-
-def _variant_fields(a: Attempt, resamples: int) -> dict[str, Any]:
-    """Each timed variant's statistics (combined over ranks like the step) and every rank's median of it."""
-    out: dict[str, Any] = {}
-    for name, s in a.variants.items():
-        if s.error is not None or not s.samples:
-            out[name] = {"time_s": None, "error": s.error or "no samples"}
-            continue
-        entry: dict[str, Any] = {"time_s": summarize(s.samples, resamples, s.sample_repeats).as_dict()}
-        per_rank = a.variant_rank_samples.get(name)
-        if per_rank and all(per_rank):
-            entry["per_rank_median_s"] = [float(np.median(r)) for r in per_rank]
-        out[name] = entry
-    return out
-
-
 def _paired(s: Series) -> tuple[list[float], list[int], list[int]]:
     return s.samples, s.rounds, s.sample_repeats
-
-
-def _repeat_fields(s: Series) -> dict[str, Any] | None:
-    """Each repeat's median and the spread between them (None for a single measurement)."""
-    ids = sorted(set(s.sample_repeats))
-    if len(ids) < 2:
-        return None
-    medians = [float(np.median([v for v, r in zip(s.samples, s.sample_repeats, strict=True) if r == i])) for i in ids]
-    return {"medians_s": medians, "inner": s.inners, **spread(medians)}
-
-
-def _per_repeat(s: Series) -> list[list[float]]:
-    """The raw samples of each repeat, in the order they were taken."""
-    out: dict[int, list[float]] = {}
-    for value, r in zip(s.samples, s.sample_repeats, strict=True):
-        out.setdefault(r, []).append(value)
-    return [out[r] for r in sorted(out)]
-
-
-def _clocks(sampler: Sampler | None) -> dict[str, Any]:
-    """Whether the device's clocks were locked for this run (NVML application/locked clocks, amdsmi performance
-    level, the CPU governor), as the telemetry sampler reads it; {} when there is no sampler."""
-    if sampler is None or not sampler.available:
-        return {"locked": None, "reason": getattr(sampler, "reason", "telemetry disabled") or "no sampler"}
-    try:
-        return dict(sampler.static().get("clocks") or {"locked": None, "reason": "not reported by the sampler"})
-    except Exception as exc:  # a static query that fails is recorded, not fatal
-        return {"locked": None, "reason": f"{type(exc).__name__}: {exc}"}
-
-
-def _launch_fields(s: Series, device_median: float) -> dict[str, Any]:
-    """The host's time to issue one call against the measured time per call. When the host needs 90% or
-    more of it, the device was (nearly) waiting for the host: the figure is launch overhead, not kernels."""
-    if not s.host_samples:
-        return {"host_launch_s": None, "launch_bound": None}
-    host = float(np.median(s.host_samples))
-    return {"host_launch_s": host, "launch_bound": bool(host >= 0.9 * device_median)}
-
-
-def _sync_field(a: Attempt, ctx: RunContext) -> dict[str, Any]:
-    """How completion was established for this row's time: the timer's rule where it was timed (machine/sync.py),
-    else why there was no time to establish."""
-    if a.series is not None:
-        return a.series.timer.sync.as_dict()
-    p = a.prepared
-    if p is None or not p.timing_valid:  # an unproven sync says so here: time_attempts set the note to its reason
-        return {"method": None, "reason": f"not timed: {(p.timing_note if p else '') or a.status}"}
-    rule = sync_rule(p.framework, ctx.platform.kind)
-    return {"method": None, "reason": f"not timed: {a.status} (its sync would have been: {rule.method})"}
-
-
-def _extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timing_valid: bool,
-            platform_kind: str) -> dict[str, Any]:
-    """Figures only some workloads have: work units per second, hardware FLOPs (HFU), peak device memory."""
-    out: dict[str, Any] = {}
-    median = time_s["median"] if time_s else None
-    bandwidth = getattr(case, "bandwidth", None)
-    if bandwidth and median and a.prepared:
-        out.update(bandwidth(median, a.prepared.notes.get("ranks")))
-    units = getattr(case, "work_units", None)
-    if units and median:
-        out["throughput"] = {f"{name}_per_s": count / median for name, count in units().items()}
-    hardware = getattr(case, "hardware_flops", None)
-    hw = hardware() if hardware else None
-    if hw is not None:
-        out["hardware_flops"] = hw
-        out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
-    if a.prepared and a.prepared.peak_memory and a.status == "ok":
-        out["peak_memory_bytes"] = a.prepared.peak_memory()
-        out["peak_memory_source"] = a.prepared.peak_memory_source
-        if out["peak_memory_bytes"] is None and platform_kind == "cpu":
-            # A CPU's "device memory" is the process: its high-water mark (Linux reports KiB), all backends so far.
-            out["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            out["peak_memory_source"] = "process max RSS so far (CPU)"
-    return out
-
-
-def _unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A row that the bundle format refuses, as a failed row that keeps what identifies it (and the raw samples,
-    where they are plain numbers): the bundle stays valid and the defect is named in it."""
-    keep = ("run_id", "phase", "case_id", "workload", "backend", "platform", "device", "device_index", "dtype",
-            "params", "flops", "flop_convention", "bytes", "comparability_key", "comparability", "started", "finished")
-    failed = {k: row[k] for k in keep if k in row}
-    failed.update(status="failed", reason=f"xmfu error, please report it: {exc}", time_s=None, tflops=None,
-                  peak_tflops=None, peak_source=None, mfu=None, mfu_vs_achievable=None, timing_valid=False)
-    values = samples.get("samples") or []
-    plain = all(type(v) is float for v in values)  # the samples themselves may be what the format refused
-    return failed, {"case_id": failed.get("case_id", ""), "backend": failed.get("backend", ""),
-                    "samples": values if plain else []}
 
 
 def _jax_spans_processes() -> bool:
@@ -188,7 +71,7 @@ class CaseRunner:
         self.ctx, self.writer, self.run_id, self.progress = ctx, writer, run_id, progress
         self.on_step = on_step  # hears (phase, case_id, backend, step) as each step of a case begins
         self.sampler = sampler
-        self.clocks = _clocks(sampler)
+        self.clocks = run_telemetry.clocks(sampler)
         self.own_pids = contention.own_processes(contention.snapshot())
         self.contention: dict[str, Any] | None = None
         self.case_count = 0
@@ -336,7 +219,7 @@ class CaseRunner:
         try:
             self.writer.append(row, samples)
         except RecordError as exc:  # xmfu's own mistake: the row says so, and the sweep goes on
-            row, samples = _unfit(row, samples, exc)
+            row, samples = sections.unfit(row, samples, exc)
             self.writer.append(row, samples)
         self.rows.append(row)
         self.progress(row)
@@ -366,26 +249,6 @@ class CaseRunner:
         recorder.start()
         return recorder
 
-    def _telemetry(self, a: Attempt, row: dict[str, Any], peak_clock: float | None) -> dict[str, Any] | None:
-        """This backend's share of the case's readings, summarised, with its efficiency figures."""
-        if not self.sampler:
-            return None
-        if not self.sampler.available:
-            return {"unavailable": self.sampler.reason}
-        if not (a.series and a.series.intervals):
-            return None
-        if self.sampler.background:
-            mine = window(self.readings, a.series.intervals, 1.0 / self.ctx.config.telemetry.rate_hz)
-        else:  # read at the ends of the case only: the window is shared by the case's backends
-            mine = self.readings
-        summary = summarize_window(mine, self.sampler.energy_wrap_j)
-        summary["window"] = "this backend's samples" if self.sampler.background else "whole case (all backends)"
-        median = row["time_s"]["median"] if row.get("time_s") else None
-        summary.update(efficiency(summary, row.get("tflops"), median, row.get("mfu"), peak_clock))
-        if self.sampler.reason:
-            summary["unreadable"] = self.sampler.reason
-        return summary
-
     def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
         """Each timed backend against the configured baseline, paired by interleaving round."""
         cfg = self.ctx.config
@@ -403,81 +266,57 @@ class CaseRunner:
 
     def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
              started: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        cfg, device = self.ctx.config, self.ctx.device
-        if a.prepared is not None and a.prepared.case is not None:
-            case = a.prepared.case  # as the backend ran it (e.g. its world size settled)
-        flops = case.flops()
-        p = a.prepared
+        """The row and its samples record, section by section in the order their inputs exist (row_sections.py)."""
+        cfg, p = self.ctx.config, a.prepared
+        if p is not None and p.case is not None:
+            case = p.case  # as the backend ran it (e.g. its world size settled)
+        flops, timing_valid = case.flops(), bool(p and p.timing_valid)
+        row = sections.identity(self.run_id, phase.name, case, a, self.ctx)
+        row.update(sections.conditions(a, self.ctx, started, self.clocks, self.contention))
+        row.update(self._key(phase, case, a))
+        summary = sections.summary_of(a, cfg)
+        method = self._method_fields(p, phase) if summary is not None else {}
+        row.update(sections.timing(a, summary, cfg, timed_out, method, timing_valid, row["timing_note"]))
+        row.update(sections.rank_fields(a))
+        row.update(self._figures(phase, case, a, row, summary))
+        row.update(sections.closing(flops, a.check))
+        return row, sections.samples_record(self.run_id, case, a)
+
+    def _key(self, phase: Phase, case: Case, a: Attempt) -> dict[str, Any]:
+        """The comparability key and its fields (a plug-in's release joins them: a new version of the kernel starts
+        a new series), the plug-in's provenance and the scale the row ran at."""
         fields = comparability_fields(case.workload, case.params(), case.dtype, case.flop_convention,
-                                      self._protocol(p, phase))
+                                      self._protocol(a.prepared, phase))
         impl = phase.workload.implementations.get(a.backend)
         plugin = dict(impl.plugin) if impl is not None and impl.plugin else None
-        if plugin:  # a plug-in's release joins the key: a new version of the kernel starts a new series
-            fields["plugin"] = {k: plugin.get(k) for k in ("object", "package", "version")}
-        timing_valid = bool(p and p.timing_valid)
-        row: dict[str, Any] = {
-            "run_id": self.run_id, "phase": phase.name, "case_id": case.case_id, "workload": case.workload,
-            "backend": a.backend, "platform": self.ctx.platform.kind, "device": device.name,
-            "device_index": device.index, "device_uuid": device.uuid, "device_pci_bus_id": device.pci_bus_id,
-            "dtype": case.dtype, "params": case.params(),
-            "status": a.status, "reason": a.reason, "flops": flops,
-            "flop_convention": case.flop_convention, "bytes": case.bytes_moved(), "time_s": None,
-            "timing_valid": timing_valid, "timing_note": p.timing_note if p else "", "sync": _sync_field(a, self.ctx),
-            "correctness": a.check,
-            "notes": p.notes if p else {}, "comparability_key": comparability_key(fields), "comparability": fields,
-            "started": started, "finished": utc_now(),
-            "stack": stack.torch_settings(self.ctx.platform.kind) if p and p.framework == "torch" else None,
-            "clocks_locked": self.clocks.get("locked"), "clocks": self.clocks, "contention": self.contention,
-            "threads": threads_record(p.framework) if p and self.ctx.platform.kind == "cpu" else None,
-        }
         if plugin:
-            row["plugin"] = plugin
-        if cfg.scale == "smoke":  # a smoke row says so: it is not the figure of the sizes the user named
-            row["scale"] = "smoke"
-            row["scale_note"] = "; ".join(cfg.scale_notes.get(phase.name, ())) or "run at its smoke sizes"
-        s = a.series
+            fields["plugin"] = {k: plugin.get(k) for k in ("object", "package", "version")}
+        return {"comparability_key": comparability_key(fields), "comparability": fields,
+                **sections.provenance(plugin, self.ctx.config, phase.name)}
+
+    def _figures(self, phase: Phase, case: Case, a: Attempt, row: dict[str, Any],
+                 summary: Summary | None) -> dict[str, Any]:
+        """What follows from the time: rates, the workload's own figures, the steady state, utilization against
+        the peak and the achievable figure, telemetry."""
+        cfg, p, s = self.ctx.config, a.prepared, a.series
+        flops, timing_valid, note = case.flops(), row["timing_valid"], row["timing_note"]
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
-        if a.status == "ok" and s and s.samples:
-            summary = summarize(s.samples, cfg.timing.bootstrap_resamples, s.sample_repeats)
-            row["time_s"] = summary.as_dict()
-            row["timer"] = {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
-                            "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
-                            **_launch_fields(s, summary.median), **self._method_fields(p, phase)}
-            row["repeats"] = _repeat_fields(s)
-            if a.variants:
-                row["variants"] = _variant_fields(a, cfg.timing.bootstrap_resamples)
-            if flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
-                tput = throughput(flops, case.bytes_moved(), summary)
-        elif a.status == "ok" and not timing_valid:
-            row["timer"] = {"name": None, "inner": None, "stop": f"checked, not timed: {row['timing_note']}"}
-        row.update(_rank_fields(a))
-        peak = lookup(device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz) if flops > 0 else (
-            Peak(None, None, None, "not a compute workload: see the bandwidth figures"))
-        row.update(tput)
-        row.update(_extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind))
-        row.update(self._case_figures(case, a, row["time_s"], timing_valid, row["timing_note"]))
+        if summary is not None and flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
+            tput = throughput(flops, case.bytes_moved(), summary)
+        peak = lookup(self.ctx.device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz) \
+            if flops > 0 else Peak(None, None, None, "not a compute workload: see the bandwidth figures")
+        out = {**tput, **sections.extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind)}
+        out.update(self._case_figures(case, a, row["time_s"], timing_valid, note))
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
-            row["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
+            out["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
                                                flops)
-        row.update(utilization(tput["tflops"], peak, row["timing_note"] if p and not timing_valid else None,
-                               self.achievable))
-        row.update(self._achievable_method(phase, p, row))
+        out.update(utilization(tput["tflops"], peak, note if p and not timing_valid else None, self.achievable))
+        out.update(self._achievable_method(phase, p, {**row, **out}))
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
-        row["telemetry"] = self._telemetry(a, row, peak.clock_mhz) if a.status == "ok" else None
-        if flops == 0:
-            row["mfu_reason"] = "not a compute workload: see the bandwidth figures"
-        if a.check and a.check["metric"].startswith("#wrong"):
-            row["wrong"] = int(a.check["error"])  # nccl-tests' #wrong column
-        samples = {"run_id": self.run_id, "case_id": case.case_id, "backend": a.backend, "unit": "s",
-                   "rank_samples": a.rank_samples,
-                   "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
-                   "samples": s.samples if s else [], "rounds": s.rounds if s else [],
-                   "repeats": s.sample_repeats if s else []}
-        if a.variants:
-            samples["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
-                                          "repeats": v.sample_repeats} for name, v in a.variants.items()}
-        return row, samples
+        out["telemetry"] = run_telemetry.of_backend(self.sampler, self.readings, cfg.telemetry.rate_hz, a.series,
+                                                    {**row, **out}, peak.clock_mhz) if a.status == "ok" else None
+        return out
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,
                       note: str) -> dict[str, Any]:
@@ -488,7 +327,7 @@ class CaseRunner:
         if figures is None or a.status != "ok":
             return {}
         s = a.series
-        samples = _per_repeat(s) if s and s.samples and timing_valid else []
+        samples = sections.per_repeat(s) if s and s.samples and timing_valid else []
         membw = lookup_membw(self.ctx.device, override=self.ctx.config.peak_membw_gbps)
         return figures(time_s, samples, membw, None if timing_valid else note)
 
@@ -540,15 +379,5 @@ class CaseRunner:
         self.writer.update(achievable=self.achievable)
 
     def drift(self) -> dict[str, Any]:
-        """Clock and temperature at the run's first and last readings: a run that heated up and slowed down
-        says so, whatever its rows' CIs say."""
-        a, b = self.first_reading, self.last_reading
-        if a is None or b is None:
-            return {"readings": 0}
-        out: dict[str, Any] = {"seconds": b.t - a.t}
-        for name in ("sm_clock_mhz", "temp_c", "power_w"):
-            first, last = getattr(a, name), getattr(b, name)
-            out[name] = [first, last]
-            if name == "sm_clock_mhz" and first and last:
-                out["clock_change"] = last / first - 1
-        return out
+        """Clock and temperature at the run's first and last readings (run_telemetry.drift)."""
+        return run_telemetry.drift(self.first_reading, self.last_reading)

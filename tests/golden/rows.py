@@ -165,12 +165,13 @@ def fixed_world(seed: int) -> Iterator[None]:
     quiet = {"contended": False, "busiest_others": [], "load_avg": [0.5, 0.4, 0.3], "window_s": 0.25}
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(time, "perf_counter", clock))
-        for target in ("xmfu.harness.engine.runner.utc_now", "xmfu.harness.results.bundle.writer.utc_now"):
+        for target in ("xmfu.harness.engine.runner.utc_now", "xmfu.harness.engine.row_sections.utc_now",
+                   "xmfu.harness.results.bundle.writer.utc_now"):
             stack.enter_context(mock.patch(target, stamps))
         stack.enter_context(mock.patch.object(contention, "snapshot", lambda *a, **k: None))
         stack.enter_context(mock.patch.object(contention, "own_processes", lambda *a, **k: set()))
         stack.enter_context(mock.patch.object(contention, "assess", lambda *a, **k: dict(quiet)))
-        stack.enter_context(mock.patch("xmfu.harness.engine.runner.threads_record",
+        stack.enter_context(mock.patch("xmfu.harness.engine.row_sections.threads_record",
                                        lambda framework: {"framework": framework, "intra_op_threads": 2,
                                                                         "intra_op_source": "scripted"}))
         # the cache flush of the mamf sweep: a buffer of the device's last-level cache size, not allocated here

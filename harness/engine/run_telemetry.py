@@ -1,0 +1,55 @@
+"""What the telemetry sampler says about a run and each of its rows: whether clocks were locked, a backend's share
+of the case's readings with its efficiency figures, and how clocks and temperature drifted over the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xmfu.harness.engine.timing import Series
+from xmfu.harness.machine.telemetry import Reading, Sampler
+from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
+
+
+def clocks(sampler: Sampler | None) -> dict[str, Any]:
+    """Whether the device's clocks were locked for this run (NVML application/locked clocks, amdsmi performance
+    level, the CPU governor), as the telemetry sampler reads it; {} when there is no sampler."""
+    if sampler is None or not sampler.available:
+        return {"locked": None, "reason": getattr(sampler, "reason", "telemetry disabled") or "no sampler"}
+    try:
+        return dict(sampler.static().get("clocks") or {"locked": None, "reason": "not reported by the sampler"})
+    except Exception as exc:  # a static query that fails is recorded, not fatal
+        return {"locked": None, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def of_backend(sampler: Sampler | None, readings: list[Reading], rate_hz: float, series: Series | None,
+               row: dict[str, Any], peak_clock: float | None) -> dict[str, Any] | None:
+    """This backend's share of the case's readings, summarised, with its efficiency figures."""
+    if not sampler:
+        return None
+    if not sampler.available:
+        return {"unavailable": sampler.reason}
+    if not (series and series.intervals):
+        return None
+    # a sampler read at the ends of the case only shares its window among the case's backends
+    mine = window(readings, series.intervals, 1.0 / rate_hz) if sampler.background else readings
+    summary = summarize_window(mine, sampler.energy_wrap_j)
+    summary["window"] = "this backend's samples" if sampler.background else "whole case (all backends)"
+    median = row["time_s"]["median"] if row.get("time_s") else None
+    summary.update(efficiency(summary, row.get("tflops"), median, row.get("mfu"), peak_clock))
+    if sampler.reason:
+        summary["unreadable"] = sampler.reason
+    return summary
+
+
+def drift(a: Reading | None, b: Reading | None) -> dict[str, Any]:
+    """Clock and temperature at the run's first and last readings: a run that heated up and slowed down
+    says so, whatever its rows' CIs say."""
+    if a is None or b is None:
+        return {"readings": 0}
+    out: dict[str, Any] = {"seconds": b.t - a.t}
+    for name in ("sm_clock_mhz", "temp_c", "power_w"):
+        first, last = getattr(a, name), getattr(b, name)
+        out[name] = [first, last]
+        if name == "sm_clock_mhz" and first and last:
+            out["clock_change"] = last / first - 1
+    return out
