@@ -61,7 +61,7 @@ def test_rows_and_manifest_record_contention_and_drift(tmp_path):
 
     outcome = _run(tmp_path, _registry(), "conditions")
     bundle = read_bundle(outcome.bundle)
-    record = bundle.cases[0]["contention"]
+    record = bundle.raw_rows[0]["contention"]
     assert set(record) >= {"contended", "reason", "busiest_others", "load_avg", "gpu_processes"}
     conditions = bundle.manifest["conditions"]
     assert conditions["load_avg"]["start"] and "contended_rows" in conditions and "drift" in conditions

@@ -90,7 +90,7 @@ def cmd_compare(args: Sequence[str]) -> int:
                             f"nor a position 0-{len(loaded) - 1}")
     result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
-        _unpriced_note(ns, {r.get("device") for s in loaded for b in s.bundles for r in b.cases})
+        _unpriced_note(ns, {r.get("device") for s in loaded for b in s.bundles for r in b.raw_rows})
         _add_costs(result, loaded, prices)
     print(render(result, ns.format))
     if result.unmatched and not result.rows and not result.refused:
@@ -168,7 +168,7 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
 def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
     from xmfu.harness.results.analysis.cost import break_even, cost_figures
 
-    rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.cases}
+    rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.raw_rows}
     for row in result.rows:
         cand, ref = rows[(row["run"], row["case_id"], row["backend"])], rows[
             (row["baseline_run"], row["case_id"], row["backend"])]

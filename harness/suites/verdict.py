@@ -51,7 +51,7 @@ def achievable(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
 
 def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
     """Per backend, its best main-phase matmul against the datasheet peak and the achievable one."""
-    rows = [r for b in bundles for r in b.cases if r["workload"] == "matmul" and r.get("phase", "main") == "main"
+    rows = [r for b in bundles for r in b.raw_rows if r["workload"] == "matmul" and r.get("phase", "main") == "main"
             and timed(r) and not r.get("steady_state")]
     if not rows:
         return None
@@ -81,7 +81,7 @@ def _achievable_ci(bundles: Sequence[Bundle], mamf: dict[str, Any] | None) -> li
     """The 95% CI of the achievable figure: its row's (the mamf sweep's best case), where a bundle holds it."""
     if not mamf:
         return None
-    row = next((r for b in bundles for r in b.cases if r.get("case_id") == mamf.get("case_id")
+    row = next((r for b in bundles for r in b.raw_rows if r.get("case_id") == mamf.get("case_id")
                 and r.get("backend") == mamf.get("backend") and r.get("dtype") == mamf.get("dtype")), None)
     return (row or {}).get("tflops_ci95")
 
@@ -180,7 +180,7 @@ def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> 
     """The same matmul on each device (one bundle per device): its best TFLOP/s against the node's median."""
     values, ident, marks = {}, {}, {}
     for b in bundles:
-        rows = [r for r in b.cases if timed(r)]
+        rows = [r for r in b.raw_rows if timed(r)]
         best = _best(rows, lambda r: r["tflops"])
         if best is None:
             continue
@@ -195,7 +195,7 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     """Each collective series' peak bus bandwidth against the device's link (the run's summary)."""
     out = []
     for b in bundles:
-        ids = {device_id(r) for r in b.cases}
+        ids = {device_id(r) for r in b.raw_rows}
         spanned = nodes.of_manifest(b.manifest)  # the hosts the run's ranks ran on, where the bundle records them
         device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
         for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
@@ -215,8 +215,8 @@ def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
          threshold: float = OUTLIER_THRESHOLD) -> dict[str, Any]:
     """Every verdict figure of one node, from its parts: name -> (kind, bundles)."""
     single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
-    rows = [r for b in single for r in b.cases]
-    every = [r for _, bundles in parts.values() for b in bundles for r in b.cases]
+    rows = [r for b in single for r in b.raw_rows]
+    every = [r for _, bundles in parts.values() for b in bundles for r in b.raw_rows]
     return {"matmul": matmul(single), "attention": attention(rows), "attention_shapes": attention_shapes(rows),
             "training": training(rows, price),
             "sustained": sustained(rows), "throttling": throttling(every),

@@ -168,7 +168,7 @@ def test_a_full_disk_keeps_the_last_whole_row_and_exits_1(tmp_path):
     (folder,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").exists()]
     loaded = load_bundle(folder)
     assert loaded.problems == [] and loaded.bundle.manifest["status"] == "partial"
-    assert 0 < len(loaded.bundle.cases) < 40
+    assert 0 < len(loaded.bundle.raw_rows) < 40
     assert not list(folder.glob("*.tmp"))
 
 
@@ -215,7 +215,7 @@ def test_ctrl_c_swallowed_during_start_up_still_interrupts_the_run(monkeypatch, 
     folder = Path(proc.stdout.strip().splitlines()[-1].removeprefix("bundle: "))
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
-    assert bundle.manifest["status"] == "partial" and bundle.cases == []
+    assert bundle.manifest["status"] == "partial" and bundle.raw_rows == []
 
 
 def test_ctrl_c_that_cuts_an_import_short_still_exits_130(monkeypatch, capsys):

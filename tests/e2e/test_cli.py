@@ -42,7 +42,7 @@ def test_run_all_three_backends_writes_a_valid_bundle(tmp_path):
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
     assert bundle.manifest["status"] == "complete"
-    rows = {(r["backend"], r["params"]["m"]): r for r in bundle.cases}
+    rows = {(r["backend"], r["params"]["m"]): r for r in bundle.raw_rows}
     assert {b for b, _ in rows} == {"torch", "triton", "jax"}
     assert all(r["status"] == "ok" for r in rows.values()), [r["reason"] for r in rows.values()]
     assert rows[("triton", 67)]["timing_valid"] is False and rows[("triton", 67)]["mfu"] is None
@@ -67,7 +67,7 @@ def test_multirun_writes_one_bundle_per_combination(tmp_path, cli):
     assert proc.returncode == 0, proc.stderr
     bundles = sorted(p for p in tmp_path.iterdir() if (p / "manifest.json").exists())
     assert len(bundles) == 2
-    assert {read_bundle(b).cases[0]["dtype"] for b in bundles} == {"fp32", "bf16"}
+    assert {read_bundle(b).raw_rows[0]["dtype"] for b in bundles} == {"fp32", "bf16"}
     lines = proc.stdout.strip().splitlines()
     assert lines[-1].startswith("sweep: 2 jobs, 2 succeeded, 0 did not")
     assert lines[-3].startswith("job 0 (dtype=fp32") and "bundle: " in lines[-3]
@@ -89,8 +89,8 @@ def test_mamf_sets_achievable_peak(tmp_path, cli):
                 "workload.sizes=[48]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     bundle = read_bundle(_bundle_path(proc.stdout))
-    mamf_rows = [r for r in bundle.cases if r["phase"] == "mamf"]
-    main_rows = [r for r in bundle.cases if r["phase"] == "main"]
+    mamf_rows = [r for r in bundle.raw_rows if r["phase"] == "mamf"]
+    main_rows = [r for r in bundle.raw_rows if r["phase"] == "main"]
     assert len(mamf_rows) == 2 and len(main_rows) == 1
     assert bundle.manifest["achievable"]["tflops"] == max(r["tflops"] for r in mamf_rows)
     assert main_rows[0]["mfu_vs_achievable"] > 0
@@ -106,11 +106,11 @@ def test_mamf_at_smoke_scale_runs_the_small_sweep_flushed_and_says_so(tmp_path, 
     assert proc.returncode == 0, proc.stderr
     assert time.perf_counter() - start < 60  # about 10 s on the project's 2-core VM
     bundle = read_bundle(_bundle_path(proc.stdout))
-    sweep = [r for r in bundle.cases if r["phase"] == "mamf"]
+    sweep = [r for r in bundle.raw_rows if r["phase"] == "mamf"]
     assert len(sweep) == 8 and max(r["params"]["k"] for r in sweep) == 512
-    assert all(r["scale"] == "smoke" and "mamf sweep at smoke sizes" in r["scale_note"] for r in bundle.cases
+    assert all(r["scale"] == "smoke" and "mamf sweep at smoke sizes" in r["scale_note"] for r in bundle.raw_rows
                if r["phase"] == "mamf")
-    assert {r["achievable_method"] for r in bundle.cases} == {"flushed"}
+    assert {r["achievable_method"] for r in bundle.raw_rows} == {"flushed"}
     assert bundle.manifest["achievable"]["method"] == "flushed" and bundle.manifest["scale"]["scale"] == "smoke"
     assert "scale=smoke: mamf sweep at smoke sizes" in proc.stderr
     assert "cache flushed before every call" in proc.stdout
@@ -151,7 +151,7 @@ def test_interrupted_run_leaves_a_valid_partial_bundle(tmp_path):
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
     assert bundle.manifest["status"] == "partial"
-    assert 2 <= len(bundle.cases) < 60
+    assert 2 <= len(bundle.raw_rows) < 60
     assert stdout.strip().splitlines()[-1] == f"bundle: {folder}"
 
 
@@ -173,7 +173,7 @@ def test_no_case_could_run_exits_1(tmp_path, cli):
     proc = cli("run", "backends=[torch]", "dtype=tf32", "workload.sizes=[16]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 1
     bundle = read_bundle(_bundle_path(proc.stdout))
-    assert bundle.cases[0]["status"] == "skipped" and "tf32" in bundle.cases[0]["reason"]
+    assert bundle.raw_rows[0]["status"] == "skipped" and "tf32" in bundle.raw_rows[0]["reason"]
     assert bundle.manifest["status"] == "complete"
 
 
@@ -183,7 +183,7 @@ def test_attention_smoke_runs_every_backend_with_speedups(tmp_path, cli):
                "workload.causal=[true]", *TINY, f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     bundle = read_bundle(_bundle_path(proc.stdout))
-    rows = {r["backend"]: r for r in bundle.cases}
+    rows = {r["backend"]: r for r in bundle.raw_rows}
     assert {b for b, r in rows.items() if r["status"] == "ok"} == {
         "torch_sdpa", "torch_sdpa_flash", "torch_sdpa_math", "torch_eager", "triton", "triton_fa2", "jax"}
     assert {b for b, r in rows.items() if r["status"] == "skipped"} == {
@@ -208,7 +208,7 @@ def test_transformer_tiny_runs_on_torch_triton_and_jax(tmp_path, cli):
     assert proc.returncode == 0, proc.stderr
     folder = _bundle_path(proc.stdout)
     assert validate_bundle(folder) == []
-    rows = {r["backend"]: r for r in read_bundle(folder).cases}
+    rows = {r["backend"]: r for r in read_bundle(folder).raw_rows}
     assert set(rows) == {"torch", "torch_triton", "jax"}
     assert all(r["status"] == "ok" for r in rows.values()), {b: r["reason"] for b, r in rows.items()}
     assert rows["torch_triton"]["timing_valid"] is False and rows["torch_triton"]["correctness"]["ok"]
@@ -223,7 +223,7 @@ def test_sustained_run_reports_steady_state(tmp_path, cli):
     proc = cli("run", "backends=[torch]", "workload.sizes=[64]", "timing=sustained", "timing.sustain_s=2",
                 "timing.window_s=0.5", "timing.warmup_s=0", f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
-    row = read_bundle(_bundle_path(proc.stdout)).cases[0]
+    row = read_bundle(_bundle_path(proc.stdout)).raw_rows[0]
     steady = row["steady_state"]
     assert len(steady["windows"]) >= 3 and steady["first_window"]["tflops"] > 0
     assert 0 <= steady["reached_after_s"] <= 2 and "sustained for 2 s" in row["timer"]["stop"]

@@ -51,7 +51,7 @@ def test_gloo_every_operation_in_and_out_of_place_on_four_ranks(tmp_path):
     folder = _bundle(proc.stdout)
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
-    for row, samples in zip(bundle.cases, bundle.samples, strict=True):
+    for row, samples in zip(bundle.raw_rows, bundle.samples, strict=True):
         key = (row["params"]["op"], row["params"]["in_place"])
         if key in TORCH_SKIPS:
             assert row["status"] == "skipped" and row["reason"]
@@ -71,7 +71,7 @@ def test_planted_corruption_is_caught(tmp_path):
     proc = torchrun(2, *SMALL, "workload.ops=[all_gather]", "workload.inject_corruption=true",
                     f"results_dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]  # nothing could be timed: every case is incorrect
-    rows = read_bundle(_bundle(proc.stdout)).cases
+    rows = read_bundle(_bundle(proc.stdout)).raw_rows
     assert rows and all(r["status"] == "incorrect" and r["correctness"]["error"] >= 1 for r in rows)
     assert all("#wrong" in r["reason"] or "wrong" in r["correctness"]["metric"] for r in rows)
 
@@ -82,7 +82,7 @@ def test_jax_on_four_cpu_devices(tmp_path):
                            *SMALL, f"results_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = read_bundle(_bundle(proc.stdout)).cases
+    rows = read_bundle(_bundle(proc.stdout)).raw_rows
     ok = [r for r in rows if r["status"] == "ok"]
     assert {r["params"]["op"] for r in ok} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
     assert all(r["notes"]["ranks"] == 4 and r["notes"]["hlo_op"] and r["busbw_gbps"] > 0 for r in ok)
@@ -104,7 +104,7 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
     folder = _bundle(proc.stdout)
     bundle = read_bundle(folder)
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
-    failed = [r for r in bundle.cases if r["status"] == "failed"]
+    failed = [r for r in bundle.raw_rows if r["status"] == "failed"]
     assert failed and "not formed within 3 s" in failed[0]["reason"]
 
 
@@ -117,8 +117,8 @@ def test_jax_multi_process_under_torchrun(tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     bundle = read_bundle(_bundle(proc.stdout))
-    assert bundle.cases and all(r["status"] == "ok" and r["wrong"] == 0 for r in bundle.cases)
-    assert all(r["notes"]["processes"] == 2 and r["notes"]["ranks"] == 4 for r in bundle.cases)
+    assert bundle.raw_rows and all(r["status"] == "ok" and r["wrong"] == 0 for r in bundle.raw_rows)
+    assert all(r["notes"]["processes"] == 2 and r["notes"]["ranks"] == 4 for r in bundle.raw_rows)
     assert all(len(s["rank_samples"]) == 2 for s in bundle.samples)  # one list per process
 
 
@@ -225,8 +225,8 @@ def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(
     folder = tmp_path / "never"
     bundle = read_bundle(folder)
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
-    assert [r["status"] for r in bundle.cases] == ["failed"]
-    assert "did not all join within 3 s" in bundle.cases[0]["reason"]
+    assert [r["status"] for r in bundle.raw_rows] == ["failed"]
+    assert "did not all join within 3 s" in bundle.raw_rows[0]["reason"]
 
 
 @pytest.mark.trials
@@ -264,8 +264,9 @@ def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_pa
         folder = tmp_path / run_id
         bundle = read_bundle(folder)
         assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
-        assert [r["status"] for r in bundle.cases] == ["ok", "failed"], (trial, [r["reason"] for r in bundle.cases])
-        assert "run aborted: collective failed" in bundle.cases[1]["reason"]
+        statuses = [r["status"] for r in bundle.raw_rows]
+        assert statuses == ["ok", "failed"], (trial, [r["reason"] for r in bundle.raw_rows])
+        assert "run aborted: collective failed" in bundle.raw_rows[1]["reason"]
 
 
 @pytest.mark.trials
@@ -310,5 +311,5 @@ def test_a_jax_rank_frozen_or_killed_after_joining_ends_the_run_partial_within_t
             folder = tmp_path / f"jax-{how.name}-{trial}"
             bundle = read_bundle(folder)
             assert bundle.manifest["status"] == "partial" and validate_bundle(folder) == []
-            failed = [r for r in bundle.cases if r["status"] == "failed"]
-            assert failed and all("run aborted" in r["reason"] for r in failed), [r["reason"] for r in bundle.cases]
+            failed = [r for r in bundle.raw_rows if r["status"] == "failed"]
+            assert failed and all("run aborted" in r["reason"] for r in failed), [r["reason"] for r in bundle.raw_rows]

@@ -23,7 +23,7 @@ def test_inference_smoke_run_gives_prefill_and_decode_rows(tmp_path, monkeypatch
     assert proc.returncode == 0, proc.stderr
     folder = _bundle_path(proc.stdout)
     assert validate_bundle(folder) == []
-    rows = {(r["params"]["phase"], r["backend"]): r for r in read_bundle(folder).cases}
+    rows = {(r["params"]["phase"], r["backend"]): r for r in read_bundle(folder).raw_rows}
     assert set(rows) == {(p, b) for p in ("prefill", "decode") for b in ("torch", "jax")}
     assert all(r["status"] == "ok" and r["correctness"]["ok"] for r in rows.values()), [r["reason"] for r in
                                                                                         rows.values()]
@@ -42,4 +42,4 @@ def test_inference_smoke_run_gives_prefill_and_decode_rows(tmp_path, monkeypatch
         priced = cost_figures(decode, 1.0)
         assert priced["usd_per_million_generated_tokens"] == pytest.approx(
             1e6 / (decode["throughput"]["generated_tokens_per_s"] * 3600))
-    assert {s["metric"] for s in inference_series(read_bundle(folder).cases)} == {"decode_tokens_per_s", "mbu"}
+    assert {s["metric"] for s in inference_series(read_bundle(folder).raw_rows)} == {"decode_tokens_per_s", "mbu"}

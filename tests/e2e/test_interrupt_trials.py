@@ -61,7 +61,7 @@ def test_a_second_ctrl_c_between_the_manifest_and_its_checksums_is_held(monkeypa
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
-    assert bundle.manifest["status"] == "partial" and len(bundle.cases) == 1
+    assert bundle.manifest["status"] == "partial" and len(bundle.raw_rows) == 1
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -65,11 +65,11 @@ def test_torch_ddp_and_fsdp_on_two_gloo_ranks(tmp_path):
     folder = _bundle(proc.stdout)
     assert validate_bundle(folder) == []
     bundle = read_bundle(folder)
-    assert [r["case_id"].removeprefix("transformer-fp32-tiny-b2-s32") for r in bundle.cases] == [
+    assert [r["case_id"].removeprefix("transformer-fp32-tiny-b2-s32") for r in bundle.raw_rows] == [
         "", "-ddp-weak", "-fsdp-weak", "-dp-weak"]
-    skipped = bundle.cases[-1]
+    skipped = bundle.raw_rows[-1]
     assert skipped["status"] == "skipped" and "JAX strategy" in skipped["reason"]
-    _distributed_rows_hold_up(bundle.cases, bundle.samples, {"ddp", "fsdp"}, ranks=2)
+    _distributed_rows_hold_up(bundle.raw_rows, bundle.samples, {"ddp", "fsdp"}, ranks=2)
 
 
 @pytest.mark.slow(seconds=45)
@@ -81,7 +81,7 @@ def test_jax_dp_and_fsdp_on_four_cpu_devices(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = _bundle(proc.stdout)
     assert validate_bundle(folder) == []
-    rows = read_bundle(folder).cases
+    rows = read_bundle(folder).raw_rows
     _distributed_rows_hold_up(rows, [], {"dp", "fsdp"}, ranks=None)
     for row in rows[1:]:
         assert row["params"]["world_size"] == 4 and len(row["notes"]["rank_map"]) == 4
@@ -111,8 +111,8 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
     folder = _bundle(proc.stdout)
     bundle = read_bundle(folder)
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
-    assert [r["status"] for r in bundle.cases] == ["ok", "failed"]  # the single-device step, then the group
-    assert "not formed within 3 s" in bundle.cases[1]["reason"]
+    assert [r["status"] for r in bundle.raw_rows] == ["ok", "failed"]  # the single-device step, then the group
+    assert "not formed within 3 s" in bundle.raw_rows[1]["reason"]
 
 
 @pytest.mark.slow
@@ -129,6 +129,6 @@ def test_ddp_under_the_slurm_path_on_this_machine(tmp_path, cli, monkeypatch):
     bundles = list(tmp_path.glob("*/manifest.json"))
     assert len(bundles) == 1  # rank 0 alone writes
     assert f"bundle: {bundles[0].parent}" in proc.stdout
-    rows = read_bundle(bundles[0].parent).cases
+    rows = read_bundle(bundles[0].parent).raw_rows
     ddp = rows[-1]
     assert ddp["status"] == "ok" and ddp["params"]["world_size"] == 2 and ddp["ranks"] == 2

@@ -83,7 +83,7 @@ def test_statuses_and_isolation(tmp_path):
     runner, writer = _runner(tmp_path)
     runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good", "wrong", "bad", "absent"]))
     writer.finalize("complete")
-    rows = {r["backend"]: r for r in read_bundle(tmp_path / "b").cases}
+    rows = {r["backend"]: r for r in read_bundle(tmp_path / "b").raw_rows}
     assert rows["good"]["status"] == "ok" and rows["good"]["time_s"]["n"] >= 3
     assert rows["good"]["tflops"] == pytest.approx(1e6 / rows["good"]["time_s"]["median"] / 1e12)
     assert rows["good"]["mfu"] == pytest.approx(rows["good"]["tflops"] / rows["good"]["peak_tflops"])
@@ -270,7 +270,7 @@ def test_a_cpu_row_records_its_threads_and_whether_the_host_was_oversubscribed(t
     runner, writer = _runner(tmp_path)
     runner.run_phase(Phase("main", FAKE, [FakeCase(1)], ["good"]))
     writer.finalize("complete")
-    row = read_bundle(tmp_path / "b").cases[0]
+    row = read_bundle(tmp_path / "b").raw_rows[0]
     assert row["threads"]["framework"] == "host" and "omp_wait_policy" in row["threads"]
     assert row["contention"]["oversubscribed"] in (True, False) and row["contention"]["run_queue"]["threads"] >= 1
     assert validate_bundle(tmp_path / "b") == []

@@ -53,7 +53,7 @@ def _run(tmp_path, fixed=None, gather=None):
 
 def test_variants_are_timed_with_the_step_and_rows_use_the_resolved_case(tmp_path):
     bundle = _run(tmp_path)
-    row, samples = bundle.cases[1], bundle.samples[1]
+    row, samples = bundle.raw_rows[1], bundle.samples[1]
     assert row["params"] == {"size": 2, "devices": 4} and row["flops"] == 0.5e6  # the case as the backend ran it
     assert set(row["variants"]) == {"quiet", "loud"} and row["variants"]["loud"]["time_s"]["n"] >= 3
     assert row["scaling_note"] == "earlier rows: 1"  # derive saw the rows written before this one
@@ -73,7 +73,7 @@ def test_under_a_fixed_plan_variants_take_turns_and_are_gathered_like_the_step(t
         return [samples, [s * 2 for s in samples]]  # a slower second rank
 
     bundle = _run(tmp_path, FixedPlan(warmup=1, samples=4, inner=1), gather)
-    row, samples = bundle.cases[0], bundle.samples[0]
+    row, samples = bundle.raw_rows[0], bundle.samples[0]
     assert calls == [4, 4, 4, 4, 4, 4]  # step, quiet, loud for each of the two cases
     assert row["variants"]["quiet"]["time_s"]["n"] == 4 and len(row["variants"]["quiet"]["per_rank_median_s"]) == 2
     quiet = samples["variants"]["quiet"]
@@ -97,7 +97,7 @@ def test_an_attachment_with_an_unusable_name_is_refused_on_its_row_and_the_run_g
     runner.run_phase(Phase("main", workload, [SlashCase(1), SlashCase(2)], ["good"]))
     writer.finalize("complete")
     bundle = read_bundle(tmp_path / "b")
-    first, second = bundle.cases
+    first, second = bundle.raw_rows
     assert first["status"] == "ok" and not first.get("attachments")  # the measured row is kept, without the file
     assert "must be a new plain file name" in first["notes"]["attachments_refused"]["fake-../1.good.trace.json"]
     assert second["attachments"] == ["fake-2.good.trace.json"]

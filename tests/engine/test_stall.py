@@ -75,7 +75,7 @@ def test_a_stalled_case_fails_its_rows_and_ends_the_run_within_the_limit(tmp_pat
     assert when - start < 0.3 + 3 and "no call of this case completed" in reason and "timeout_s=0.3" in reason
     bundle = read_bundle(tmp_path / "b")
     assert bundle.manifest["status"] == "partial"
-    assert bundle.cases[0]["status"] == "failed" and bundle.cases[0]["reason"] == f"run aborted: {reason}"
+    assert bundle.raw_rows[0]["status"] == "failed" and bundle.raw_rows[0]["reason"] == f"run aborted: {reason}"
 
 
 def test_a_jax_backend_failing_in_a_multi_process_run_ends_it(tmp_path, monkeypatch):

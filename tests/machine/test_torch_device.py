@@ -132,7 +132,7 @@ def _rows(tmp_path, kind: str, fake: FakeAcceleratorTorch) -> dict:
     runner.run_phase(Phase("main", WorkloadDef("fake", lambda *a: [_Case()], {"good": impl}), [_Case()], ["good"]))
     writer.finalize("complete")
     assert validate_bundle(tmp_path / "b") == []
-    return read_bundle(tmp_path / "b").cases[0]
+    return read_bundle(tmp_path / "b").raw_rows[0]
 
 
 def test_a_row_records_its_sync_and_an_unproven_one_is_checked_not_timed(fake_torch, tmp_path):

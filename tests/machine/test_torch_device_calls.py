@@ -195,7 +195,7 @@ def _flushed_row(tmp_path, monkeypatch, fake: FakeAcceleratorTorch) -> tuple[dic
     run.run_phase(runner_module.Phase("main", WorkloadDef("fake", lambda *a: [_Case()], {"good": impl}), [_Case()],
                                       ["good"]))
     writer.finalize("complete")
-    return read_bundle(tmp_path / "b").cases[0], buffers
+    return read_bundle(tmp_path / "b").raw_rows[0], buffers
 
 
 def test_a_flushed_run_flushes_an_intel_gpus_cache_on_the_gpu_and_says_a_read_back_one_is_not(

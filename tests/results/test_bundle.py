@@ -36,7 +36,7 @@ def test_round_trip(bundle):
     b = read_bundle(bundle)
     assert b.manifest["status"] == "complete"
     assert b.manifest["counts"] == {"ok": 1, "skipped": 1, "incorrect": 0, "failed": 0}
-    assert [r["case_id"] for r in b.cases] == ["c1", "c2"]
+    assert [r["case_id"] for r in b.raw_rows] == ["c1", "c2"]
     assert b.samples[0]["samples"] == [1.0, 1.1]
 
 

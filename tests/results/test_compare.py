@@ -189,7 +189,7 @@ def _contended_copy(tmp_path, bundle, name):
     """`bundle` written again as run `name`, its row marked contended by the run (as harness/machine/contention.py
     marks it)."""
     writer = BundleWriter(tmp_path / name, {**bundle.manifest, "run_id": name}, "", bundle.environment())
-    for row, samples in zip(bundle.cases, bundle.samples, strict=True):
+    for row, samples in zip(bundle.raw_rows, bundle.samples, strict=True):
         writer.append({**row, "run_id": name, "contention": {"contended": True, "reason": "load 3.2 on 2 cores"}},
                       samples)
     writer.finalize("complete")

@@ -78,7 +78,7 @@ def test_plots_say_what_they_show(built):
 
 def test_a_timing_invalid_row_shows_no_throughput_as_in_the_cli(built):
     html, bundle = built
-    row = next(r for r in bundle.cases if r["backend"] == "triton")
+    row = next(r for r in bundle.raw_rows if r["backend"] == "triton")
     assert row["tflops"] is not None  # the bundle has a figure; it does not represent the hardware
     cells = re.search(r"<tr class=flagged>(<td>r1</td><td>attention</td><td>triton</td>.*?)</tr>", html).group(1)
     assert f"{row['tflops']:.4g}" not in cells and "timing not valid here: Triton interpreter on a CPU" in cells
@@ -152,7 +152,7 @@ def test_report_renders_in_headless_chromium(built, tmp_path):
     shot, dom, stderr = render(page, tmp_path)
     assert ink(shot)[0] > 0.03 and ink(shot)[1] > 3000  # tables and plots drawn, not a blank page
     assert "CONSOLE" not in stderr  # no console messages, let alone errors
-    row = read_bundle(bundle.folder).cases[0]
+    row = read_bundle(bundle.folder).raw_rows[0]
     assert f"{100 * row['mfu']:.1f}%" in dom and row["run_id"] in dom  # the figures are the bundle's
     assert "&lt;script&gt;" in dom and "<script" not in dom.split("<body", 1)[1]
 

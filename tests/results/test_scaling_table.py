@@ -14,9 +14,9 @@ TORCH_TINY = REFERENCE / "20261123T222637Z-transformer-fp32-97b8cd"
 
 def test_each_strategy_row_shows_its_scaling_efficiency_and_exposed_communication():
     bundle = read_bundle(TORCH_TINY)
-    picked = scaling_table.distributed_rows(bundle.cases)
+    picked = scaling_table.distributed_rows(bundle.raw_rows)
     assert [r["params"]["parallel"] for r in picked] == ["ddp", "fsdp"]  # the `none` baseline is not a strategy row
-    html = scaling_table.scaling_table(bundle.cases)
+    html = scaling_table.scaling_table(bundle.raw_rows)
     for r in picked:
         row = dict(zip(scaling_table.HEAD, scaling_table.cells(r), strict=True))
         assert row["scaling efficiency"] == f"{100 * r['scaling_efficiency']:.1f}%"
@@ -54,7 +54,7 @@ def test_the_report_has_the_section_and_says_when_no_row_is_distributed():
     assert "scaling efficiency and exposed communication per strategy" in page
     assert "ddp" in page and "fsdp" in page
     assert "No distributed training rows" in scaling_table.scaling_table(
-        [{**bundle.cases[0], "params": {**bundle.cases[0]["params"], "parallel": "none"}}])
+        [{**bundle.raw_rows[0], "params": {**bundle.raw_rows[0]["params"], "parallel": "none"}}])
 
 
 def test_a_distributed_row_shows_its_flags():

@@ -56,7 +56,7 @@ def test_tiny_parts_run_in_process_one_bundle_each_with_the_suite_in_every_key(t
     assert tag == {"name": "tiny", "version": 1, "definition_sha": spec.definition_sha, "suite_id": "s1",
                    "part": "single", "host": host}
     assert "seed=3" in bundle.manifest["overrides"]  # the command line reaches every part
-    row = bundle.cases[0]
+    row = bundle.raw_rows[0]
     assert row["comparability"]["protocol"]["suite"] == f"tiny/1/{spec.definition_sha}"
     html = (root / "report.html").read_text()
     assert "Verdict" in html and "&lt;b&gt;no GPU&lt;/b&gt;" in html and "<b>no GPU" not in html

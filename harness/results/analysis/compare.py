@@ -52,7 +52,7 @@ class Side:
         out: dict[Key, list] = {}
         for b in self.bundles:
             samples = {(s["case_id"], s["backend"]): s for s in b.samples}
-            for r in b.cases:
+            for r in b.raw_rows:
                 if r["status"] == "ok" and r.get("time_s") and (r["case_id"], r["backend"]) in samples:
                     out.setdefault((r["case_id"], r["backend"]), []).append((r, samples[(r["case_id"], r["backend"])]))
         return out

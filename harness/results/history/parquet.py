@@ -117,7 +117,7 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]
     common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
               "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else ""}
     out = []
-    for r in bundle.cases:
+    for r in bundle.raw_rows:
         row = {"run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
                "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
                "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],

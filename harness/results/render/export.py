@@ -46,7 +46,7 @@ def flatten_row(row: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]
 
 
 def rows(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
-    return [flatten_row(r, b.manifest) for b in bundles for r in b.cases]
+    return [flatten_row(r, b.manifest) for b in bundles for r in b.raw_rows]
 
 
 def columns(flat: Sequence[dict[str, Any]]) -> list[str]:

@@ -75,7 +75,7 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
           title: str = "xmfu report", first: str = "") -> str:
     """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped;
     `first`: HTML (escaped) put before everything, the title included (a suite's PASS / FAIL / NOT JUDGED)."""
-    rows = [r for b in bundles for r in b.cases]
+    rows = [r for b in bundles for r in b.raw_rows]
     where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
     sections = (
         *lead,
