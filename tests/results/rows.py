@@ -37,6 +37,25 @@ def keyed(row: dict[str, Any], protocol: dict[str, Any] | None = None) -> dict[s
     return {**row, "comparability": fields, "comparability_key": comparability_key(fields)}
 
 
+# The declared shape of a row's sections (results/schema/parts.py), for tests that set a few fields of one: a
+# reader decodes every row into its record, so a section must carry its required fields.
+TIMER = {"name": "perf_counter", "inner": 1, "stop": "CI target met"}
+WINDOW = {"index": 0, "start_s": 0.0, "median_s": 1e-3, "n": 3, "tflops": None, "mean_sm_clock_mhz": None,
+          "mean_power_w": None}
+STEADY = {"window_s": 1.0, "tolerance": 0.02, "windows": [WINDOW], "reached_after_s": 0.0, "reached": True,
+          "first_window": WINDOW, "steady_window": WINDOW, "first_vs_steady_time_change": 0.0}
+
+
+def sections(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with its timer and steady state completed to their declared shape (what is given wins)."""
+    out = dict(fields)
+    if isinstance(out.get("timer"), dict):
+        out["timer"] = {**TIMER, **out["timer"]}
+    if isinstance(out.get("steady_state"), dict):
+        out["steady_state"] = {**STEADY, **out["steady_state"]}
+    return out
+
+
 def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: float | None = 1.0,
               **fields: Any) -> dict[str, Any]:
     """An ok, timed row whose derived figures agree (tflops = flops / median, mfu = tflops / peak)."""
@@ -48,7 +67,7 @@ def valid_row(samples: list[float] | None = None, flops: float = 2e9, peak: floa
            "flop_convention": "matmul-2mnk/1", "bytes": 1.0, "time_s": t, "tflops": tflops, "peak_tflops": peak,
            "peak_source": "s" if peak else None, "mfu": tflops / peak if peak else None, "mfu_vs_achievable": None,
            "timing_valid": True}
-    row.update(fields)
+    row.update(sections(fields))
     return keyed(row) if "comparability_key" not in fields else row
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.results.rows import attention_row, matmul_row, untimed_row
-from xmfu.harness.results.analysis.coverage import coverage, render_html, variant
+from xmfu.harness.results.analysis.coverage import coverage, of_row, render_html, variant
+from xmfu.harness.results.bundle.reader import typed
 
 
 def _rows():
@@ -20,8 +21,12 @@ def _rows():
     return cuda + rocm + [skipped]
 
 
+def _matrix(rows):
+    return coverage(of_row(typed(r)) for r in rows)
+
+
 def test_cells_say_ok_or_the_worst_status_with_its_reason():
-    cov = coverage(_rows())
+    cov = _matrix(_rows())
     cuda, rocm = ("cuda", "GPU A"), ("rocm", "MI300X")
     assert cov.columns == [cuda, rocm]
     matmul = ("matmul", "torch", "bf16", "")
@@ -36,10 +41,10 @@ def test_cells_say_ok_or_the_worst_status_with_its_reason():
 
 
 def test_variants_and_html():
-    assert variant(attention_row(64, True, "fwd_bwd")) == "causal fwd_bwd"
-    assert variant(matmul_row(64, 64, 64)) == ""
+    assert variant(typed(attention_row(64, True, "fwd_bwd"))) == "causal fwd_bwd"
+    assert variant(typed(matmul_row(64, 64, 64))) == ""
     rows = _rows()
     rows[0] = {**rows[0], "backend": "<b>x</b>"}
-    html = render_html(coverage(rows))
+    html = render_html(_matrix(rows))
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
     assert "failed (1/2 ok): HIP out of memory" in html and "<b>80%</b> (4 of 5)" in html

@@ -13,7 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+
+from xmfu.harness.results.schema.row import Row
 
 WORST_FIRST = ("incorrect", "failed", "skipped", "ok")
 NOT_RUN = "not run"
@@ -48,14 +49,26 @@ class Coverage:
         return ok / len(self.suite) if self.suite else 0.0
 
 
-def variant(row: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class Entry:
+    """One row as the matrix sees it: a bundle row (`of_row`) or a history store's row (the store keeps its
+    variant, and no reason)."""
+
+    workload: str
+    backend: str
+    dtype: str
+    variant: str  # 'causal fwd_bwd', 'non-causal fwd', 'all_reduce'; '' for workloads without variants
+    platform: str
+    device: str
+    status: str
+    reason: str = ""
+
+
+def variant(row: Row) -> str:
     """'causal fwd_bwd', 'non-causal fwd', 'all_reduce'; '' for workloads without variants."""
-    if "params" not in row:  # a history store's row keeps the variant it was stored with
-        return str(row.get("variant") or "")
-    params = row.get("params") or {}
     words = []
-    for name in VARIANT_PARAMS.get(row["workload"], ()):
-        v = params.get(name)
+    for name in VARIANT_PARAMS.get(row.workload, ()):
+        v = row.params.get(name)
         if isinstance(v, bool):
             words.append(name if v else f"non-{name}")
         elif v is not None:
@@ -63,19 +76,23 @@ def variant(row: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-def _cell(rows: list[dict[str, Any]]) -> Cell:
-    ok = sum(1 for r in rows if r["status"] == "ok")
-    worst = min((r["status"] for r in rows), key=lambda s: WORST_FIRST.index(s) if s in WORST_FIRST else 0)
-    reason = "" if worst == "ok" else next((str(r.get("reason") or "") for r in rows if r["status"] == worst), "")
-    return Cell(worst, reason, ok, len(rows))
+def of_row(row: Row) -> Entry:
+    return Entry(row.workload, row.backend, row.dtype, variant(row), row.platform, row.device, row.status,
+                 str(row.reason or ""))
 
 
-def coverage(rows: Iterable[dict[str, Any]]) -> Coverage:
-    """The matrix for any rows (one bundle or many, any platforms)."""
-    found: dict[tuple[Suite, Column], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        entry = (r["workload"], r["backend"], r["dtype"], variant(r))
-        found[(entry, (r["platform"], r["device"]))].append(r)
+def _cell(entries: list[Entry]) -> Cell:
+    ok = sum(1 for e in entries if e.status == "ok")
+    worst = min((e.status for e in entries), key=lambda s: WORST_FIRST.index(s) if s in WORST_FIRST else 0)
+    reason = "" if worst == "ok" else next((e.reason for e in entries if e.status == worst), "")
+    return Cell(worst, reason, ok, len(entries))
+
+
+def coverage(entries: Iterable[Entry]) -> Coverage:
+    """The matrix for any rows (one bundle or many, any platforms), each as its Entry."""
+    found: dict[tuple[Suite, Column], list[Entry]] = defaultdict(list)
+    for e in entries:
+        found[((e.workload, e.backend, e.dtype, e.variant), (e.platform, e.device))].append(e)
     suite = sorted({entry for entry, _ in found})
     columns = sorted({column for _, column in found})
     return Coverage(suite, columns, {key: _cell(part) for key, part in found.items()})

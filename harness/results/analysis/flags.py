@@ -32,6 +32,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from xmfu.harness.results.bundle.reader import typed
+from xmfu.harness.results.schema.row import Row
+
 ORDER = ("contended", "timing not valid", "CI missed", "launch-bound", "not steady", "MFU above 1", "non-finite",
          "scaling above 1")
 # Flags that make a row's figure no evidence either way (a verdict over such rows is NOT JUDGED).
@@ -46,59 +49,60 @@ class Flag:
     why: str
 
 
-def flags_of(row: Mapping[str, Any]) -> list[Flag]:
+def flags_of(row: Row | Mapping[str, Any]) -> list[Flag]:
     """The row's flags with their reasons, in the order the module docstring lists them; [] for a clean row."""
-    timer = row.get("timer") or {}
-    contention = row.get("contention") or {}
-    steady = row.get("steady_state") or {}
-    timed = row.get("status") == "ok"
+    row = _record(row)
+    timer, contention, steady = row.timer, row.contention, row.steady_state
     found = []
-    if contention.get("contended"):
-        found.append(Flag("contended", str(contention.get("reason") or "other work during the case")))
-    if timed and not row.get("timing_valid"):
-        found.append(Flag("timing not valid", str(row.get("timing_note") or "the time does not represent the "
-                                                                            "hardware")))
-    if timer.get("ci_target_met") is False:
-        found.append(Flag("CI missed", str(timer.get("stop") or "the CI target was not reached")))
-    if timer.get("launch_bound"):
-        host = timer.get("host_launch_s")
+    if contention is not None and contention.contended:
+        found.append(Flag("contended", str(contention.reason or "other work during the case")))
+    if row.status == "ok" and not row.timing_valid:
+        found.append(Flag("timing not valid", str(row.timing_note or "the time does not represent the hardware")))
+    if timer is not None and timer.ci_target_met is False:
+        found.append(Flag("CI missed", str(timer.stop or "the CI target was not reached")))
+    if timer is not None and timer.launch_bound:
+        host = timer.host_launch_s
         found.append(Flag("launch-bound", "issuing a call took >= 90% of its time"
-                          + (f" ({1e6 * host:.3g} us per call)" if isinstance(host, (int, float)) else "")))
-    if steady and steady.get("reached") is False:
+                          + (f" ({1e6 * host:.3g} us per call)" if host is not None else "")))
+    if steady is not None and steady.reached is False:
         found.append(Flag("not steady", "no steady state was reached before the last window"))
-    mfu = row.get("mfu")
-    if isinstance(mfu, (int, float)) and mfu > 1:
-        found.append(Flag("MFU above 1", str(row.get("mfu_reason") or "the peak or the FLOP count is wrong")))
-    if row.get("non_finite_fields"):
-        found.append(Flag("non-finite", "NaN or infinity from the backend: " + ", ".join(row["non_finite_fields"])))
+    if row.mfu is not None and row.mfu > 1:
+        found.append(Flag("MFU above 1", str(row.mfu_reason or "the peak or the FLOP count is wrong")))
+    if row.non_finite_fields:
+        found.append(Flag("non-finite", "NaN or infinity from the backend: " + ", ".join(row.non_finite_fields)))
     if scaling_not_credible(row):
-        found.append(Flag("scaling above 1", str(row.get("scaling_note") or "scaling efficiency above 100%")))
+        found.append(Flag("scaling above 1", str(row.scaling_note or "scaling efficiency above 100%")))
     return found
 
 
-def scaling_not_credible(row: Mapping[str, Any]) -> bool:
+def scaling_not_credible(row: Row | Mapping[str, Any]) -> bool:
     """A scaling efficiency above 1: flagged by the row (`scaling_credible` false) or, in a bundle written before
     that field, by its value."""
-    efficiency = row.get("scaling_efficiency")
-    return row.get("scaling_credible") is False or (isinstance(efficiency, (int, float)) and efficiency > 1)
+    row = _record(row)
+    efficiency = row.scaling_efficiency
+    return row.scaling_credible is False or (efficiency is not None and efficiency > 1)
 
 
-def row_flags(row: Mapping[str, Any]) -> list[str]:
+def _record(row: Row | Mapping[str, Any]) -> Row:
+    return row if isinstance(row, Row) else typed(row)
+
+
+def row_flags(row: Row | Mapping[str, Any]) -> list[str]:
     """The names of the row's flags (e.g. ['contended', 'CI missed']); [] for a clean row."""
     return [f.name for f in flags_of(row)]
 
 
-def flags_text(row: Mapping[str, Any]) -> str:
+def flags_text(row: Row | Mapping[str, Any]) -> str:
     """The row's flag names joined for a table cell ('' for a clean row)."""
     return ", ".join(row_flags(row))
 
 
-def unjudged(row: Mapping[str, Any]) -> list[str]:
+def unjudged(row: Row | Mapping[str, Any]) -> list[str]:
     """The row's flags that make its figure no evidence (contended)."""
     return [name for name in row_flags(row) if name in UNJUDGED]
 
 
-def tally(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def tally(rows: Iterable[Row | Mapping[str, Any]]) -> dict[str, int]:
     """Flag name -> how many of `rows` carry it, in the flags' own order (absent flags left out)."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -107,7 +111,7 @@ def tally(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {name: counts[name] for name in ORDER if name in counts}
 
 
-def summary(rows: Iterable[Mapping[str, Any]]) -> str:
+def summary(rows: Iterable[Row | Mapping[str, Any]]) -> str:
     """'3 of 10 rows flagged: contended 2, CI missed 1'; '' when no row carries a flag."""
     rows = list(rows)
     counts = tally(rows)

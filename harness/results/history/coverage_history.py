@@ -42,12 +42,18 @@ class CellHistory:
         return lag if lag > 0 else None
 
 
+def entry(row: dict[str, Any]) -> coverage.Entry:
+    """A store row as the coverage matrix sees it: the variant it was stored with, no reason (the store has none)."""
+    return coverage.Entry(row["workload"], row["backend"], row["dtype"], str(row.get("variant") or ""),
+                          row["platform"], row["device"], row["status"])
+
+
 def by_day(rows: Sequence[dict[str, Any]]) -> dict[date, Coverage]:
     """The coverage matrix of each UTC day's rows."""
     days: dict[date, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         days[parquet.when(r["created"]).date()].append(r)
-    return {day: coverage.coverage(part) for day, part in sorted(days.items())}
+    return {day: coverage.coverage(map(entry, part)) for day, part in sorted(days.items())}
 
 
 def shares(days: dict[date, Coverage]) -> dict[Column, list[tuple[date, float]]]:
@@ -97,7 +103,7 @@ def lost(rows: Sequence[dict[str, Any]], run_ids: Sequence[str]) -> list[str]:
     mine = [r for r in rows if r["run_id"] in set(run_ids)]
     if not mine:
         return []
-    today = coverage.coverage(mine)
+    today = coverage.coverage(map(entry, mine))
     latest = max(parquet.when(r["created"]).date() for r in mine)
     earlier = by_day([r for r in rows if parquet.when(r["created"]).date() < latest])
     out = []
@@ -105,11 +111,11 @@ def lost(rows: Sequence[dict[str, Any]], run_ids: Sequence[str]) -> list[str]:
         before = next((cov for day, cov in reversed(earlier.items()) if column in cov.columns), None)
         if before is None:
             continue
-        for entry in today.suite:
-            was, now = before.cell(entry, column), today.cell(entry, column)
+        for suite_entry in today.suite:
+            was, now = before.cell(suite_entry, column), today.cell(suite_entry, column)
             if was.status == "ok" and now.status != "ok":
-                out.append(f"{' '.join(x for x in entry if x)} on {column[0]} {column[1]}: ok before, {now.status} "
-                           f"now ({now.reason})")
+                out.append(f"{' '.join(x for x in suite_entry if x)} on {column[0]} {column[1]}: ok before, "
+                           f"{now.status} now ({now.reason})")
     return out
 
 

@@ -117,12 +117,12 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]
     common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
               "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else ""}
     out = []
-    for r in bundle.raw_rows:
+    for r, record in zip(bundle.raw_rows, bundle.rows, strict=True):
         row = {"run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
                "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
                "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],
                "status": r["status"], "timing_valid": bool(r.get("timing_valid")),
-               "comparability_key": r["comparability_key"], "variant": variant(r), **common,
+               "comparability_key": r["comparability_key"], "variant": variant(record), **common,
                # the row's own evidence that its timing was disturbed (harness/machine/contention.py)
                "contended": bool((r.get("contention") or {}).get("contended")),
                "contention": str((r.get("contention") or {}).get("reason") or ""), "flags": flags_text(r)}

@@ -117,7 +117,7 @@ def default_gap(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
 def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change]) -> str:
     days = coverage_history.by_day(rows)
     fig = coverage_history.figure(coverage_history.shares(days), [(c.at, c.label) for c in changes][:MAX_CHANGE_LABELS])
-    now = coverage.coverage(coverage_history.latest_rows(rows))
+    now = coverage.coverage(map(coverage_history.entry, coverage_history.latest_rows(rows)))
     return (figures.svg(fig, "coverage-over-time")
             + "<h3>Each cell: when it first ran and when it turned ok</h3>"
             + coverage_history.table_html(coverage_history.cells(days))

@@ -76,13 +76,14 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
     """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped;
     `first`: HTML (escaped) put before everything, the title included (a suite's PASS / FAIL / NOT JUDGED)."""
     rows = [r for b in bundles for r in b.raw_rows]
+    bundle_rows = [r for b in bundles for r in b.rows]
     where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
     sections = (
         *lead,
         ("Runs", _runs(bundles)),
         ("What runs on day one", "<p>Each workload, backend, dtype and variant against each platform and device: "
          "ok when every size ran and matched the reference; otherwise the worst status with its reason.</p>"
-         + coverage.render_html(coverage.coverage(rows))),
+         + coverage.render_html(coverage.coverage(coverage.of_row(r) for r in bundle_rows))),
         ("MFU", report_plots.mfu(rows)),
         ("Throughput against problem size", report_plots.throughput(rows)),
         ("Collective bus bandwidth against message size", report_plots.busbw(rows)),
