@@ -43,6 +43,17 @@ def interpreter_refuses(dtype: str) -> str | None:
             "trace there with helion 1.5.1); on a GPU they take bf16 and fp16")
 
 
+def refusal(dtype: str, dtypes: tuple[str, ...], platform_kind: str, kernel: str) -> str | None:
+    """Why xmfu's Helion `kernel` (e.g. "Helion GEMM") cannot run `dtype` here, or None: Helion itself, the
+    kernel's dtypes, then what Triton's interpreter takes on a CPU."""
+    why = helion_unavailable(platform_kind)
+    if why:
+        return why
+    if dtype not in dtypes:
+        return f"xmfu's {kernel} takes {', '.join(dtypes)}, not {dtype}"
+    return interpreter_refuses(dtype) if platform_kind == "cpu" else None
+
+
 def helion_settings(on_cpu: bool, blocks: list[int], dot_precision: str | None) -> dict[str, Any]:
     """helion.kernel keyword arguments: one fixed config in the interpreter (autotuning there would time numpy),
     the quick autotune on a GPU; `dot_precision` where the dtype needs one ("ieee" for fp32)."""

@@ -22,9 +22,9 @@ from xmfu.workloads.attention.triton import checked_note, interpreter_case
 from xmfu.workloads.helion_support import (
     helion_settings,
     helion_unavailable,
-    interpreter_refuses,
     kernel_config,
     notes_for,
+    refusal,
 )
 
 DTYPES = ("fp32", "bf16", "fp16")
@@ -33,18 +33,11 @@ INTERPRETER_BLOCKS = [1, 32, 32]  # batch·kv-heads, query rows, keys
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
     why = helion_unavailable(ctx.platform.kind) or torch_unavailable(case.dtype, ctx.platform.kind, ctx.device.arch)
-    if why:
-        return False, why
-    if case.mode != "fwd":
-        return False, ("helion's attention (examples/attention.py) is forward-only: no backward kernel to time "
-                       f"for mode {case.mode}")
-    if case.dtype not in DTYPES:
-        return False, f"xmfu's Helion attention takes {', '.join(DTYPES)}, not {case.dtype}"
-    if ctx.platform.kind == "cpu":
-        why = interpreter_refuses(case.dtype)
-        if why:
-            return False, why
-    return True, ""
+    if not why and case.mode != "fwd":
+        why = ("helion's attention (examples/attention.py) is forward-only: no backward kernel to time for mode "
+               f"{case.mode}")
+    why = why or refusal(case.dtype, DTYPES, ctx.platform.kind, "Helion attention")
+    return (False, why) if why else (True, "")
 
 
 def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:

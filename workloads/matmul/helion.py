@@ -15,9 +15,9 @@ from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, to_torch, t
 from xmfu.workloads.helion_support import (
     helion_settings,
     helion_unavailable,
-    interpreter_refuses,
     kernel_config,
     notes_for,
+    refusal,
 )
 from xmfu.workloads.matmul.spec import MatmulCase
 from xmfu.workloads.matmul.triton import checked_in_the_interpreter
@@ -30,16 +30,8 @@ INTERPRETER_BLOCKS = [64, 64, 64]  # block_m, block_n, block_k: few programs, ed
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
-    why = helion_unavailable(ctx.platform.kind)
-    if why:
-        return False, why
-    if case.dtype not in DTYPES:
-        return False, f"xmfu's Helion GEMM takes {', '.join(DTYPES)}, not {case.dtype}"
-    if ctx.platform.kind == "cpu":
-        why = interpreter_refuses(case.dtype)
-        if why:
-            return False, why
-    return True, ""
+    why = refusal(case.dtype, DTYPES, ctx.platform.kind, "Helion GEMM")
+    return (False, why) if why else (True, "")
 
 
 def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:

@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from xmfu.harness.results import schema
 from xmfu.harness.results.bundle import nodes
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.rederive import row_checks, times
@@ -41,19 +42,6 @@ from xmfu.harness.results.rederive import run as rederive_run
 from xmfu.harness.results.rederive import series as rederive_series
 from xmfu.harness.results.rederive.imported import import_config
 from xmfu.harness.results.rederive.imported import problems as imported_problems
-from xmfu.harness.results.schema import (
-    ACCEPTED_SCHEMAS,
-    CASES,
-    CONFIG,
-    ENVIRONMENT,
-    MANIFEST,
-    REQUIRED_FILES,
-    ROW_STATUSES,
-    SAMPLES,
-    SCHEMA,
-    SUMS,
-    TELEMETRY,
-)
 from xmfu.harness.results.schema.records import Manifest, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
@@ -189,14 +177,14 @@ def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = ()) -
     """Every line of SHA256SUMS checked; every file the format defines as present (`defined`: the required
     files, telemetry.jsonl in /2, the manifest's attachments) present and listed."""
     problems, listed = [], {}
-    for line in data[SUMS].decode(errors="replace").splitlines():
+    for line in data[schema.SUMS].decode(errors="replace").splitlines():
         digest, _, name = line.partition("  ")
         name = name.strip()
         if not name or Path(name).name != name or name.startswith("."):
-            problems.append(f"{SUMS} names {name!r}, which is not a plain file name in the bundle")
+            problems.append(f"{schema.SUMS} names {name!r}, which is not a plain file name in the bundle")
             continue
         listed[name] = digest
-    problems += [f"{SUMS} does not list {name}" for name in dict.fromkeys((*REQUIRED_FILES, *defined))
+    problems += [f"{schema.SUMS} does not list {name}" for name in dict.fromkeys((*schema.REQUIRED_FILES, *defined))
                  if name not in listed]
     for name, digest in listed.items():
         if name not in data:
@@ -227,28 +215,28 @@ def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
 
 def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
     problems = []
-    counts = dict.fromkeys(ROW_STATUSES, 0)
+    counts = dict.fromkeys(schema.ROW_STATUSES, 0)
     for number, row in enumerate(rows, 1):
         if row.get("status") in counts:
             counts[row["status"]] += 1
         if row.get("run_id") != manifest.get("run_id"):
-            problems.append(f"{CASES} line {number}: run_id {row.get('run_id')!r} is not the manifest's")
+            problems.append(f"{schema.CASES} line {number}: run_id {row.get('run_id')!r} is not the manifest's")
     if isinstance(manifest.get("counts"), dict) and manifest["counts"] != counts:
-        problems.append(f"{MANIFEST}: counts {manifest['counts']} do not match {CASES} {counts}")
+        problems.append(f"{schema.MANIFEST}: counts {manifest['counts']} do not match {schema.CASES} {counts}")
     if len(samples) != len(rows):
-        problems.append(f"{SAMPLES} has {len(samples)} records for {len(rows)} rows in {CASES}")
+        problems.append(f"{schema.SAMPLES} has {len(samples)} records for {len(rows)} rows in {schema.CASES}")
     for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1):
         if (rec.get("case_id"), rec.get("backend")) != (row.get("case_id"), row.get("backend")):
-            problems.append(f"{SAMPLES} line {number} is not the samples of {CASES} line {number}")
+            problems.append(f"{schema.SAMPLES} line {number} is not the samples of {schema.CASES} line {number}")
         values = rec.get("samples")
         if isinstance(values, list) and values:
             try:
                 x = np.asarray(values, dtype=np.float64)
             except (TypeError, ValueError):
-                problems.append(f"{SAMPLES} line {number}: samples are not all numbers")
+                problems.append(f"{schema.SAMPLES} line {number}: samples are not all numbers")
                 continue
             if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any(x < 0):
-                problems.append(f"{SAMPLES} line {number}: samples must be finite, non-negative seconds")
+                problems.append(f"{schema.SAMPLES} line {number}: samples must be finite, non-negative seconds")
     return problems
 
 
@@ -265,14 +253,14 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
                formulas: times.Formulas | None,
                run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
     """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/)."""
-    config = data[CONFIG].decode(errors="replace")
-    settings, devices = times.settings_of(config), _devices(data[ENVIRONMENT])
-    problems = row_checks.time_field_problems(manifest, ("created", "finished"), MANIFEST)
-    problems += row_checks.duplicate_problems(rows, CASES)
+    config = data[schema.CONFIG].decode(errors="replace")
+    settings, devices = times.settings_of(config), _devices(data[schema.ENVIRONMENT])
+    problems = row_checks.time_field_problems(manifest, ("created", "finished"), schema.MANIFEST)
+    problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
     truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
     for number, row in enumerate(rows, 1):
-        where = f"{CASES} line {number}"
+        where = f"{schema.CASES} line {number}"
         if number <= len(samples):
             rec = samples[number - 1]
             problems += times.time_problems(row, rec, settings, where, truths[number - 1])
@@ -282,28 +270,29 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
-        problems += row_checks.key_problems(row, where, manifest.get("schema") == SCHEMA)
+        problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
-    problems += row_checks.speedup_problems(rows, samples, settings, CASES)
-    problems += nodes.problems(manifest, rows, MANIFEST)
+    problems += row_checks.speedup_problems(rows, samples, settings, schema.CASES)
+    problems += nodes.problems(manifest, rows, schema.MANIFEST)
     imported = import_config(config)
     if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
-        return problems + imported_problems(imported, data, manifest, rows, samples, CASES), []
+        return problems + imported_problems(imported, data, manifest, rows, samples, schema.CASES), []
     unchecked = []
-    current = manifest.get("schema") == SCHEMA  # a /1 manifest's key hashed its day's protocol (as its rows' keys)
+    # a /1 manifest's key hashed its day's protocol (as its rows' keys)
+    current = manifest.get("schema") == schema.SCHEMA
     if current and run_formula is not None:
         restated = run_formula(config, manifest)
-        problems += rederive_run.manifest_problems(manifest, restated, MANIFEST)
+        problems += rederive_run.manifest_problems(manifest, restated, schema.MANIFEST)
         if restated.unchecked:
-            unchecked.append(f"{MANIFEST}: {restated.unchecked}")
+            unchecked.append(f"{schema.MANIFEST}: {restated.unchecked}")
     elif current and formulas is not None:
-        unchecked.append(f"{MANIFEST}: comparability_key: no run formula was handed to the validator")
+        unchecked.append(f"{schema.MANIFEST}: comparability_key: no run formula was handed to the validator")
     if formulas is None:
         return problems, [*unchecked, "params, FLOPs and bytes: no workload formulas were handed to the validator"]
     for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows, samples), strict=True), 1):
-        problems += row_checks.restated_problems(row, restated, f"{CASES} line {number}")
+        problems += row_checks.restated_problems(row, restated, f"{schema.CASES} line {number}")
         if restated.unchecked:
-            unchecked.append(f"{CASES} line {number}: {restated.unchecked}")
+            unchecked.append(f"{schema.CASES} line {number}: {restated.unchecked}")
     return problems, unchecked
 
 
@@ -317,33 +306,34 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
         return Loaded(None, [f"{folder}: not a folder"])
     data: dict[str, bytes] = {}
     problems: list[str] = []
-    for name in (*REQUIRED_FILES, SUMS):
+    for name in (*schema.REQUIRED_FILES, schema.SUMS):
         try:
             data[name] = _read(folder, name)
         except _Reject as exc:
             problems.append(str(exc))
     if problems:
         return Loaded(None, problems)
-    if (folder / TELEMETRY).exists() or (folder / TELEMETRY).is_symlink():
+    if (folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink():
         try:
-            data[TELEMETRY] = _read(folder, TELEMETRY)
+            data[schema.TELEMETRY] = _read(folder, schema.TELEMETRY)
         except _Reject as exc:
             problems.append(str(exc))
     try:
-        manifest, found = _record("manifest", data[MANIFEST], MANIFEST)
+        manifest, found = _record("manifest", data[schema.MANIFEST], schema.MANIFEST)
     except _Reject as exc:
         return Loaded(None, [*problems, *_sums(folder, data), str(exc)])
     problems += _sums(folder, data, _defined(manifest))
     version = manifest.get("schema") if isinstance(manifest, dict) else None
-    if version not in ACCEPTED_SCHEMAS:
-        return Loaded(None, [*problems, f"{MANIFEST}: schema {version!r} is not a bundle format this xmfu reads "
-                                        f"({', '.join(ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it is no bundle"])
+    if version not in schema.ACCEPTED_SCHEMAS:
+        return Loaded(None, [*problems, f"{schema.MANIFEST}: schema {version!r} is not a bundle format this xmfu "
+                                        f"reads ({', '.join(schema.ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it "
+                                        "is no bundle"])
     problems += found
-    rows, row_problems = _jsonl(CASES, data[CASES], "row")
-    samples, sample_problems = _jsonl(SAMPLES, data[SAMPLES], "samples")
+    rows, row_problems = _jsonl(schema.CASES, data[schema.CASES], "row")
+    samples, sample_problems = _jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples")
     problems += row_problems + sample_problems
-    if TELEMETRY in data:
-        problems += _jsonl(TELEMETRY, data[TELEMETRY], "reading")[1]
+    if schema.TELEMETRY in data:
+        problems += _jsonl(schema.TELEMETRY, data[schema.TELEMETRY], "reading")[1]
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
@@ -359,7 +349,7 @@ def _defined(manifest: Any) -> tuple[str, ...]:
     if not isinstance(manifest, dict):
         return ()
     attachments = manifest.get("attachments") if isinstance(manifest.get("attachments"), list) else []
-    telemetry = (TELEMETRY,) if manifest.get("schema") == SCHEMA else ()
+    telemetry = (schema.TELEMETRY,) if manifest.get("schema") == schema.SCHEMA else ()
     return (*telemetry, *(a for a in attachments if isinstance(a, str)))
 
 

@@ -27,19 +27,7 @@ from typing import Any
 
 import msgspec
 
-from xmfu.harness.results.schema import (
-    CASES,
-    CONFIG,
-    ENVIRONMENT,
-    MANIFEST,
-    REQUIRED_FILES,
-    ROW_STATUSES,
-    SAMPLES,
-    SCHEMA,
-    SUMS,
-    TELEMETRY,
-    sha256_file,
-)
+from xmfu.harness.results import schema
 from xmfu.harness.results.schema.records import Manifest, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
@@ -82,7 +70,7 @@ def checked(record: dict[str, Any], kind: type[msgspec.Struct], name: str) -> di
     try:
         msgspec.convert(record, kind)
     except msgspec.ValidationError as exc:
-        raise RecordError(f"{name} does not fit {SCHEMA}: {exc}") from None
+        raise RecordError(f"{name} does not fit {schema.SCHEMA}: {exc}") from None
     return record
 
 
@@ -129,19 +117,19 @@ class BundleWriter:
                  guard: Guard = nullcontext) -> None:
         self.guard = guard
         self.attachments: list[str] = []  # extra files (a TunableOp results table, a profiler trace)
-        self.manifest = {"schema": SCHEMA, **manifest, "status": "partial",
-                         "counts": dict.fromkeys(ROW_STATUSES, 0)}
+        self.manifest = {"schema": schema.SCHEMA, **manifest, "status": "partial",
+                         "counts": dict.fromkeys(schema.ROW_STATUSES, 0)}
         # Append-only files keep a running SHA-256 and their length: the checksums cost O(new bytes) per row
         # instead of rehashing whole files, and a failed append can be cut back to the last whole row.
-        self._hashes = {name: hashlib.sha256() for name in (CASES, SAMPLES, TELEMETRY)}
+        self._hashes = {name: hashlib.sha256() for name in (schema.CASES, schema.SAMPLES, schema.TELEMETRY)}
         self._sizes = dict.fromkeys(self._hashes, 0)
         self.folder = _created(folder, lambda staging: self._first_state(staging, config_yaml, environment))
 
     def _first_state(self, staging: Path, config_yaml: str, environment: dict) -> None:
         """Every file of an empty partial bundle, written into `staging` (the folder under its temporary name)."""
         self.folder = staging
-        (staging / CONFIG).write_text(config_yaml)
-        (staging / ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
+        (staging / schema.CONFIG).write_text(config_yaml)
+        (staging / schema.ENVIRONMENT).write_text(json.dumps(environment, indent=2, sort_keys=True, default=str) + "\n")
         for name in self._hashes:
             (staging / name).touch()
         self._sync()
@@ -172,7 +160,7 @@ class BundleWriter:
         checked(row, Row, "the row")
         samples = checked(finite(samples), Samples, "the samples record")
         parts = [(name, (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
-                 for name, record in ((CASES, row), (SAMPLES, samples))]
+                 for name, record in ((schema.CASES, row), (schema.SAMPLES, samples))]
         with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
             self._append(parts)
             self.manifest["counts"][row["status"]] += 1
@@ -185,7 +173,7 @@ class BundleWriter:
         records = [checked(finite({"case_id": case_id, **r}), Reading, "a telemetry reading") for r in readings]
         text = "".join(json.dumps(r, sort_keys=True, allow_nan=False) + "\n" for r in records)
         with self.guard():
-            self._append([(TELEMETRY, text.encode())])
+            self._append([(schema.TELEMETRY, text.encode())])
             self._sync()
 
     def update(self, **fields: Any) -> None:
@@ -195,7 +183,7 @@ class BundleWriter:
 
     def attach(self, name: str, data: str | bytes) -> Path:
         """Add a file to the bundle, covered by SHA256SUMS; `name` is a plain file name inside the folder."""
-        if not name or Path(name).name != name or name.startswith(".") or name in (*REQUIRED_FILES, SUMS):
+        if not name or Path(name).name != name or name.startswith(".") or name in (*schema.REQUIRED_FILES, schema.SUMS):
             raise ValueError(f"attachment name {name!r} must be a new plain file name inside the bundle")
         path = self.folder / name
         with self.guard():
@@ -218,17 +206,17 @@ class BundleWriter:
     def _sync(self) -> None:
         checked(self.manifest, Manifest, "the manifest")
         try:
-            _atomic_write(self.folder / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
-            names = [*REQUIRED_FILES, TELEMETRY, *self.attachments]
+            _atomic_write(self.folder / schema.MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+            names = [*schema.REQUIRED_FILES, schema.TELEMETRY, *self.attachments]
             sums = "".join(f"{self._digest(n)}  {n}\n" for n in names)
-            _atomic_write(self.folder / SUMS, sums)
+            _atomic_write(self.folder / schema.SUMS, sums)
         except OSError as exc:
             raise BundleWriteError(exc.errno, f"could not write {self.folder}: {exc.strerror or exc}") from exc
 
     def _digest(self, name: str) -> str:
         if name in self._hashes:
             return self._hashes[name].copy().hexdigest()
-        return sha256_file(self.folder / name)
+        return schema.sha256_file(self.folder / name)
 
 
 class NullWriter:
@@ -236,7 +224,7 @@ class NullWriter:
 
     def __init__(self, folder: Path, manifest: dict[str, Any]) -> None:
         self.folder = folder
-        self.manifest = {"schema": SCHEMA, **manifest, "status": "partial"}
+        self.manifest = {"schema": schema.SCHEMA, **manifest, "status": "partial"}
 
     def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
         pass
