@@ -12,6 +12,7 @@ SDPA's is_causal), seq_kv - seq_q aligns it bottom-right (FlashAttention >= 2.1)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 import triton
@@ -264,32 +265,42 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tenso
         q, k, v, do, lse, delta, dq, *common, batch, heads, heads // kv_heads, seq_q, seq_kv, causal_offset, **meta)
 
 
-def saved_forward(ctx, forward, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                  causal_offset: int, scale: float) -> torch.Tensor:
-    """The autograd forward this module's kernels and kernels/flash_attention_fa2.py's share: contiguous operands,
-    `forward(q, k, v, o, lse, ...)` writing the output and its fp32 log-sum-exp, both saved for the backward."""
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    o = torch.empty_like(q)
-    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-    forward(q, k, v, o, lse, causal, causal_offset, scale)
-    ctx.save_for_backward(q, k, v, o, lse)
-    ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
-    return o
+def attention_function(forward: Callable[..., None],
+                       grads: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> type:
+    """The autograd Function this module's kernels and kernels/flash_attention_fa2.py's share: contiguous operands;
+    `forward(q, k, v, o, lse, causal, causal_offset, scale)` writes the output and its fp32 log-sum-exp, both saved
+    for the backward; `grads(q, k, v, o, do, lse, causal, causal_offset, scale)` gives dq, dk, dv in the inputs'
+    dtypes."""
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            o = torch.empty_like(q)
+            lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+            forward(q, k, v, o, lse, causal, causal_offset, scale)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal, ctx.causal_offset, ctx.scale = causal, causal_offset, scale
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = grads(q, k, v, o, do.contiguous(), lse, ctx.causal, ctx.causal_offset, ctx.scale)
+            return dq, dk, dv, None, None, None
+
+    return Attention
 
 
-class _FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
-        return saved_forward(ctx, _forward, q, k, v, causal, causal_offset, scale)
+def _grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor,
+           causal: bool, causal_offset: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    delta = (o.float() * do.float()).sum(-1)  # (B, H, Sq): rowsum(dO ∘ O)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    _backward(q, k, v, do, lse, delta, dq, dk, dv, causal, causal_offset, scale)
+    return dq, dk, dv
 
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        do = do.contiguous()
-        delta = (o.float() * do.float()).sum(-1)  # (B, H, Sq): rowsum(dO ∘ O)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        _backward(q, k, v, do, lse, delta, dq, dk, dv, ctx.causal, ctx.causal_offset, ctx.scale)
-        return dq, dk, dv, None, None, None
+
+_FlashAttention = attention_function(_forward, _grads)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,

@@ -39,8 +39,8 @@ from xmfu.kernels.flash_attention import (
     _configs,
     _head,
     _meta,
+    attention_function,
     checked_scale,
-    saved_forward,
 )
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages or waves_per_eu): NOT tuned on a GPU. The forward's are tutorial 06's
@@ -305,18 +305,14 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     return dq
 
 
-class _FlashAttention2(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal: bool, causal_offset: int, scale: float):
-        return saved_forward(ctx, _forward, q, k, v, causal, causal_offset, scale)
+def _grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor,
+           causal: bool, causal_offset: int, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq = _backward(q, k, v, o, do, lse, dk, dv, causal, causal_offset, scale)
+    return dq.to(q.dtype), dk, dv
 
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        do = do.contiguous()
-        dk, dv = torch.empty_like(k), torch.empty_like(v)
-        dq = _backward(q, k, v, o, do, lse, dk, dv, ctx.causal, ctx.causal_offset, ctx.scale)
-        return dq.to(q.dtype), dk, dv, None, None, None
+
+_FlashAttention2 = attention_function(_forward, _grads)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
