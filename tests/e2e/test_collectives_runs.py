@@ -62,7 +62,7 @@ def test_gloo_every_operation_in_and_out_of_place_on_four_ranks(tmp_path):
         assert row["busbw_gbps"] > 0 and row["algbw_gbps"] > 0
         assert len(row["notes"]["rank_map"]) == n
     assert "collectives" in bundle.manifest["summary"]
-    # the ranks exchanged their hostnames: four processes on this one host are one node (results/nodes.py)
+    # the ranks exchanged their hostnames: four processes on this one host are one node (results/bundle/nodes.py)
     assert bundle.manifest["process"]["world_size"] == n and bundle.manifest["process"]["nodes"] == 1
 
 
