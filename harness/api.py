@@ -228,4 +228,5 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
             "results_dir": results_dir, "device": device, "repeats": repeats}
     cfg = parse_run_config(data, registry.backends_by_workload())
     outcome = execute(cfg, registry, f"# xmfu.benchmark: {name}\n", ["xmfu.benchmark"], [])
+    # the rows as written, plain dicts: what Result.rows promises its users (result.rows[1]["speedup"]["verdict"])
     return Result(str(outcome.bundle), outcome.exit_code, read_bundle(outcome.bundle).raw_rows)

@@ -34,10 +34,12 @@ from xmfu.harness.machine.platform import DeviceInfo, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
 from xmfu.harness.machine.telemetry import close_sampler, open_sampler
 from xmfu.harness.results.bundle import nodes
-from xmfu.harness.results.bundle.writer import BundleWriteError, BundleWriter, NullWriter, utc_now
+from xmfu.harness.results.bundle.reader import typed
+from xmfu.harness.results.bundle.writer import BundleWriteError, BundleWriter, NullWriter, finite, utc_now
 from xmfu.harness.results.render.progress import Progress
 from xmfu.harness.results.render.table import table
 from xmfu.harness.results.schema.comparability import comparability_key
+from xmfu.harness.results.schema.row import Row
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAMF_WORKLOAD = "matmul"  # the achievable peak is by definition the best matmul (its `shapes` setting)
@@ -118,12 +120,20 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def _summaries(phases: list[Phase], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-workload run summaries (e.g. peak bus bandwidth), for workloads that define one."""
+def _as_record(row: dict[str, Any]) -> Row:
+    """A row the engine has just written, as its record. The engine keeps the row as it made it; the bundle has it
+    with NaN and infinity as null (writer.finite), which is what the record takes."""
+    return typed(finite(row))
+
+
+def _summaries(phases: list[Phase], written: list[dict[str, Any]], rows: list[Row]) -> dict[str, Any]:
+    """Per-workload run summaries (e.g. peak bus bandwidth), for workloads that define one. A workload's summary
+    reads the rows as written (registry.WorkloadDef.summarize); `rows` are the same rows as records."""
     out = {}
     for phase in phases:
         if phase.workload.summarize and phase.name == "main":
-            out[phase.workload.name] = phase.workload.summarize([r for r in rows if r["phase"] == "main"])
+            main = [w for w, r in zip(written, rows, strict=True) if r.phase == "main"]
+            out[phase.workload.name] = phase.workload.summarize(main)
     return out
 
 
@@ -142,32 +152,34 @@ def tunableop_session(cfg: RunConfig, kind: str, frameworks: Sequence[str] = ("t
     return {"applied": True, **stack.tunableop_start(torch, str(scratch), cfg.rocm.tunableop_max_tuning_ms)}
 
 
-def _run_conditions(runner: CaseRunner, start: contention.Snapshot) -> dict[str, Any]:
+def _run_conditions(runner: CaseRunner, rows: list[Row], start: contention.Snapshot) -> dict[str, Any]:
     """Load, the busiest other processes over the whole run, contended cases, and clock/temperature drift."""
     end = contention.snapshot()
-    flagged = [r["case_id"] + " " + r["backend"] for r in runner.rows if (r.get("contention") or {}).get("contended")]
+    flagged = [r.case_id + " " + r.backend for r in rows if r.contention is not None and r.contention.contended]
     return {"load_avg": {"start": start.load_avg, "end": end.load_avg},
             "busiest_others": contention.busiest(start, end, runner.own_pids),
             "contended_rows": flagged, "drift": runner.drift(), "clocks": runner.clocks}
 
 
 def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, proc: ProcessInfo,
-            start: contention.Snapshot | None = None, wide: bool = False) -> None:
+            start: contention.Snapshot | None = None, wide: bool = False) -> list[Row]:
+    """Finish the bundle and, where this process writes it, print the run's table; returns the run's rows as records."""
+    rows = [_as_record(r) for r in runner.rows]
     if start is not None:
-        writer.update(conditions=_run_conditions(runner, start))
+        writer.update(conditions=_run_conditions(runner, rows, start))
     if (writer.manifest.get("tunableop") or {}).get("applied"):
         import torch  # the tuned GEMM solutions, kept with the numbers they produced
 
         writer.attach("tunableop_results.csv", stack.tunableop_results(torch))
     if proc.world_size > 1:  # the hosts the ranks exchanged while preparing their cases (results/nodes.py)
         writer.update(process={**writer.manifest["process"], "nodes": nodes.of_run(proc.world_size, runner.rows)})
-    summary = _summaries(phases, runner.rows) if status == "complete" else {}
+    summary = _summaries(phases, runner.rows, rows) if status == "complete" else {}
     if summary:
         writer.update(summary=summary)
     writer.finalize(status)
     if not proc.writes_bundle:
-        return
-    print(table(runner.rows, wide=wide))
+        return rows
+    print(table(rows, wide=wide))
     if runner.ctx.config.scale == "smoke":
         print("scale=smoke: every row above ran at smoke sizes (each row's scale_note says what was shrunk); they "
               "are not the full sizes' figures")
@@ -182,6 +194,7 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
         print(f"vs achievable: divided by achievable_tflops={a['tflops']:g} TFLOP/s (from the config; "
               f"{METHOD_WORDS.get(a['method'], 'method ' + a['method'])})")
     print(f"bundle: {writer.folder}", flush=True)
+    return rows
 
 
 @contextmanager
@@ -283,7 +296,9 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)
-    runner = CaseRunner(ctx, writer, run_id, progress, sampler, on_step=progress.step)
+    # the display reads records; a rank that writes no bundle shows nothing, so converts nothing
+    shown = (lambda row: progress(_as_record(row))) if proc.writes_bundle else (lambda row: None)
+    runner = CaseRunner(ctx, writer, run_id, shown, sampler, on_step=progress.step)
     _watch_ranks(runner, writer, proc, cfg.workload.get("timeout_s"))
     start = contention.snapshot()
     # The run's signal handlers cover the finishing too: after the phases (interrupted or not) signals are held, so
@@ -301,8 +316,8 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
             if isinstance(stopped, BundleWriteError):
                 return _write_failed(writer, folder, stopped)
             try:
-                _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
-                        cfg.output.wide)
+                rows = _finish(writer, runner, phases, "complete" if stopped is None else "partial", proc, start,
+                               cfg.output.wide)
             except BundleWriteError as exc:
                 return _write_failed(writer, folder, exc)
             late = signal_received() is not None and not isinstance(stopped, KeyboardInterrupt)
@@ -322,7 +337,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         if jax_join_in_flight() or jax_processes_joined() > 1:
             _leave(code)
         return Outcome(folder, code)
-    any_ok = any(r["status"] == "ok" for r in runner.rows)
+    any_ok = any(r.status == "ok" for r in rows)
     return Outcome(folder, 0 if any_ok else 1)
 
 

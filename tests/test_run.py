@@ -15,7 +15,8 @@ from xmfu.harness.machine import frameworks
 from xmfu.harness.run import execute
 
 
-def _registry() -> Registry:
+def _registry(**workload) -> Registry:
+    """The fake workload (its one case, one backend), with `workload`'s other fields (summarize, derive)."""
     def prepare(case, ctx):
         frameworks.share_device_memory()  # sets XLA_PYTHON_CLIENT_PREALLOCATE, as the JAX backends do
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -23,7 +24,7 @@ def _registry() -> Registry:
 
     registry = Registry()
     registry.add(WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1)],
-                             {"good": Implementation("good", always, prepare)}))
+                             {"good": Implementation("good", always, prepare)}, **workload))
     return registry
 
 
@@ -96,3 +97,23 @@ def test_the_run_closes_its_telemetry_sampler_however_it_ends(tmp_path, monkeypa
     with pytest.raises(RuntimeError, match="planted"):
         _run(tmp_path, _registry(), "closes-on-error")
     assert closed == [True, True]
+
+
+def test_the_end_table_progress_and_summary_read_the_engines_rows_as_records(tmp_path, capsys, monkeypatch):
+    """The run's own rows (dicts as the engine made them) reach the progress line and the end table as records; a
+    NaN a workload returns is null there, as in the bundle, and stops nothing. A workload's summary still reads
+    the main phase's rows as written."""
+    from xmfu.harness.results.bundle.reader import read_bundle
+    from xmfu.harness.results.render.progress import Progress
+
+    shown, summarized = [], []
+    monkeypatch.setattr(Progress, "__call__", lambda self, row: shown.append(row))
+    registry = _registry(summarize=lambda rows: summarized.extend(rows) or {"rows": len(rows)},
+                         derive=lambda row, earlier: {"hfu": float("nan")})
+    outcome = _run(tmp_path, registry, "records")
+    out = capsys.readouterr().out
+    assert outcome.exit_code == 0 and "fake summary rows: 1" in out and "backend good" in out
+    assert [r.backend for r in shown] == ["good"] and shown[0].hfu is None
+    assert [r["backend"] for r in summarized] == ["good"]  # as written: a dict
+    row = read_bundle(outcome.bundle).rows[0]
+    assert row.non_finite_fields == ["hfu"] and row.hfu is None

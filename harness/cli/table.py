@@ -24,7 +24,7 @@ def cmd_table(args: Sequence[str]) -> int:
     try:
         for bundle in each_gathered_bundle("table", ns.bundles):
             print(f"# {bundle.folder} ({bundle.manifest.get('status', 'unknown status')})")
-            print(table(bundle.raw_rows, wide=ns.wide, width=ns.width), end="\n\n", flush=True)
+            print(table(bundle.rows, wide=ns.wide, width=ns.width), end="\n\n", flush=True)
     except UsageFailure as exc:
         return usage_error(str(exc))
     return 0

@@ -7,15 +7,22 @@ import io
 import pytest
 
 from tests.results.rows import valid_row
+from xmfu.harness.results.bundle.reader import typed
 from xmfu.harness.results.render.progress import Progress
+from xmfu.harness.results.schema.row import Row
+
+
+def _row(**fields) -> Row:
+    """A main-phase row as the display reads it (a record)."""
+    return typed(valid_row(phase="main", **fields))
 
 
 def test_plain_lines_say_where_the_sweep_stands():
     out = io.StringIO()
     progress = Progress(4, stream=out, live=False)
-    progress({**valid_row(case_id="a"), "phase": "main"})
-    progress({**valid_row(case_id="a", backend="jax"), "phase": "main"})
-    progress({**valid_row(case_id="b"), "phase": "main"})
+    progress(_row(case_id="a"))
+    progress(_row(case_id="a", backend="jax"))
+    progress(_row(case_id="b"))
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and lines[0].startswith("[case 1/4, 0:00 elapsed, ETA ")
     assert lines[2].startswith("[case 2/4") and "b torch: ok" in lines[2]
@@ -23,10 +30,10 @@ def test_plain_lines_say_where_the_sweep_stands():
 
 def test_other_ranks_say_nothing_and_a_terminal_gets_a_live_line():
     out = io.StringIO()
-    Progress(2, stream=out, live=False, enabled=False)(valid_row())
+    Progress(2, stream=out, live=False, enabled=False)(_row())
     assert out.getvalue() == ""
     live = Progress(2, stream=out, live=True)
-    live({**valid_row(), "phase": "main"})
+    live(_row())
     live.close()
     assert "c1 torch: ok" in out.getvalue()
 
@@ -55,7 +62,7 @@ def test_a_log_gets_one_plain_line_per_step():
     progress = Progress(2, stream=out, live=False)
     progress.step("main", "a", "torch", "preparing")
     progress.step("main", "a", "torch", "compiling/first call")
-    progress({**valid_row(case_id="a"), "phase": "main"})
+    progress(_row(case_id="a"))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("[case 1/2") and lines[0].endswith("a torch: preparing")
     assert lines[1].endswith("a torch: compiling/first call") and "a torch: ok" in lines[2]

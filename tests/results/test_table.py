@@ -5,20 +5,20 @@ from __future__ import annotations
 import pytest
 
 from tests.results.rows import attention_row, collectives_row, matmul_row, valid_row
+from xmfu.harness.results.bundle.reader import typed
 from xmfu.harness.results.render.table import FIGURES, IDENTITY, table
 from xmfu.harness.results.render.text_table import wrap_cell
+from xmfu.harness.results.schema.row import Row
 
 CONTENDED = {"contended": True, "reason": "python (pid 7) used 52% of a core", "busiest_others": [], "load_avg": []}
 SKIPPED = "SDPA cudnn kernel is not available for this case on cpu: " + "x " * 60
 INVALID = "Triton interpreter on a CPU: the result is checked, its time says nothing about hardware"
 
 
-def _row(**kw):
-    row = {"phase": "main", "workload": "matmul", "backend": "torch", "dtype": "bf16", "case_id": "matmul-bf16-64",
-           "status": "ok", "timing_valid": True, "tflops": 1.0, "peak_tflops": 2.0, "mfu": 0.5,
-           "time_s": {"median": 1e-3, "ci95_low": 0.5e-3, "ci95_high": 17e-3}}
-    row.update(kw)
-    return row
+def _row(**kw) -> Row:
+    """A timed matmul row whose median's 95% CI is +-825% wide, with `kw` set."""
+    row = valid_row(phase="main", dtype="bf16", case_id="matmul-bf16-64", peak=2.0, **kw)
+    return typed({**row, "time_s": {**row["time_s"], "median": 1e-3, "ci95_low": 0.5e-3, "ci95_high": 17e-3}})
 
 
 def _speedup(value: float, verdict: str) -> dict:
@@ -44,10 +44,10 @@ def _steady(reached: bool) -> dict:
             "reached": reached, "first_window": first, "steady_window": window, "first_vs_steady_time_change": -0.09}
 
 
-def _representative() -> list[dict]:
+def _representative() -> list[Row]:
     """A run of each workload as the engine writes them: a mamf sweep before the main rows, attention with a
     baseline and skipped/interpreted backends, a distributed training step, inference prefill and decode, a
-    sustained run, and collectives in and out of place."""
+    sustained run, and collectives in and out of place; as the table reads them (records)."""
     rows = [matmul_row(m, m, m, phase="mamf") for m in (1024, 2048, 4096, 8192)]
     rows += [matmul_row(4096, 4096, 4096, backend=b, phase="main", mfu_vs_achievable=0.93, contention=CONTENDED)
              for b in ("torch", "jax")]
@@ -74,7 +74,7 @@ def _representative() -> list[dict]:
         out_of_place = collectives_row(size, ranks=8, contention=CONTENDED)
         rows += [collectives_row(size, ranks=8), {**out_of_place, "params": {**out_of_place["params"],
                                                                              "in_place": False}}]
-    return rows
+    return [typed(r) for r in rows]
 
 
 def test_the_default_table_fits_120_columns_and_shows_every_figure():
@@ -98,7 +98,7 @@ def test_wide_shows_every_column_on_one_line_per_row():
     header = next(line for line in out.splitlines() if line.startswith("phase"))
     for name, *_ in [*IDENTITY, *FIGURES, ("note",)]:
         assert name in header, name
-    computed = [r for r in rows if r["workload"] != "collectives"]
+    computed = [r for r in rows if r.workload != "collectives"]
     data = [line for line in out.splitlines() if line.startswith(("main", "mamf", "sustained"))]
     assert len(data) == len(computed)  # no row wraps onto a second line
     assert max(len(line) for line in out.splitlines()) > 120

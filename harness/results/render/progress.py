@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from xmfu.harness.results.render.table import progress_line
+from xmfu.harness.results.schema.row import Row
 
 TICK_S = 1.0  # the live line's refresh while a step runs: the elapsed time is printed to the second
 
@@ -44,10 +45,10 @@ class Progress:
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
 
-    def __call__(self, row: dict[str, Any]) -> None:
+    def __call__(self, row: Row) -> None:
         if not self.enabled:
             return
-        self._count(row.get("phase"), row["case_id"])
+        self._count(row.phase, row.case_id)
         self.current = None
         line = f"[{self.position()}] {progress_line(row)}"
         if self.live:

@@ -10,28 +10,27 @@ every column on one line per row; the bundle's cases.jsonl keeps every field.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from xmfu.harness.results.analysis.flags import row_flags
 from xmfu.harness.results.render.text_table import Column, paragraph, render, wrap_cell
+from xmfu.harness.results.schema.parts import Latency
+from xmfu.harness.results.schema.row import Row
 
 WIDTH = 120  # a terminal's width the default table fits (issue 30 item 9)
 WIDE_HINT = ("every column: output.wide=true (xmfu run) or xmfu table --wide BUNDLE; every field: the bundle's "
              "cases.jsonl")
 
 
-def _params(row: dict[str, Any]) -> str:
+def _params(row: Row) -> str:
     """The case id without its workload and dtype prefix (they have their own columns)."""
-    prefix = f"{row['workload']}-{row['dtype']}-"
-    case_id = row.get("case_id", "")
-    return case_id.removeprefix(prefix)
+    return row.case_id.removeprefix(f"{row.workload}-{row.dtype}-")
 
 
-def _bandwidth(row: dict[str, Any]) -> str:
-    if row.get("algbw_gbps") is None:
+def _bandwidth(row: Row) -> str:
+    if row.algbw_gbps is None:
         return ""
-    bus = row.get("busbw_gbps")
-    return f"algbw {row['algbw_gbps']:.3g} GB/s, busbw " + (f"{bus:.3g} GB/s" if bus is not None else "n/a (1 rank)")
+    bus = row.busbw_gbps
+    return f"algbw {row.algbw_gbps:.3g} GB/s, busbw " + (f"{bus:.3g} GB/s" if bus is not None else "n/a (1 rank)")
 
 
 def _pct(x: float | None) -> str:
@@ -42,87 +41,93 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _ci(row: dict[str, Any]) -> str:
-    t = row.get("time_s") or {}
-    median = t.get("median")
-    missed = (row.get("timer") or {}).get("ci_target_met") is False
-    return _pct((t["ci95_high"] - t["ci95_low"]) / 2 / median if median else None) + ("!" if missed else "")
+def _ci_missed(row: Row) -> bool:
+    """Sampling stopped before the median's CI was as narrow as asked (null: not timed, not a miss)."""
+    return row.timer is not None and row.timer.ci_target_met is False
 
 
-def _note(row: dict[str, Any]) -> str:
-    timer = row.get("timer") or {}
-    note = row.get("reason") or _bandwidth(row) or row.get("mfu_reason") or row.get("timing_note") or ""
-    why_no_mbu = row.get("mbu_reason") if row.get("tpot_s") is not None and row.get("mbu") is None else None
+def _ci(row: Row) -> str:
+    t = row.time_s
+    half = (t.ci95_high - t.ci95_low) / 2 / t.median if t is not None and t.median else None
+    return _pct(half) + ("!" if _ci_missed(row) else "")
+
+
+def _note(row: Row) -> str:
+    note = row.reason or _bandwidth(row) or row.mfu_reason or row.timing_note or ""
+    why_no_mbu = row.mbu_reason if row.tpot_s is not None and row.mbu is None else None
     if why_no_mbu and why_no_mbu not in note:  # a decode row's MBU column reads "-": say why
         note = f"{note}; MBU: {why_no_mbu}".lstrip("; ")
-    if timer.get("ci_target_met") is False:  # a figure less precise than asked for must not read like one that made it
-        note = f"CI target missed: {timer.get('stop')}; {note}".rstrip("; ")
+    if _ci_missed(row):  # a figure less precise than asked for must not read like one that made it
+        note = f"CI target missed: {row.timer.stop}; {note}".rstrip("; ")
     return note
 
 
-def _speedup(row: dict[str, Any]) -> str:
-    sp = row.get("speedup")
-    return f"{sp['value']:.2f}x [{sp['ci95_low']:.2f},{sp['ci95_high']:.2f}] {sp['verdict']}" if sp else "-"
+def _speedup(row: Row) -> str:
+    sp = row.speedup
+    return f"{sp.value:.2f}x [{sp.ci95_low:.2f},{sp.ci95_high:.2f}] {sp.verdict}" if sp is not None else "-"
 
 
-def _latency_ms(row: dict[str, Any], key: str) -> str:
+def _latency_ms(latency: Latency | None) -> str:
     """The median of a per-event latency (inference: TTFT of a prefill row, TPOT of a decode row), ms."""
-    latency = row.get(key) or {}
-    return _num(latency["p50"] * 1e3 if latency.get("p50") is not None else None, ".4g")
+    return _num(latency.p50 * 1e3 if latency is not None else None, ".4g")
 
 
-def _tokens_per_s(row: dict[str, Any]) -> str:
+def _tokens_per_s(row: Row) -> str:
     """Tokens per second at the median time: a training step's tokens, else generated (decode), else prompt
     (prefill) tokens: the work units the workload's case declares (row.throughput)."""
-    tput = row.get("throughput") or {}
+    tput = row.throughput or {}
     for key in ("tokens_per_s", "generated_tokens_per_s", "prompt_tokens_per_s"):
         if tput.get(key) is not None:
             return format(tput[key], ".4g")
     return "-"
 
 
-def _steady(row: dict[str, Any]) -> str:
+def _steady(row: Row) -> str:
     """timing=sustained: TFLOP/s (or ms per call) of the steady window and when it began, or 'not reached'."""
-    s = row.get("steady_state")
-    if not s:
+    s = row.steady_state
+    if s is None:
         return "-"
-    w = s["steady_window"]
-    figure = f"{w['tflops']:.4g}" if w.get("tflops") is not None else f"{w['median_s'] * 1e3:.4g} ms"
-    return f"{figure} from {s['reached_after_s']:.0f}s" if s.get("reached") else f"not reached (last {figure})"
+    w = s.steady_window
+    figure = f"{w.tflops:.4g}" if w.tflops is not None else f"{w.median_s * 1e3:.4g} ms"
+    return f"{figure} from {s.reached_after_s:.0f}s" if s.reached else f"not reached (last {figure})"
 
 
-def _tflops(row: dict[str, Any]) -> str:
-    return _num(row.get("tflops"), ".4g") if row.get("timing_valid") else "-"
+def _tflops(row: Row) -> str:
+    return _num(row.tflops, ".4g") if row.timing_valid else "-"
 
 
-def _median_ms(row: dict[str, Any]) -> str:
-    median = (row.get("time_s") or {}).get("median")
-    return _num(median * 1e3 if median else None, ".4g")
+def _median_ms(row: Row) -> str:
+    return _num(row.time_s.median * 1e3 if row.time_s is not None else None, ".4g")
 
 
-Cell = Callable[[dict[str, Any]], str]
+def _phase(row: Row) -> str:
+    """Rows written before `phase` was recorded show (and group under) no phase."""
+    return row.phase or ""
+
+
+Cell = Callable[[Row], str]
 # What a row is (lifted into the header line when every row has the same), then its figures (dropped when no row
 # has one). (header, cell, wraps at, right-aligned)
 IDENTITY: list[tuple[str, Cell, str, bool]] = [
-    ("phase", lambda r: r.get("phase") or "", "", False),
-    ("workload", lambda r: r["workload"], "", False),
-    ("backend", lambda r: r["backend"], "", False),
-    ("dtype", lambda r: r["dtype"], "", False),
+    ("phase", _phase, "", False),
+    ("workload", lambda r: r.workload, "", False),
+    ("backend", lambda r: r.backend, "", False),
+    ("dtype", lambda r: r.dtype, "", False),
     ("shape", _params, "-", False),
-    ("status", lambda r: r["status"], "", False),
-    ("peak", lambda r: _num(r.get("peak_tflops"), ".4g"), "", True),
+    ("status", lambda r: r.status, "", False),
+    ("peak", lambda r: _num(r.peak_tflops, ".4g"), "", True),
 ]
 FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("median ms", _median_ms, "", True),
     ("±CI95", _ci, "", True),
     ("TFLOP/s", _tflops, "", True),
-    ("MFU", lambda r: _pct(r.get("mfu")), "", True),
-    ("vs achievable", lambda r: _pct(r.get("mfu_vs_achievable")), "", True),
+    ("MFU", lambda r: _pct(r.mfu), "", True),
+    ("vs achievable", lambda r: _pct(r.mfu_vs_achievable), "", True),
     ("speedup", _speedup, "] ", False),  # wraps before its verdict only: the value and its CI stay together
-    ("TTFT ms", lambda r: _latency_ms(r, "ttft_s"), "", True),
-    ("TPOT ms", lambda r: _latency_ms(r, "tpot_s"), "", True),
+    ("TTFT ms", lambda r: _latency_ms(r.ttft_s), "", True),
+    ("TPOT ms", lambda r: _latency_ms(r.tpot_s), "", True),
     ("tok/s", _tokens_per_s, "", True),
-    ("MBU", lambda r: _pct(r.get("mbu")), "", True),
+    ("MBU", lambda r: _pct(r.mbu), "", True),
     ("steady TFLOP/s", _steady, " ", False),
     ("flags", lambda r: ",".join(row_flags(r)) or "-", ",", False),
 ]
@@ -133,16 +138,16 @@ ALWAYS = {"inference": ("TTFT ms", "TPOT ms", "tok/s", "MBU")}  # shown even whe
 SAME_AS = {"inference": ("median ms",)}
 
 
-def table(rows: Iterable[dict[str, Any]], wide: bool = False, width: int = WIDTH) -> str:
+def table(rows: Iterable[Row], wide: bool = False, width: int = WIDTH) -> str:
     """The end-of-run table, one section per (phase, workload); collective rows get nccl-tests' table instead
     (bandwidth, no FLOPs). `wide`: every column, notes in full, no width limit."""
     rows = list(rows)
     limit = None if wide else width
-    collectives = [r for r in rows if r.get("workload") == "collectives"]
-    sections: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    collectives = [r for r in rows if r.workload == "collectives"]
+    sections: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
-        if r.get("workload") != "collectives":
-            sections.setdefault((r.get("phase") or "", r["workload"]), []).append(r)
+        if r.workload != "collectives":
+            sections.setdefault((_phase(r), r.workload), []).append(r)
     parts = [_wide_table(group) if wide else _compact_table(group, limit) for group in sections.values()]
     if not parts and not collectives:
         parts.append(_wide_table([]))
@@ -153,7 +158,7 @@ def table(rows: Iterable[dict[str, Any]], wide: bool = False, width: int = WIDTH
     return "\n\n".join(parts)
 
 
-def _wide_table(rows: list[dict[str, Any]]) -> str:
+def _wide_table(rows: list[Row]) -> str:
     specs = [*IDENTITY, *FIGURES, ("note", _note, "", False)]
     columns = [Column(h, [cell(r) for r in rows], "", right) for h, cell, _, right in specs]
     return "\n".join(render(columns, None))
@@ -167,7 +172,7 @@ def _common_parts(shapes: Sequence[str]) -> list[str]:
     return [] if any(not [p for p in s if p not in common] for s in split) else common
 
 
-def _compact_table(rows: list[dict[str, Any]], limit: int | None) -> str:
+def _compact_table(rows: list[Row], limit: int | None) -> str:
     same, columns = [], []
     for header, cell, wrap, right in IDENTITY:
         cells = [cell(r) for r in rows]
@@ -180,11 +185,12 @@ def _compact_table(rows: list[dict[str, Any]], limit: int | None) -> str:
         same.append("shape parts " + "-".join(common))
         columns[columns.index(shape)] = Column("shape", ["-".join(p for p in c.split("-") if p not in common)
                                                          for c in shape.cells], "-")
+    workload = rows[0].workload
     for header, cell, wrap, right in FIGURES:
-        if header in SAME_AS.get(rows[0]["workload"], ()):
+        if header in SAME_AS.get(workload, ()):
             continue
         cells = [cell(r) for r in rows]
-        if any(c not in EMPTY for c in cells) or header in ALWAYS.get(rows[0]["workload"], ()):
+        if any(c not in EMPTY for c in cells) or header in ALWAYS.get(workload, ()):
             columns.append(Column(header, cells, wrap, right))
     notes, marks = _footnotes(rows, limit)
     if any(marks):
@@ -194,13 +200,13 @@ def _compact_table(rows: list[dict[str, Any]], limit: int | None) -> str:
     return "\n".join([*head, *render(columns, limit), *notes])
 
 
-def _baseline(rows: list[dict[str, Any]]) -> list[str]:
+def _baseline(rows: list[Row]) -> list[str]:
     """'speedups against B' for the header line, when every row with a speedup has the same baseline B."""
-    baselines = {r["speedup"]["baseline"] for r in rows if r.get("speedup")}
+    baselines = {r.speedup.baseline for r in rows if r.speedup is not None}
     return [f"speedup = {baselines.pop()}'s time / the row's"] if len(baselines) == 1 else []
 
 
-def _footnotes(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[str], list[str]]:
+def _footnotes(rows: list[Row], limit: int | None) -> tuple[list[str], list[str]]:
     """Each distinct note once, numbered, below the table (wrapped at word boundaries, never cut); each row's
     note cell is its number."""
     numbered: dict[str, int] = {}
@@ -216,15 +222,15 @@ def _footnotes(rows: list[dict[str, Any]], limit: int | None) -> tuple[list[str]
     return lines, marks
 
 
-def progress_line(row: dict[str, Any]) -> str:
-    head = f"{row['case_id']} {row['backend']}: {row['status']}"
-    if row["status"] != "ok":
-        return f"{head} ({row.get('reason')})"
-    if not row.get("timing_valid"):
+def progress_line(row: Row) -> str:
+    head = f"{row.case_id} {row.backend}: {row.status}"
+    if row.status != "ok":
+        return f"{head} ({row.reason})"
+    if not row.timing_valid:
         return f"{head} (correct; timing not valid here)"
-    if row.get("tflops") is None:
+    if row.tflops is None:
         return f"{head} {_bandwidth(row) or 'no throughput figure'}"
-    return f"{head} {row['tflops']:.3f} TFLOP/s, MFU {_pct(row.get('mfu'))}"
+    return f"{head} {row.tflops:.3f} TFLOP/s, MFU {_pct(row.mfu)}"
 
 
 NCCL_TYPES = {"fp32": "float", "bf16": "bfloat16", "fp16": "half"}  # nccl-tests' names for the data types
@@ -235,19 +241,20 @@ SIDE = [("time", "(us)"), ("algbw", "(GB/s)"), ("busbw", "(GB/s)"), ("#wrong", "
 HEAD = [("size", "(B)"), ("count", "(elements)"), ("type", ""), ("redop", ""), *SIDE, *SIDE]
 
 
-def _side(row: dict[str, Any] | None) -> list[str]:
+def _side(row: Row | None) -> list[str]:
     """time (us), algbw, busbw, #wrong of one placement, as nccl-tests prints them."""
     if row is None:
         return ["", "", "", ""]
-    if row["status"] != "ok":
-        return [row["status"], "", "", str(row.get("wrong", "")) if row.get("wrong") is not None else ""]
-    t = (row.get("time_s") or {}).get("median")
-    bus = row.get("busbw_gbps")
-    return [_num(t * 1e6 if t else None, ".1f"), _num(row.get("algbw_gbps"), ".2f"),
-            _num(bus, ".2f") if bus is not None else "n/a", str(row.get("wrong", 0))]
+    if row.status != "ok":
+        return [row.status, "", "", str(row.wrong) if row.wrong is not None else ""]
+    t = row.time_s.median if row.time_s is not None else None
+    bus = row.busbw_gbps
+    # an ok row without a count of wrong elements shows 0, as this table always has
+    return [_num(t * 1e6 if t else None, ".1f"), _num(row.algbw_gbps, ".2f"),
+            _num(bus, ".2f") if bus is not None else "n/a", str(row.wrong) if row.wrong is not None else "0"]
 
 
-def _pair_flags(pair: dict[str, dict[str, Any]]) -> str:
+def _pair_flags(pair: dict[str, Row]) -> str:
     """The flags of a size's rows, each placement's named where only one has it."""
     out = []
     for side, label in (("out", "oop"), ("in", "ip")):
@@ -258,14 +265,14 @@ def _pair_flags(pair: dict[str, dict[str, Any]]) -> str:
     return ",".join(both + rest) or "-"
 
 
-def collectives_table(rows: list[dict[str, Any]], width: int | None = WIDTH) -> str:
+def collectives_table(rows: list[Row], width: int | None = WIDTH) -> str:
     """nccl-tests' table per (backend, operation, mode, type): size, count, type, redop, then time, algbw,
     busbw and #wrong out of place and in place side by side, and the average bus bandwidth; a `flags` column
     when a row has quality flags."""
-    groups: dict[tuple, dict[int, dict[str, Any]]] = {}
+    groups: dict[tuple, dict[int, dict[str, Row]]] = {}
     for r in rows:
-        p = r["params"]
-        key = (r["backend"], p["op"], p["mode"], r["dtype"])
+        p = r.params  # the collective's own parameters (an open map)
+        key = (r.backend, p["op"], p["mode"], r.dtype)
         groups.setdefault(key, {}).setdefault(p["size_bytes"], {})["in" if p["in_place"] else "out"] = r
     out = []
     for (backend, op, mode, dtype), sizes in sorted(groups.items()):
@@ -273,12 +280,12 @@ def collectives_table(rows: list[dict[str, Any]], width: int | None = WIDTH) -> 
         body, busbw, flags = [], [], []
         for size, pair in sorted(sizes.items()):
             any_row = pair.get("out") or pair.get("in")
-            actual = any_row.get("size_bytes_actual") or size
+            actual = any_row.size_bytes_actual or size
             body.append([str(actual), str(actual // item), NCCL_TYPES.get(dtype, dtype), REDOPS.get(op, "none"),
                          *_side(pair.get("out")), *_side(pair.get("in"))])
-            busbw += [r["busbw_gbps"] for r in pair.values() if r.get("busbw_gbps") is not None]
+            busbw += [r.busbw_gbps for r in pair.values() if r.busbw_gbps is not None]
             flags.append(_pair_flags(pair))
-        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.get('ranks') or any_row['notes'].get('ranks')}")
+        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.ranks or any_row.notes.get('ranks')}")
         out += _nccl_lines(body, flags if any(f != "-" for f in flags) else None, width)
         avg = f"{sum(busbw) / len(busbw):.3g} GB/s" if busbw else "n/a (one rank)"
         out.append(f"# Avg bus bandwidth: {avg} (over this sweep's sizes: it depends on the range chosen)")
