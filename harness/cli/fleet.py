@@ -1,0 +1,184 @@
+"""`xmfu fleet run | report | resume`: a candidate cluster judged node by node and link by link on its own Slurm
+(harness/fleet/). Exit status: 0 PASS, 1 FAIL (a node or link excluded, each named with its reason), 3 NOT JUDGED
+(a node could not run, or too few figures for a baseline), 2 bad input (one paragraph, before anything is
+submitted)."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from xmfu.harness.cli.common import Parser, usage_error
+
+USAGE = "xmfu fleet run --nodes N [options] | xmfu fleet report FOLDER | xmfu fleet resume FOLDER"
+
+
+def _run_parser() -> Parser:
+    from xmfu.harness.fleet.schedule import PAIR_MODES
+    from xmfu.harness.fleet.spec import LEVELS, RUNTIMES
+
+    p = Parser(prog="xmfu fleet run", description="submit the fleet's checks as one Slurm job, wait, judge")
+    p.add_argument("--nodes", type=int, required=True, help="nodes to check (2 or more)")
+    p.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
+    p.add_argument("--level", choices=LEVELS, default="quick",
+                   help="quick: seconds per node; medium: about 2 minutes; long: the acceptance suite")
+    p.add_argument("--pairs", choices=PAIR_MODES, default="quick",
+                   help="quick: each node with two others; exhaustive: every pair, N-1 rounds")
+    p.add_argument("--baseline", help="an earlier fleet folder, or an expectation file (docs/fleet.md)")
+    p.add_argument("--rules", help="a rules file (YAML): a threshold and its reason per figure (docs/fleet.md)")
+    p.add_argument("--container-image", help="run every step in this image (pyxis/enroot, or Apptainer)")
+    p.add_argument("--container-runtime", choices=RUNTIMES, default="pyxis")
+    p.add_argument("--container-mounts", default="", help="more SRC:DST mounts, comma-separated")
+    p.add_argument("--scale", choices=("auto", "smoke", "full"), default="auto",
+                   help="the node checks' sizes (auto: smoke sizes on a node without an accelerator)")
+    p.add_argument("--results-dir", default="results", help="a folder every node can write (a shared file system)")
+    p.add_argument("--id", help="the fleet folder's name (default: a UTC stamp)")
+    p.add_argument("--test-only", action="store_true", help="write the job and ask sbatch --test-only; submit nothing")
+    p.add_argument("--no-wait", action="store_true", help="submit and return; judge later with xmfu fleet report")
+    return p
+
+
+def _spec(ns: argparse.Namespace):
+    from xmfu.harness.fleet.spec import Container, FleetSpec, check
+
+    fleet_id = ns.id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-fleet-{secrets.token_hex(3)}"
+    mounts = tuple(m for m in ns.container_mounts.split(",") if m)
+    xmfu = "xmfu" if ns.container_image else shlex.join([sys.executable, "-m", "xmfu"])
+    spec = FleetSpec(fleet_id, ns.nodes, ns.level, ns.pairs, str(Path(ns.results_dir).resolve()), ns.partition,
+                     ns.baseline, ns.rules, Container(ns.container_image, ns.container_runtime, mounts), xmfu,
+                     ns.scale, f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}")
+    problems = check(spec)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return spec
+
+
+def _inputs_checked(rules: str | None, baseline: str | None) -> None:
+    from xmfu.harness.fleet.outcome import baselines
+    from xmfu.harness.fleet.rules import load
+
+    load(rules)
+    baselines(baseline)
+
+
+def cmd_run(args: Sequence[str]) -> int:
+    from xmfu.harness.fleet import slurm, submit
+
+    ns = _run_parser().parse_args(args)
+    try:
+        spec = _spec(ns)
+        _inputs_checked(ns.rules, ns.baseline)
+    except ValueError as exc:
+        return usage_error(f"fleet run: {exc}")
+    why = slurm.available()
+    if why:
+        return usage_error(f"fleet run: {why}")
+    if spec.folder.exists():
+        return usage_error(f"fleet run: {spec.folder} exists: give another --id, or `xmfu fleet resume {spec.folder}`")
+    try:
+        sub = submit.submit(spec, test_only=ns.test_only)
+    except (slurm.SlurmError, OSError) as exc:
+        shutil.rmtree(spec.folder, ignore_errors=True)  # it held only the spec and the script of a job never run
+        return usage_error(f"fleet run: {exc}. Nothing was submitted.")
+    if isinstance(sub, str):
+        print(f"sbatch --test-only: {sub}\nfleet: {spec.folder} (job script written, nothing submitted)")
+        return 0
+    print(f"xmfu fleet {spec.fleet_id}: job {sub.job_id}, {spec.nodes} nodes, level {spec.level}, pairs {spec.pairs}; "
+          f"writing {spec.folder}", flush=True)
+    if ns.no_wait:
+        print(f"fleet: {spec.folder} (judge it when the job has ended: xmfu fleet report {spec.folder})")
+        return 0
+    return _watch_and_judge(spec.folder, sub)
+
+
+def _watch_and_judge(folder: Path, sub) -> int:
+    from xmfu.harness.fleet import slurm, submit
+
+    try:
+        end = submit.wait(folder, sub, say=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"\nxmfu fleet: stopped watching; job {sub.job_id} goes on. Judge it later: xmfu fleet report "
+              f"{folder}", file=sys.stderr)
+        return 130
+    except slurm.SlurmError as exc:
+        print(f"xmfu fleet: {exc}; judging the folder as it stands", file=sys.stderr)
+    else:
+        print(f"xmfu fleet: job {sub.job_id} ended: {end.state}{f' ({end.reason})' if end.reason else ''}",
+              flush=True)
+    return _judge(folder, None, None)
+
+
+def _judge(folder: Path, rules: str | None, baseline: str | None) -> int:
+    from xmfu.harness.fleet import outcome
+
+    try:
+        fleet = outcome.gathered(folder)[1]
+        d = outcome.judged(folder, rules, baseline)
+    except ValueError as exc:  # a folder that is no fleet folder, a bad rules or baseline file
+        return usage_error(f"fleet: {exc}")
+    outcome.write(folder, fleet, d)
+    print(outcome.line(d))
+    for host, found in sorted(d.excluded.items()):
+        print(f"  excluded {host}: " + "; ".join(f"{f.code}: {f.detail}" for f in found))
+    for f in d.findings:
+        if f.subject not in fleet.nodes:
+            print(f"  link {f.subject}: {f.code}: {f.detail}")
+    for caveat in d.caveats:
+        print(f"  caveat: {caveat}")
+    print(f"fleet: {folder}")
+    return outcome.EXIT[d.verdict]
+
+
+def cmd_report(args: Sequence[str]) -> int:
+    p = Parser(prog="xmfu fleet report", description="judge a fleet folder again (rules and baseline may change)")
+    p.add_argument("folder")
+    p.add_argument("--rules")
+    p.add_argument("--baseline")
+    ns = p.parse_args(args)
+    try:
+        _inputs_checked(ns.rules, ns.baseline)
+    except ValueError as exc:
+        return usage_error(f"fleet report: {exc}")
+    return _judge(Path(ns.folder), ns.rules, ns.baseline)
+
+
+def cmd_resume(args: Sequence[str]) -> int:
+    from xmfu.harness.fleet import outcome, slurm, submit
+
+    p = Parser(prog="xmfu fleet resume", description="submit only what the fleet folder is missing, then judge")
+    p.add_argument("folder")
+    p.add_argument("--no-wait", action="store_true")
+    ns = p.parse_args(args)
+    folder = Path(ns.folder)
+    try:
+        spec, fleet = outcome.gathered(folder)
+    except ValueError as exc:
+        return usage_error(f"fleet resume: {exc}")
+    hosts, names = outcome.missing(spec, fleet)
+    if not names:
+        print(f"xmfu fleet resume: nothing is missing in {folder}")
+        return _judge(folder, None, None)
+    why = slurm.available()
+    if why:
+        return usage_error(f"fleet resume: {why}")
+    try:
+        sub = submit.submit(spec, hosts, names)
+    except (slurm.SlurmError, OSError) as exc:
+        return usage_error(f"fleet resume: {exc}")
+    print(f"xmfu fleet resume {spec.fleet_id}: job {sub.job_id} runs {len(names)} missing steps on "
+          f"{', '.join(hosts)}", flush=True)
+    return 0 if ns.no_wait else _watch_and_judge(folder, sub)
+
+
+def cmd_fleet(args: Sequence[str]) -> int:
+    commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume}
+    if not args or args[0] not in commands:
+        said = f"{args[0]!r} is not a fleet command" if args else "a fleet command is needed"
+        return usage_error(f"fleet: {said}: {USAGE}")
+    return commands[args[0]](args[1:])

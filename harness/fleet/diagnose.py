@@ -1,0 +1,183 @@
+"""Each node's and each link's figures against the fleet's robust baseline (or a given one), by the rules: who is
+admitted, who is excluded and why, in reason codes a person can act on.
+
+The baseline of a figure is the median of the nodes (or pairs) that measured it and its robust spread, the median
+absolute deviation scaled by 1.4826 to a standard deviation (Rousseeuw & Croux 1993, JASA 88:1273; SuperBench's
+diagnosis builds its baseline from fleet data the same way), so one or a few bad nodes do not move it. A figure is
+flagged only when its whole 95% CI lies below the rule's threshold, so its own noise alone flags nothing.
+
+Reason codes: could-not-run (the node's check never finished: Slurm ended it, the node died, the job was cancelled;
+said as such, never as a failure), part-failed, invalid-result, missing-device, throttled, doctor, and each rule's
+code (slow-matmul, slow-node-fabric, slow-link).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xmfu.harness.fleet.gather import Figure, Fleet, NodeResult, PairResult, StepRecord
+from xmfu.harness.fleet.rules import FIGURES, Rule
+
+MAD_TO_SIGMA = 1.4826  # MAD of a normal sample x 1.4826 estimates its standard deviation
+MIN_FOR_BASELINE = 3  # fewer values give no robust median and spread: the figure is not judged
+PASS, FAIL, NOT_JUDGED = "PASS", "FAIL", "NOT JUDGED"
+
+
+@dataclass(frozen=True)
+class Finding:
+    subject: str  # a host, or a pair `pair-a-b`
+    code: str
+    detail: str
+    figure: str | None = None
+    value: float | None = None
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    figure: str
+    median: float
+    sigma: float
+    n: int
+    source: str  # this fleet's nodes, an earlier fleet folder, an expectation file
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    reasons: list[str]
+    findings: list[Finding] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    excluded: dict[str, list[Finding]] = field(default_factory=dict)
+    baselines: dict[str, Baseline] = field(default_factory=dict)
+    caveats: list[str] = field(default_factory=list)
+
+
+def robust(values: Sequence[float], figure: str, source: str) -> Baseline | None:
+    if len(values) < MIN_FOR_BASELINE:
+        return None
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    return Baseline(figure, median, MAD_TO_SIGMA * mad, len(values), source)
+
+
+def threshold(rule: Rule, base: Baseline) -> float:
+    """Below this a figure is low: under both the rule's fraction of the median and its sigmas of the spread, or
+    under the rule's floor."""
+    relative = min(base.median * (1 - rule.below_median), base.median - rule.sigmas * base.sigma)
+    return max(relative, rule.floor) if rule.floor is not None else relative
+
+
+def why_not_run(host: str, step: StepRecord | None) -> str:
+    """What Slurm said about a check that never finished (srun's and slurmstepd's messages, slurm 22.05)."""
+    if step is None:
+        return (f"{host}'s check has no step record: the job ended before it did (cancelled, over its time limit, "
+                "or the batch host died)")
+    said = step.said
+    if "DUE TO TIME LIMIT" in said or "time limit" in said.lower():
+        return f"{host}'s check ran past its time limit and Slurm ended it"
+    if "Node failure" in said or "NODE_FAIL" in said or "Communication connection failure" in said:
+        return f"{host} failed while its check ran (Slurm: node failure)"
+    if "CANCELLED" in said:
+        return f"{host}'s check was cancelled"
+    tail = " ".join(said.split())[-200:] or "nothing on stderr"
+    return f"{host}'s check ended without its record (srun exited {step.rc}: {tail})"
+
+
+def node_findings(n: NodeResult, devices: int | None, common_doctor: set[str]) -> list[Finding]:
+    if not n.ran:
+        return [Finding(n.host, "could-not-run", why_not_run(n.host, n.step))]
+    out = [Finding(n.host, "part-failed", p) for p in n.failed_parts]
+    out += [Finding(n.host, "invalid-result", f"a bundle that does not validate: {why}") for why in n.invalid]
+    if devices is not None and n.devices is not None and n.devices < devices:
+        out.append(Finding(n.host, "missing-device", f"{n.devices} devices where the fleet's nodes have {devices}"))
+    if n.throttled:
+        out.append(Finding(n.host, "throttled", ", ".join(f"{k} in {v:.0%} of readings"
+                                                          for k, v in sorted(n.throttled.items()))))
+    out += [Finding(n.host, "doctor", p) for p in n.doctor_problems if p not in common_doctor]
+    return out
+
+
+def judge_figures(rule: Rule, subjects: Sequence[tuple[str, Figure | None]], given: Baseline | None,
+                  source: str) -> tuple[Baseline | None, list[Finding]]:
+    measured = [(s, f) for s, f in subjects if f is not None]
+    base = given or robust([f.value for _, f in measured], rule.figure, source)
+    if base is None:
+        return None, []
+    limit = threshold(rule, base)
+    unit = FIGURES[rule.figure][0]
+    out = [Finding(s, rule.code, f"{f.value:.4g} {unit} (95% CI {f.low:.4g}-{f.high:.4g}) below {limit:.4g}, the "
+                   f"threshold from the median {base.median:.4g} of {base.source}: {rule.reason}",
+                   rule.figure, f.value, limit)
+           for s, f in measured if f.high < limit]
+    return base, out
+
+
+def link_findings(rule: Rule, pairs: Sequence[PairResult], given: Baseline | None,
+                  skip: set[str]) -> tuple[Baseline | None, list[Finding], list[str]]:
+    """Slow links; a node whose every tested link is slow is named itself (`slow-link` on the host): the fault is
+    in it, not in one cable. Pairs with a node that could not run are not links to judge."""
+    tested = [p for p in pairs if not ({p.a, p.b} & skip)]
+    base, slow = judge_figures(rule, [(p.name, p.busbw) for p in tested], given, f"{len(tested)} pairs")
+    slow_names = {f.subject for f in slow}
+    blamed = []
+    for host in sorted({h for p in tested for h in (p.a, p.b)}):
+        mine = [p for p in tested if host in (p.a, p.b) and p.busbw is not None]
+        if mine and all(p.name in slow_names for p in mine):
+            blamed.append(host)
+    return base, slow, blamed
+
+
+def diagnose(fleet: Fleet, rules: Sequence[Rule],
+             baseline: Callable[[str], Baseline | None] = lambda figure: None) -> Diagnosis:
+    ran = [n for n in fleet.nodes.values() if n.ran]
+    devices = max((n.devices for n in ran if n.devices is not None), default=None)
+    problems = [set(n.doctor_problems) for n in ran]
+    common = set.intersection(*problems) if problems else set()
+    findings = [f for n in fleet.nodes.values() for f in node_findings(n, devices, common)]
+    out = Diagnosis(NOT_JUDGED, [], caveats=[f"every node's doctor says: {p}" for p in sorted(common)])
+    source = f"this fleet's {len(ran)} nodes"
+    for rule in rules:
+        if rule.figure == "link_busbw_gbps":
+            skip = {n.host for n in fleet.nodes.values() if not n.ran}
+            base, slow, blamed = link_findings(rule, fleet.pairs, baseline(rule.figure), skip)
+            findings += slow + [Finding(h, rule.code, f"every link tested from {h} is slow") for h in blamed]
+        else:
+            read = (lambda n: n.matmul) if rule.figure == "matmul_tflops" else (lambda n: n.busbw)
+            base, found = judge_figures(rule, [(n.host, read(n)) for n in ran], baseline(rule.figure), source)
+            findings += found
+        if base is not None:
+            out.baselines[rule.figure] = base
+    return _verdict(out, fleet, findings)
+
+
+def _verdict(out: Diagnosis, fleet: Fleet, findings: list[Finding]) -> Diagnosis:
+    out.findings = findings
+    for f in findings:
+        if f.subject in fleet.nodes:
+            out.excluded.setdefault(f.subject, []).append(f)
+    out.admitted = [h for h in fleet.hosts if h not in out.excluded]
+    failing = [f for f in findings if f.code != "could-not-run"]
+    not_run = sorted({f.subject for f in findings if f.code == "could-not-run"})
+    unjudged = [name for name in ("matmul_tflops", "link_busbw_gbps") if name not in out.baselines]
+    contended = sum(1 for n in fleet.nodes.values() for f in (n.matmul, n.busbw) if f and f.contended)
+    if contended:
+        out.caveats.append(f"{contended} node figures were measured while other work ran on their host (contended)")
+    if failing:
+        out.verdict = FAIL
+        subjects = sorted({f.subject for f in failing})
+        out.reasons = [f"{len(subjects)} of {len(fleet.hosts)} nodes or links flagged: " + ", ".join(
+            f"{s} ({', '.join(sorted({f.code for f in failing if f.subject == s}))})" for s in subjects)]
+    elif not_run or unjudged:
+        out.verdict = NOT_JUDGED
+        out.reasons = ([f"could not run: {', '.join(not_run)} (xmfu fleet resume runs what is missing)"] if not_run
+                       else []) + [f"{FIGURES[u][1]} not judged: fewer than {MIN_FOR_BASELINE} measured and no "
+                                   "--baseline" for u in unjudged]
+    else:
+        out.verdict = PASS
+        out.reasons = [f"{len(out.admitted)} nodes admitted, {len(fleet.pairs)} links within their thresholds"]
+    if not_run and failing:
+        out.reasons.append(f"could not run: {', '.join(not_run)}")
+    return out

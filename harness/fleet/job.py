@@ -1,0 +1,179 @@
+"""The fleet's Slurm job: one generated sbatch script whose body is srun steps, the pattern Slurm users run
+(torchtitan's multinode_trainer.slurm; NeMo-Run's Slurm executor): per-node checks, all nodes at once, one step per
+node; the link tests, a round of disjoint node pairs at a time; then the collective and the training step over every
+node. Slurm places, starts, limits (`srun --time`) and ends every step; xmfu only writes the script and reads what
+the steps wrote.
+
+Every step records how it ended in `steps/NAME.json` (its exit status, nodes and times), written by the script
+itself after srun returns, so a step that Slurm killed (time limit, a node that died, scancel) is told apart from
+one that ran and failed: the first has a non-zero status from srun and no result of its own, or no record at all.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xmfu.harness.fleet import schedule
+from xmfu.harness.fleet.spec import NODE_EXPERIMENT, FleetSpec
+
+STEPS = "steps"  # the folder of step records
+NODES_FILE = "nodes.txt"  # the job's nodes, one per line, in Slurm's order (scontrol show hostnames)
+LINK_SIZES = "[1M,64M]"  # the link test's all_reduce sizes: one in the latency-bound range, one bandwidth-bound
+
+
+@dataclass(frozen=True)
+class Step:
+    """One srun step: its record's name, its nodes (shell words: `${NODES[i]}` or a host), what it runs."""
+
+    name: str
+    kind: str  # node | pair | all
+    nodes: tuple[str, ...]
+    command: tuple[str, ...]  # xmfu's arguments
+    minutes: int
+
+
+def node_ref(i: int) -> str:
+    return f"${{NODES[{i}]}}"
+
+
+def node_steps(spec: FleetSpec, nodes: Sequence[str]) -> list[Step]:
+    """The per-node check of every node: the level's suite overlay, results under nodes/<host>/."""
+    out = []
+    for host in nodes:
+        command = ("run", f"experiment={NODE_EXPERIMENT[spec.level]}", f"suite.scale={spec.scale}",
+                   "results_dir=$F/nodes", f"run_id={host}")
+        out.append(Step(f"node-{_label(host)}", "node", (host,), command, spec.minutes("node")))
+    return out
+
+
+def link_command(run_id: str, folder: str = "$F/links") -> tuple[str, ...]:
+    """An all_reduce over the step's ranks (one per node: the network between them, not the node's own fabric),
+    at one latency-bound and one bandwidth-bound size; nccl-tests' iterations cut to 5 (its -n is 20): a link check
+    wants the bandwidth, not a paper's precision."""
+    return ("run", "workload=collectives", "backends=[torch_dist]", "workload.ops=[all_reduce]",
+            f"workload.sizes={LINK_SIZES}", "workload.mode=[throughput]", "workload.iters=5", "workload.warmup=2",
+            "workload.samples=5", f"results_dir={folder}", f"run_id={run_id}")
+
+
+def pair_rounds(spec: FleetSpec, nodes: Sequence[str]) -> list[list[Step]]:
+    """The link tests, round by round: each round's pairs are disjoint, so they run at once."""
+    out = []
+    for pairs in schedule.rounds(spec.pairs, len(nodes)):
+        steps = []
+        for a, b in pairs:
+            name = f"pair-{_label(nodes[a])}-{_label(nodes[b])}"
+            command = link_command(name)
+            steps.append(Step(name, "pair", (nodes[a], nodes[b]), command, spec.minutes("pair")))
+        out.append(steps)
+    return out
+
+
+def all_steps(spec: FleetSpec, nodes: Sequence[str]) -> list[Step]:
+    """Every node together: the collective, then a data-parallel training step (one process per node)."""
+    train = ("run", "workload=transformer", "backends=[torch]", "workload.parallel=[ddp]", "model=tiny",
+             "dtype=fp32", "timing=quick", "results_dir=$F/all", "run_id=all-training")
+    collective = link_command("all-collectives", "$F/all")
+    return [Step("all-collectives", "all", tuple(nodes), collective, spec.minutes("all")),
+            Step("all-training", "all", tuple(nodes), train, spec.minutes("all"))]
+
+
+def _label(host: str) -> str:
+    """A host (or `${NODES[i]}`) as part of a step's name: `${NODES[3]}` -> `${NODES[3]}` stays a shell word."""
+    return host
+
+
+def srun_words(spec: FleetSpec, step: Step) -> list[str]:
+    """The srun options of a step: its nodes (one task each), its time limit, and the container flags."""
+    words = [f"--nodes={len(step.nodes)}", f"--ntasks={len(step.nodes)}", "--ntasks-per-node=1",
+             f"--nodelist={','.join(step.nodes)}", f"--time={step.minutes}", f"--job-name={step.name}"]
+    c = spec.container
+    if c.image and c.runtime == "pyxis":
+        # pyxis' srun options (NVIDIA/pyxis README): the image and what to mount into it; the fleet folder always
+        words += [f"--container-image={c.image}", f"--container-mounts={','.join(_mounts(spec))}",
+                  "--container-workdir=$F"]
+    return words
+
+
+def _mounts(spec: FleetSpec) -> list[str]:
+    return ["$F:$F", *spec.container.mounts]
+
+
+def command_words(spec: FleetSpec, step: Step) -> list[str]:
+    c = spec.container
+    prefix = ["apptainer", "exec", "--bind", ",".join(_mounts(spec)), c.image] if (
+        c.image and c.runtime == "apptainer") else []
+    return [*prefix, *shlex.split(spec.xmfu), *step.command]
+
+
+def _quote(word: str) -> str:
+    """A shell word that keeps `$F` and `${NODES[i]}` expandable and everything else literal."""
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+
+
+def step_line(spec: FleetSpec, step: Step, background: bool) -> str:
+    words = [_quote(step.name), _quote(",".join(step.nodes)), *map(_quote, srun_words(spec, step)),
+             *map(_quote, command_words(spec, step))]
+    return "step " + " ".join(words) + (" &" if background else "")
+
+
+HEADER = """#!/bin/bash
+# xmfu fleet {fleet_id}: written by `xmfu fleet run` (docs/fleet.md). Every check is an srun step of this job;
+# each step's end is recorded in $F/steps/NAME.json, and what it said on stderr in NAME.err, by `step` below.
+{sbatch}
+set -u
+F={folder}
+mkdir -p "$F/steps" "$F/nodes" "$F/links" "$F/all"
+"""
+
+STEP_FUNCTION = """
+# step NAME NODES SRUN-OPTIONS... COMMAND...: run one srun step, then record its exit status and times.
+step() {
+  local name=$1 nodes=$2 started rc
+  shift 2
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  echo "$started xmfu fleet: $name on $nodes" >&2
+  srun "$@" 2> "$F/steps/$name.err"
+  rc=$?
+  printf '{"name": "%s", "nodes": "%s", "rc": %d, "started": "%s", "finished": "%s"}\\n' \\
+    "$name" "$nodes" "$rc" "$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$F/steps/$name.json.tmp"
+  mv "$F/steps/$name.json.tmp" "$F/steps/$name.json"
+}
+"""
+
+
+def sbatch_lines(spec: FleetSpec, nodes: int, nodelist: Sequence[str] = (), minutes: int = 0) -> str:
+    lines = [f"#SBATCH --job-name=xmfu-fleet-{spec.fleet_id}", f"#SBATCH --nodes={nodes}",
+             "#SBATCH --ntasks-per-node=1", f"#SBATCH --output={spec.folder.resolve()}/slurm-%j.out"]
+    if minutes:
+        lines.append(f"#SBATCH --time={minutes}")
+    if spec.partition:
+        lines.append(f"#SBATCH --partition={spec.partition}")
+    if nodelist:
+        lines.append(f"#SBATCH --nodelist={','.join(nodelist)}")
+    return "\n".join(lines)
+
+
+def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | None = None) -> str:
+    """The job's script. `hosts`: the nodes by name (a resumed job, on the nodes of the first); empty: whatever
+    Slurm allocates, read at run time into NODES. `steps`: the names to run (None: every step)."""
+    n = len(hosts) or spec.nodes
+    nodes = list(hosts) or [node_ref(i) for i in range(n)]
+    plan = [node_steps(spec, nodes), *pair_rounds(spec, nodes), *[[s] for s in all_steps(spec, nodes)]]
+    plan = [[s for s in group if steps is None or s.name in steps] for group in plan]
+    plan = [group for group in plan if group]
+    total = sum(max(s.minutes for s in group) for group in plan) + 5
+    body = [HEADER.format(fleet_id=spec.fleet_id, folder=shlex.quote(str(spec.folder.resolve())),
+                          sbatch=sbatch_lines(spec, n, hosts, total)), STEP_FUNCTION]
+    if hosts:
+        body.append("NODES=(" + " ".join(shlex.quote(h) for h in hosts) + ")")
+    else:
+        body.append('mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
+    body.append(f'printf "%s\\n" "${{NODES[@]}}" > "$F/{NODES_FILE}.$SLURM_JOB_ID"')
+    for group in plan:
+        body.append(f"\n# {group[0].kind} steps")
+        body += [step_line(spec, s, background=len(group) > 1) for s in group]
+        if len(group) > 1:
+            body.append("wait")
+    return "\n".join(body) + "\n"
