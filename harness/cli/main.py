@@ -24,6 +24,7 @@ from xmfu.harness.cli.common import (
     usage_error,
 )
 from xmfu.harness.cli.compare import cmd_compare
+from xmfu.harness.cli.fleet import cmd_fleet
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.importing import cmd_import
 from xmfu.harness.cli.references import cmd_references
@@ -69,6 +70,9 @@ commands:
   references [--json]       the public reference table: what others measured on each part, with conditions,
                             FLOP convention, conversions and source (--device ID: one part's)
   env [--json]              print the detected platform, devices and the peaks that apply
+  fleet run --nodes N       a candidate cluster on its own Slurm: every node's check, every link (node pairs),
+  fleet report|resume DIR   then all nodes; diagnosis against the fleet's robust baseline or --baseline, with
+                            --rules; admitted.json, excluded.json (reason codes) and a verdict page (docs/fleet.md)
 """
 
 
@@ -185,7 +189,7 @@ def cmd_run(args: Sequence[str]) -> int:
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
             "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "import": cmd_import,
             "sign": cmd_sign, "doctor": cmd_doctor, "table": cmd_table,
-            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env}
+            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env, "fleet": cmd_fleet}
 
 
 def _strip_run_from_completion_line() -> None:
