@@ -8,7 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xmfu.harness.cli.common import (
     Parser,
@@ -16,6 +16,9 @@ from xmfu.harness.cli.common import (
     usage_error,
     validated_bundles,
 )
+
+if TYPE_CHECKING:  # annotations only: the command imports what it uses when it runs
+    from xmfu.harness.results.analysis.compare import Comparison, Noise, Side
 
 SIDE = "@@side@@"  # stands for a literal `--` between the sides of `xmfu compare`
 
@@ -90,7 +93,7 @@ def cmd_compare(args: Sequence[str]) -> int:
                             f"nor a position 0-{len(loaded) - 1}")
     result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
-        _unpriced_note(ns, {r.get("device") for s in loaded for b in s.bundles for r in b.raw_rows})
+        _unpriced_note(ns, {r.device for s in loaded for b in s.bundles for r in b.rows})
         _add_costs(result, loaded, prices)
     print(render(result, ns.format))
     if result.unmatched and not result.rows and not result.refused:
@@ -145,7 +148,7 @@ def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
               file=sys.stderr)
 
 
-def _history_noise(store: str) -> Any:
+def _history_noise(store: str) -> Noise:
     from xmfu.harness.results.history import judge, parquet
 
     try:
@@ -165,14 +168,14 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
     return int(baseline) if baseline.isdigit() and int(baseline) < len(sides) else None
 
 
-def _add_costs(result: Any, sides: list[Any], prices: dict[str, float]) -> None:
+def _add_costs(result: Comparison, sides: list[Side], prices: dict[str, float]) -> None:
     from xmfu.harness.results.analysis.cost import break_even, cost_figures
 
-    rows = {(s.label, r["case_id"], r["backend"]): r for s in sides for b in s.bundles for r in b.raw_rows}
-    for row in result.rows:
+    rows = {(s.label, r.case_id, r.backend): r for s in sides for b in s.bundles for r in b.rows}
+    for row in result.rows:  # the comparison's lines (dicts of its output), each priced from its bundles' rows
         cand, ref = rows[(row["run"], row["case_id"], row["backend"])], rows[
             (row["baseline_run"], row["case_id"], row["backend"])]
-        p_cand, p_ref = prices.get(cand["device"]), prices.get(ref["device"])
+        p_cand, p_ref = prices.get(cand.device), prices.get(ref.device)
         row["cost"] = cost_figures(cand, p_cand)
         row["baseline_cost"] = cost_figures(ref, p_ref)
         row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))

@@ -6,7 +6,7 @@ import pytest
 
 from tests.e2e.test_cli import TINY, _bundle_path, xmfu
 from xmfu.harness.results.analysis.cost import cost_figures
-from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle, typed
 from xmfu.harness.results.bundle.validator import validate_bundle
 from xmfu.harness.results.plots.inference_figures import inference_series
 
@@ -39,7 +39,7 @@ def test_inference_smoke_run_gives_prefill_and_decode_rows(tmp_path, monkeypatch
         assert decode["peak_membw_gbps"] == 50.0 and decode["peak_membw_entry"] == "override"
         assert decode["mbu"] == pytest.approx(decode["bandwidth_gbps"] / 50.0)
         assert decode["kv_cache_bytes"] == 2 * 24 * 256 and decode["peak_memory_bytes"] > 0
-        priced = cost_figures(decode, 1.0)
+        priced = cost_figures(typed(decode), 1.0)
         assert priced["usd_per_million_generated_tokens"] == pytest.approx(
             1e6 / (decode["throughput"]["generated_tokens_per_s"] * 3600))
-    assert {s["metric"] for s in inference_series(read_bundle(folder).raw_rows)} == {"decode_tokens_per_s", "mbu"}
+    assert {s["metric"] for s in inference_series(read_bundle(folder).rows)} == {"decode_tokens_per_s", "mbu"}

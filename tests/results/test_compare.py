@@ -11,9 +11,10 @@ import pytest
 from tests.results.rows import keyed, valid_row
 from xmfu.harness.results.analysis.compare import Side, compare, environment_diff
 from xmfu.harness.results.analysis.cost import break_even, cost_figures, parse_prices
-from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle, typed
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.render.compare_render import render
+from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics.summary import summarize
 
 KEY_FIELDS = {"workload": "matmul", "params": {"m": 8}, "dtype": "bf16", "flop_convention": "matmul-2mnk/1",
@@ -44,6 +45,11 @@ def _bundle(tmp_path, name, median, fields=KEY_FIELDS, env=None, created="2026-1
 
 def _sides(*bundles):
     return [Side([b]) for b in bundles]
+
+
+def _priced(tflops: float, **throughput: float) -> Row:
+    """A timed row at `tflops` with these work rates (per second), as the cost figures read it."""
+    return typed(valid_row(tflops=tflops, throughput=throughput))
 
 
 def test_one_run_per_side_is_called_only_beyond_the_noise_floor(tmp_path):
@@ -148,8 +154,7 @@ def test_environment_diff_names_what_changed():
 
 
 def test_cost_per_token_and_break_even():
-    row = {"tflops": 400.0, "throughput": {"tokens_per_s": 10_000.0}}
-    c = cost_figures(row, 3.6)
+    c = cost_figures(_priced(400.0, tokens_per_s=10_000.0), 3.6)
     assert c["usd_per_million_tokens"] == pytest.approx(3.6 / 36_000_000 * 1e6)
     assert c["usd_per_realized_pflop_hour"] == pytest.approx(9.0)
     # 20% cheaper, 40% less throughput: 0.8 / 0.6 = 1.33x the cost per unit of work
@@ -225,8 +230,8 @@ def test_inference_cost_per_token_in_every_format():
     from xmfu.harness.results.analysis.compare import Comparison
 
     row = {"case_id": "inference-decode", "backend": "torch", "run": "b", "baseline_run": "a", "speedup": 1.0,
-           "verdict": "same", "cost": cost_figures({"tflops": 2.0, "throughput": {"generated_tokens_per_s": 2e3}}, 3.6),
-           "baseline_cost": cost_figures({"tflops": 2.0, "throughput": {"generated_tokens_per_s": 1e3}}, 3.6)}
+           "verdict": "same", "cost": cost_figures(_priced(2.0, generated_tokens_per_s=2e3), 3.6),
+           "baseline_cost": cost_figures(_priced(2.0, generated_tokens_per_s=1e3), 3.6)}
     result = Comparison("a", rows=[row])
     for fmt in ("table", "csv", "markdown"):
         text = render(result, fmt)

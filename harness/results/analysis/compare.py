@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics.speedup import runs_ratio_ci, runs_ratio_ci_store, verdict
 from xmfu.harness.results.statistics.summary import BOOTSTRAP_RESAMPLES, EQUIVALENCE_MARGIN, resampled_medians_sorted
 
@@ -34,7 +36,8 @@ ENV_FIELDS = (  # (label, path in environment.json) whose differences can explai
     ("BLAS library", ("torch_settings", "blas_library")), ("TunableOp", ("torch_settings", "tunableop", "enabled")),
 )
 Key = tuple[str, str]
-Noise = Callable[[dict[str, Any]], tuple[float, int] | None]  # row -> (run-to-run sd of log time, runs) or None
+Noise = Callable[[Row], tuple[float, int] | None]  # row -> (run-to-run sd of log time, runs) or None
+Entry = tuple[Row, dict[str, Any]]  # a timed row and its samples record
 
 
 @dataclass
@@ -47,14 +50,15 @@ class Side:
     def label(self) -> str:
         return "+".join(b.manifest["run_id"] for b in self.bundles)
 
-    def rows(self) -> dict[Key, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    def rows(self) -> dict[Key, list[Entry]]:
         """(case id, backend) -> [(row, samples record)] over the side's bundles, timed rows only."""
-        out: dict[Key, list] = {}
+        out: dict[Key, list[Entry]] = {}
         for b in self.bundles:
             samples = {(s["case_id"], s["backend"]): s for s in b.samples}
-            for r in b.raw_rows:
-                if r["status"] == "ok" and r.get("time_s") and (r["case_id"], r["backend"]) in samples:
-                    out.setdefault((r["case_id"], r["backend"]), []).append((r, samples[(r["case_id"], r["backend"])]))
+            for r in b.rows:
+                key = (r.case_id, r.backend)
+                if r.status == "ok" and r.time_s is not None and key in samples:
+                    out.setdefault(key, []).append((r, samples[key]))
         return out
 
 
@@ -67,7 +71,7 @@ class Comparison:
     env_diff: list[dict[str, Any]] = field(default_factory=list)
 
 
-def runs_of(entries: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[np.ndarray]:
+def runs_of(entries: list[Entry]) -> list[np.ndarray]:
     """The runs behind a side's figure: with several bundles, each bundle (the independent unit: repeats inside
     one are not independent of each other); with one, its repeats where it has them."""
     if len(entries) > 1:
@@ -84,11 +88,12 @@ def runs_of(entries: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[np.nda
     return runs
 
 
-def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def differing_fields(a: Row, b: Row) -> list[str]:
     """Which parts of the comparability key differ (workload spec, dtype, FLOP convention, protocol)."""
-    fa, fb = a.get("comparability") or {}, b.get("comparability") or {}
-    if not fa or not fb:
+    if a.comparability is None or b.comparability is None:
         return ["comparability key (one bundle predates the recorded key fields)"]
+    # the key's fields as plain values, compared name by name (a plug-in's part: key by key)
+    fa, fb = msgspec.to_builtins(a.comparability), msgspec.to_builtins(b.comparability)
     out = []
     for name in sorted(set(fa) | set(fb)):
         va, vb = fa.get(name), fb.get(name)
@@ -185,9 +190,8 @@ def _store_with(runs: tuple[int, int], bundles: tuple[int, int]) -> str:
     return "; " + ", ".join(said) if said else ""
 
 
-def _check_keys(ref: dict[str, Any], entries: list[tuple[dict, dict]]) -> list[str]:
-    return next((differing_fields(ref, r) for r, _ in entries if r["comparability_key"] != ref["comparability_key"]),
-                [])
+def _check_keys(ref: Row, entries: list[Entry]) -> list[str]:
+    return next((differing_fields(ref, r) for r, _ in entries if r.comparability_key != ref.comparability_key), [])
 
 
 def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparable: bool, margin: float,
@@ -220,24 +224,29 @@ def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparabl
             stats.update(verdict="inconclusive", verdict_reason="contended")
         ref, row = ref_entries[0][0], entries[0][0]
         result.rows.append({"case_id": key[0], "backend": key[1], "baseline_run": base.label, "run": other.label,
-                            "baseline_median_s": ref["time_s"]["median"], "median_s": row["time_s"]["median"],
-                            **stats, "mfu": row.get("mfu"), "baseline_mfu": ref.get("mfu"),
+                            "baseline_median_s": ref.time_s.median, "median_s": row.time_s.median,
+                            **stats, "mfu": row.mfu, "baseline_mfu": ref.mfu,
                             "incomparable": diff or None, "contended": contended,
-                            "timing_valid": bool(row.get("timing_valid") and ref.get("timing_valid"))})
+                            "timing_valid": row.timing_valid and ref.timing_valid})
     return len(todo) + sum(1 for r in result.refused if r["run_id"] == other.label)
 
 
-def _contended(entries: list[tuple[dict, dict]]) -> list[str] | None:
+def _contended(entries: list[Entry]) -> list[str] | None:
     """The runs measured while another process competed for the device (flagged by the run itself)."""
-    found = [f"{r['run_id']}: {(r.get('contention') or {}).get('reason', 'contended')}" for r, _ in entries
-             if (r.get("contention") or {}).get("contended")]
+    found = [f"{r.run_id}: {_why_contended(r.contention.reason)}" for r, _ in entries
+             if r.contention is not None and r.contention.contended]
     return found or None
+
+
+def _why_contended(reason: str | None) -> str:
+    """A contended row names why; one that does not says only that it was."""
+    return reason if reason is not None else "contended"
 
 
 def _unmatched(base: Side, other: Side) -> list[str]:
     """Why no case of `other` matches `base`: the keys each side has."""
     a, b = base.rows(), other.rows()
-    what = lambda rows: sorted({f"{r[0]['workload']} {r[0]['dtype']}" for e in rows.values() for r in e})  # noqa: E731
+    what = lambda rows: sorted({f"{r.workload} {r.dtype}" for e in rows.values() for r, _ in e})  # noqa: E731
     return [f"{base.label} has {', '.join(what(a)) or 'no timed rows'} ({len(a)} case/backend pairs); "
             f"{other.label} has {', '.join(what(b)) or 'no timed rows'} ({len(b)}): no (case id, backend) in common"]
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from xmfu.harness.results.schema.row import Row
+
 
 def parse_prices(items: list[str]) -> dict[str, float]:
     """'DEVICE NAME=USD per device-hour' pairs (the device name as rows record it)."""
@@ -58,15 +60,15 @@ def usd_per_million(price_per_device_hour: float, units_per_s: float | None) -> 
     return price_per_device_hour / (units_per_s * 3600) * 1e6 if units_per_s else None
 
 
-def cost_figures(row: dict[str, Any], price_per_device_hour: float | None) -> dict[str, Any]:
+def cost_figures(row: Row, price_per_device_hour: float | None) -> dict[str, Any]:
     """Per device: USD per 1e6 tokens (training rows), per 1e6 prompt tokens (inference prefill rows) or per 1e6
     generated tokens (inference decode rows), at the row's measured throughput, and USD per realized PFLOP-hour.
     `usd_per_million_tokens` is always present (null for rows without training tokens); the inference figures
     only for rows that carry their throughput."""
     if not price_per_device_hour:
         return {}
-    throughput = row.get("throughput") or {}
-    tflops = row.get("tflops")
+    throughput = row.throughput or {}
+    tflops = row.tflops
     out: dict[str, Any] = {"price_per_device_hour": price_per_device_hour, "usd_per_million_tokens": None}
     for rate, name in PER_MILLION.items():
         if rate in throughput:
