@@ -8,6 +8,7 @@ import pytest
 
 from tests.results.rows import valid_row
 from xmfu.harness.results.analysis import grouping
+from xmfu.harness.results.bundle.reader import typed
 from xmfu.harness.results.history import trend
 from xmfu.harness.results.plots import figures, inference_plot, report_plots
 
@@ -33,13 +34,13 @@ def drawn(monkeypatch):
 
 
 def test_the_throughput_legend_names_every_backend_and_strategy_whole(drawn):
-    rows = [valid_row([s * 1e-3] * 3, flops=f, workload="transformer", backend=b, dtype="bf16", device=d,
-                      case_id=f"transformer-bf16-llama-3-8b-instruct-seq4096-{p}-b{f:g}",
-                      params={"model": "llama-3-8b-instruct-reference-config", "parallel": p, "batch": f})
+    rows = [typed(valid_row([s * 1e-3] * 3, flops=f, workload="transformer", backend=b, dtype="bf16", device=d,
+                            case_id=f"transformer-bf16-llama-3-8b-instruct-seq4096-{p}-b{f:g}",
+                            params={"model": "llama-3-8b-instruct-reference-config", "parallel": p, "batch": f}))
             for b in BACKENDS for p in PARALLEL for d in DEVICES for s, f in ((1, 1e9), (2, 2e9))]
     report_plots.throughput(rows)
     texts = _legend_texts(drawn[0])
-    labels = list(grouping.series(rows, lambda r: r["flops"]))
+    labels = list(grouping.series(rows, lambda r: r.flops))
     assert max(len(x) for x in labels) > 70  # long enough that the old 60-character cut hid its ends
     assert sorted(texts) == sorted(" ".join(x.split()) for x in labels)
     assert all(b in " ".join(texts) for b in (*BACKENDS, *PARALLEL, *DEVICES)) and "…" not in " ".join(texts)

@@ -10,9 +10,10 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
+from msgspec import structs
 
 from tests.results.rows import attention_row, collectives_row, matmul_row, untimed_row, write_bundle
-from xmfu.harness.results.bundle.reader import read_bundle
+from xmfu.harness.results.bundle.reader import read_bundle, typed
 from xmfu.harness.results.render import report
 
 HOSTILE = "<script>alert('x')</script>"
@@ -78,10 +79,10 @@ def test_plots_say_what_they_show(built):
 
 def test_a_timing_invalid_row_shows_no_throughput_as_in_the_cli(built):
     html, bundle = built
-    row = next(r for r in bundle.raw_rows if r["backend"] == "triton")
-    assert row["tflops"] is not None  # the bundle has a figure; it does not represent the hardware
+    row = next(r for r in bundle.rows if r.backend == "triton")
+    assert row.tflops is not None  # the bundle has a figure; it does not represent the hardware
     cells = re.search(r"<tr class=flagged>(<td>r1</td><td>attention</td><td>triton</td>.*?)</tr>", html).group(1)
-    assert f"{row['tflops']:.4g}" not in cells and "timing not valid here: Triton interpreter on a CPU" in cells
+    assert f"{row.tflops:.4g}" not in cells and "timing not valid here: Triton interpreter on a CPU" in cells
     assert "<td>ok</td><td>timing not valid</td>" in cells  # its flag beside its status (issue 30, item 7)
 
 
@@ -152,22 +153,26 @@ def test_report_renders_in_headless_chromium(built, tmp_path):
     shot, dom, stderr = render(page, tmp_path)
     assert ink(shot)[0] > 0.03 and ink(shot)[1] > 3000  # tables and plots drawn, not a blank page
     assert "CONSOLE" not in stderr  # no console messages, let alone errors
-    row = read_bundle(bundle.folder).raw_rows[0]
-    assert f"{100 * row['mfu']:.1f}%" in dom and row["run_id"] in dom  # the figures are the bundle's
+    row = read_bundle(bundle.folder).rows[0]
+    assert f"{100 * row.mfu:.1f}%" in dom and row.run_id in dom  # the figures are the bundle's
     assert "&lt;script&gt;" in dom and "<script" not in dom.split("<body", 1)[1]
 
 
 def _nightly_rows():
-    """Eight nights of two devices, and one run on a third night with another comparability key."""
+    """Eight nights of two devices, and one run on a third night with another comparability key: stored rows, as
+    the history store gives them."""
+    from xmfu.harness.results.history.parquet import when
+    from xmfu.harness.results.history.stored import Stored
+
     rows = []
     for night in range(8):
         for platform, device, tflops in (("cuda", "NVIDIA H100", 700.0), ("rocm", "AMD MI300X", 560.0)):
-            rows.append({"run_id": f"{platform}{night}", "created": f"2026-11-{night + 1:02d}T02:00:00Z",
-                         "workload": "matmul", "case_id": "matmul-bf16-8192x8192x8192-NN", "backend": "torch",
-                         "device": device, "platform": platform, "dtype": "bf16", "status": "ok",
-                         "timing_valid": True, "comparability_key": "k",
-                         "tflops": tflops * (1 + 0.01 * (night % 3)) + (25 * night if platform == "rocm" else 0)})
-    rows.append({**rows[4], "run_id": "override", "comparability_key": "k2", "tflops": 300.0})
+            rows.append(Stored(run_id=f"{platform}{night}", created=when(f"2026-11-{night + 1:02d}T02:00:00Z"),
+                               workload="matmul", case_id="matmul-bf16-8192x8192x8192-NN", backend="torch",
+                               device=device, platform=platform, dtype="bf16", status="ok", timing_valid=True,
+                               comparability_key="k",
+                               tflops=tflops * (1 + 0.01 * (night % 3)) + (25 * night if platform == "rocm" else 0)))
+    rows.append(structs.replace(rows[4], run_id="override", comparability_key="k2", tflops=300.0))
     return rows
 
 
@@ -195,11 +200,12 @@ def test_a_row_shows_its_flags_in_the_table_and_beside_its_bar():
     marked) and its MFU bar's label, with a note under the plot counting the flagged rows (issue 30, item 7)."""
     from xmfu.harness.results.plots import report_plots
 
-    flagged = matmul_row(512, 512, 512, contention=CONTENDED, timer={"ci_target_met": False, "stop": "budget"})
-    table = report._table([matmul_row(256, 256, 256), flagged])
+    flagged = typed(matmul_row(512, 512, 512, contention=CONTENDED, timer={"ci_target_met": False, "stop": "budget"}))
+    clean = typed(matmul_row(256, 256, 256))
+    table = report._table([clean, flagged])
     assert "<th>flags</th>" in table and "<td>contended, CI missed</td>" in table
     assert table.count("<tr class=flagged>") == 1
-    html = report_plots.mfu([matmul_row(256, 256, 256), flagged])
+    html = report_plots.mfu([clean, flagged])
     texts = [el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text")]
     assert "50.0% [contended, CI missed]" in texts and "50.0%" in texts
     assert "1 of 2 rows flagged: contended 1, CI missed 1" in html

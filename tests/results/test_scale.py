@@ -5,22 +5,30 @@ from __future__ import annotations
 
 import weakref
 
+import msgspec
 import pytest
 
 from tests.results.rows import MANIFEST, matmul_row, samples_of, write_bundle
 from xmfu.harness.cli.main import main
 from xmfu.harness.results.analysis import grouping
+from xmfu.harness.results.bundle.reader import typed
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.history import parquet
 from xmfu.harness.results.plots import report_plots
 from xmfu.harness.results.rederive import times
 from xmfu.harness.results.render import export
+from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics import summary
 
 
-def _rows(n):
+def _written(n):
+    """n matmul rows as written."""
     return [matmul_row(256 + 8 * i, 256, 256, backend=("torch", "jax")[i % 2]) for i in range(n)]
+
+
+def _rows(n):
+    return [typed(r) for r in _written(n)]
 
 
 def test_the_mfu_plot_names_its_fields_once_not_once_per_row(monkeypatch):
@@ -34,14 +42,14 @@ def test_the_mfu_plot_names_its_fields_once_not_once_per_row(monkeypatch):
 def test_rows_without_a_bar_are_counted_without_comparing_rows(monkeypatch):
     compared = []
 
-    class Row(dict):
+    class Counted(Row, kw_only=True):
         def __eq__(self, other):
             compared.append(1)
-            return dict.__eq__(self, other)
+            return Row.__eq__(self, other)
 
         __hash__ = None
 
-    rows = [Row(r) for r in _rows(40)] + [Row({**matmul_row(64, 64, 64), "mfu": None})]
+    rows = [msgspec.convert(r, Counted) for r in [*_written(40), {**matmul_row(64, 64, 64), "mfu": None}]]
     monkeypatch.setattr(report_plots, "_mfu_figure", lambda *a: "")
     html = report_plots.mfu(rows)
     assert "1 ok rows have no MFU bar" in html and not compared
@@ -58,7 +66,7 @@ def test_a_title_finds_what_varies_once_not_once_per_field(monkeypatch):
 
 
 def test_labels_count_repeats_in_linear_time():
-    rows = [{**matmul_row(256, 256, 256), "run_id": f"r{i % 3}"} for i in range(6)]
+    rows = [typed(matmul_row(256, 256, 256, run_id=f"r{i % 3}")) for i in range(6)]
     assert grouping.labels(rows)[0].endswith("(run r0)")
 
 

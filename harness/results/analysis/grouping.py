@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
-Row = dict[str, Any]
+from xmfu.harness.results.schema.row import Row
+
+T = TypeVar("T")
 # How a boolean parameter reads when true / false; any other is `name` / `no name`.
 BOOL_WORDS = {"causal": ("causal", "non-causal"), "in_place": ("in-place", "out-of-place"),
               "activation_checkpointing": ("checkpointed", "no checkpointing")}
@@ -26,14 +28,15 @@ PARAM_FIRST = ("op", "mode", "causal", "m", "n", "k", "batch", "seq_q", "seq_kv"
 
 
 def ranks(row: Row) -> Any:
-    return row.get("ranks") or (row.get("notes") or {}).get("ranks")
+    """The row's rank count, or the one its backend noted (rows written before `ranks` was a field)."""
+    return row.ranks or row.notes.get("ranks")
 
 
 def value(row: Row, name: str) -> Any:
-    """A field for grouping: a row field, 'ranks', or 'params.NAME'."""
+    """A field for grouping: a row field (by its name), 'ranks', or 'params.NAME'."""
     if name.startswith("params."):
-        return (row.get("params") or {}).get(name[len("params."):])
-    return ranks(row) if name == "ranks" else row.get(name)
+        return row.params.get(name[len("params."):])
+    return ranks(row) if name == "ranks" else getattr(row, name)
 
 
 def word(name: str, v: Any) -> str:
@@ -59,7 +62,7 @@ def sort_key(v: Any) -> tuple[int, float, str]:
 
 
 def param_names(rows: Iterable[Row]) -> list[str]:
-    names = {k for r in rows for k in (r.get("params") or {})}
+    names = {k for r in rows for k in r.params}
     first = [k for k in PARAM_FIRST if k in names]
     return [f"params.{k}" for k in [*first, *sorted(names - set(first))]]
 
@@ -85,8 +88,8 @@ def labels(rows: Sequence[Row], names: Sequence[str] | None = None) -> list[str]
     shown = varying(rows, names) or ["backend"]
     out = [" ".join(word(n, value(r, n)) for n in shown if value(r, n) is not None) or "-" for r in rows]
     twice = {s for s, n in Counter(out).items() if n > 1}  # out.count per label was O(N^2)
-    runs = short_runs({r["run_id"] for r in rows})
-    return [f"{s} (run {runs[r['run_id']]})" if s in twice else s for s, r in zip(out, rows, strict=True)]
+    runs = short_runs({r.run_id for r in rows})
+    return [f"{s} (run {runs[r.run_id]})" if s in twice else s for s, r in zip(out, rows, strict=True)]
 
 
 def short_runs(run_ids: Iterable[str]) -> dict[str, str]:
@@ -104,10 +107,11 @@ def constant(rows: Sequence[Row], names: Sequence[str]) -> str:
     return ", ".join(word(n, value(rows[0], n)) for n in same if rows and value(rows[0], n) is not None)
 
 
-def group(rows: Iterable[Row], key: Callable[[Row], Any]) -> dict[Any, list[Row]]:
-    out: dict[Any, list[Row]] = defaultdict(list)
-    for r in rows:
-        out[key(r)].append(r)
+def group(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """Items by key, in the order of each key's first item (rows, or a run's telemetry readings)."""
+    out: dict[Any, list[T]] = defaultdict(list)
+    for item in items:
+        out[key(item)].append(item)
     return dict(out)
 
 
@@ -142,7 +146,7 @@ def series(rows: Sequence[Row], x: Callable[[Row], float]) -> dict[str, list[Row
     split: list[list[Row]] = []
     for part in parts:
         xs = [x(r) for r in part]
-        split += list(group(part, lambda r: r["run_id"]).values()) if len(set(xs)) < len(xs) else [part]
+        split += list(group(part, lambda r: r.run_id).values()) if len(set(xs)) < len(xs) else [part]
     out: dict[str, list[Row]] = {}
     for label, part in zip(labels([p[0] for p in split], rest), split, strict=True):
         out[label if label not in out else f"{label} ({len(out)})"] = sorted(part, key=x)

@@ -19,18 +19,24 @@ from collections.abc import Sequence
 from statistics import median
 from typing import Any
 
-from xmfu.harness.results.analysis import flags, grouping
-from xmfu.harness.results.analysis.grouping import Row
+from msgspec import structs
 
-MERGED = "merged_runs"  # key of a merged point: how many rows (runs) it stands for
-MERGED_FLAGS = "merged_flags"  # key of a merged point: its rows' flags, counted
+from xmfu.harness.results.analysis import flags, grouping
+from xmfu.harness.results.schema.row import Row
+
+
+class Point(Row, kw_only=True):
+    """A case measured in several runs, drawn as one point: the first run's row with the merged figures, and what
+    only a merged point has. A Row, so every plot reads it as it reads a row."""
+
+    merged_runs: int  # how many rows (runs) it stands for
+    merged_flags: str  # its rows' flags, counted ("CI missed 3/200")
 
 
 def case_key(r: Row) -> tuple[Any, ...]:
     """What makes two rows the same case measured the same way (only their run differs)."""
-    return (r.get("workload"), r.get("comparability_key"), r.get("backend"), r.get("device"), r.get("device_index"),
-            repr(grouping.ranks(r)), r.get("phase"), r.get("dtype"), repr(sorted((r.get("params") or {}).items())),
-            r.get("peak_tflops"))
+    return (r.workload, r.comparability_key, r.backend, r.device, r.device_index, repr(grouping.ranks(r)), r.phase,
+            r.dtype, repr(sorted(r.params.items())), r.peak_tflops)
 
 
 def merge(rows: Sequence[Row]) -> tuple[list[Row], str]:
@@ -51,17 +57,23 @@ def _runs(parts: list[list[Row]]) -> str:
     return str(low) if low == high else f"{low} to {high}"
 
 
-def _point(part: list[Row]) -> Row:
-    tflops = median(r["tflops"] for r in part)
-    lows = [(r.get("tflops_ci95") or [r["tflops"]] * 2)[0] for r in part]
-    highs = [(r.get("tflops_ci95") or [r["tflops"]] * 2)[1] for r in part]
-    peak = part[0].get("peak_tflops")
-    counted = flags.tally(part)
-    return {**part[0], "run_id": f"{len(part)} runs", "tflops": tflops, "tflops_ci95": [min(lows), max(highs)],
-            "mfu": tflops / peak if peak and part[0].get("mfu") is not None else None, MERGED: len(part),
-            MERGED_FLAGS: ", ".join(f"{name} {n}/{len(part)}" for name, n in counted.items())}
+def _ci(r: Row) -> list[float]:
+    """The row's TFLOP/s CI, or its figure at both ends where it has none."""
+    return r.tflops_ci95 or [r.tflops, r.tflops]
+
+
+def _point(part: list[Row]) -> Point:
+    first = part[0]
+    tflops = median(r.tflops for r in part)
+    peak = first.peak_tflops
+    counted = ", ".join(f"{name} {n}/{len(part)}" for name, n in flags.tally(part).items())
+    # the run id says how many runs (a point is no one run's row); a record is not validated as it is made
+    return Point(**{**structs.asdict(first), "run_id": f"{len(part)} runs", "tflops": tflops,
+                    "tflops_ci95": [min(_ci(r)[0] for r in part), max(_ci(r)[1] for r in part)],
+                    "mfu": tflops / peak if peak and first.mfu is not None else None},
+                 merged_runs=len(part), merged_flags=counted)
 
 
 def flags_text(r: Row) -> str:
     """A point's flags as a figure shows them beside it: a row's own, or a merged point's counts."""
-    return r[MERGED_FLAGS] if MERGED in r else flags.flags_text(r)
+    return r.merged_flags if isinstance(r, Point) else flags.flags_text(r)

@@ -3,30 +3,25 @@ against batch size, one series per backend, device and shape. Pure: rows in, pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
-# metric -> (where a decode row keeps it, axis label)
-METRICS = {
-    "decode_tokens_per_s": (("throughput", "generated_tokens_per_s"), "generated tokens/s (all sequences)"),
-    "mbu": (("mbu",), "MBU (bytes per step / step time / peak memory bandwidth)"),
+from xmfu.harness.results.schema.row import Row
+
+# metric -> (the figure of a decode row, or None where it has none; axis label)
+METRICS: dict[str, tuple[Callable[[Row], float | None], str]] = {
+    "decode_tokens_per_s": (lambda r: (r.throughput or {}).get("generated_tokens_per_s"),
+                            "generated tokens/s (all sequences)"),
+    "mbu": (lambda r: r.mbu, "MBU (bytes per step / step time / peak memory bandwidth)"),
 }
 
 
-def _value(row: Mapping[str, Any], path: tuple[str, ...]) -> float | None:
-    node: Any = row
-    for key in path:
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+def plotted(row: Row) -> bool:
+    return (row.workload == "inference" and row.params.get("phase") == "decode" and row.status == "ok"
+            and row.timing_valid)
 
 
-def plotted(row: Mapping[str, Any]) -> bool:
-    params = row.get("params") or {}
-    return (row.get("workload") == "inference" and params.get("phase") == "decode" and row.get("status") == "ok"
-            and bool(row.get("timing_valid")))
-
-
-def inference_series(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def inference_series(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """One series per (metric, backend, device, dtype, model, prompt_len, gen_len) over the ok, timed decode rows:
     {"metric", "y_label", "x_label": "batch", "backend", "device", "dtype", "model", "prompt_len", "gen_len",
     "label", "points": [[batch, value], ...] sorted by batch}. Rows whose value is null (e.g. MBU on a device
@@ -36,13 +31,12 @@ def inference_series(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         if not plotted(row):
             continue
-        p = row["params"]
-        for metric, (path, y_label) in METRICS.items():
-            value = _value(row, path)
+        p = row.params
+        for metric, (figure, y_label) in METRICS.items():
+            value = figure(row)
             if value is None:
                 continue
-            key = (metric, row.get("backend"), row.get("device"), row.get("dtype"), p.get("name"),
-                   p.get("prompt_len"), p.get("gen_len"))
+            key = (metric, row.backend, row.device, row.dtype, p.get("name"), p.get("prompt_len"), p.get("gen_len"))
             series = groups.setdefault(key, {
                 "metric": metric, "y_label": y_label, "x_label": "batch", "backend": key[1], "device": key[2],
                 "dtype": key[3], "model": key[4], "prompt_len": key[5], "gen_len": key[6],

@@ -10,6 +10,7 @@ from typing import Any
 from xmfu.harness.results.analysis import flags
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.plots.inference_figures import inference_series, plotted
+from xmfu.harness.results.schema.row import Row
 
 
 @figures.styled
@@ -30,13 +31,13 @@ def _figure(series: list[dict[str, Any]], name: str) -> str:
     return figures.svg(fig, name)
 
 
-def inference(rows: Sequence[dict[str, Any]]) -> str:
+def inference(rows: Sequence[Row]) -> str:
     """Decode tokens/s and MBU against batch; says so when a metric has no point (e.g. MBU without a known
     peak memory bandwidth)."""
     series = inference_series(rows)
     if not series:
         return "<p class='note'>No timed decode row in these bundles.</p>" if any(
-            r.get("workload") == "inference" for r in rows) else "<p>No inference rows.</p>"
+            r.workload == "inference" for r in rows) else "<p>No inference rows.</p>"
     out = []
     for i, metric in enumerate(("decode_tokens_per_s", "mbu")):
         part = [s for s in series if s["metric"] == metric]

@@ -14,8 +14,8 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.results.analysis import flags, grouping, merge_runs
-from xmfu.harness.results.analysis.grouping import Row
 from xmfu.harness.results.plots import figures
+from xmfu.harness.results.schema.row import Row
 
 MAX_BARS = 60  # per workload; the table under the plots has every row
 MAX_SERIES = 20  # lines per axes
@@ -23,13 +23,13 @@ MAX_SERIES = 20  # lines per axes
 
 def timed(r: Row) -> bool:
     """A row with a throughput that represents the hardware."""
-    return r["status"] == "ok" and bool(r.get("timing_valid")) and r.get("tflops") is not None
+    return r.status == "ok" and r.timing_valid and r.tflops is not None
 
 
 def tflops_err(r: Row, scale: float = 1.0) -> tuple[float, float]:
     """(below, above) the row's TFLOP/s from its 95% CI, divided by `scale` (the peak, for MFU)."""
-    ci = r.get("tflops_ci95") or [r["tflops"], r["tflops"]]
-    return max(r["tflops"] - ci[0], 0.0) / scale, max(ci[1] - r["tflops"], 0.0) / scale
+    ci = r.tflops_ci95 or [r.tflops, r.tflops]
+    return max(r.tflops - ci[0], 0.0) / scale, max(ci[1] - r.tflops, 0.0) / scale
 
 
 def _left_out(sentences: Sequence[str]) -> str:
@@ -49,8 +49,8 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
     names = [*grouping.IDENTITY, *grouping.param_names(rows)]
     fig, (ax,) = figures.figure(0.9 + 0.24 * len(rows))
     y = list(range(len(rows)))[::-1]
-    mfu = [r["mfu"] for r in rows]
-    err = list(zip(*(tflops_err(r, r["peak_tflops"]) for r in rows), strict=True))
+    mfu = [r.mfu for r in rows]
+    err = list(zip(*(tflops_err(r, r.peak_tflops) for r in rows), strict=True))
     bars = ax.barh(y, mfu, xerr=err, color=figures.COLORS[0], height=0.7, error_kw={"elinewidth": 0.8,
                                                                                      "capsize": 2})
     # a bar's flags (contended, CI missed...) beside its figure, as in the table (harness/results/analysis/flags.py)
@@ -71,11 +71,11 @@ def _mfu_figure(workload: str, rows: list[Row], name: str) -> str:
 
 def mfu(rows: Sequence[Row]) -> str:
     """Horizontal bars of MFU with their CI, one figure per workload."""
-    shown = [r for r in rows if timed(r) and r.get("mfu") is not None]
+    shown = [r for r in rows if timed(r) and r.mfu is not None]
     drawn = {id(r) for r in shown}  # by identity: `r not in shown` compared every row with every row, O(N^2)
-    without = sum(1 for r in rows if r["status"] == "ok" and id(r) not in drawn)
+    without = sum(1 for r in rows if r.status == "ok" and id(r) not in drawn)
     out = [_mfu_figure(w, part, f"mfu-{i}") for i, (w, part) in
-           enumerate(sorted(grouping.group(shown, lambda r: r["workload"]).items()))]
+           enumerate(sorted(grouping.group(shown, lambda r: r.workload).items()))]
     why = (f"{without} ok rows have no MFU bar: no peak for the device, timing not valid here, or not a "
            "compute workload (their reason is in the table)") if without else ""
     if not out:
@@ -112,8 +112,8 @@ def _draw_series(ax: Any, found: dict[str, list[Row]], x: Any, y: Any, err: Any)
 def _throughput_figure(workload: str, rows: list[Row], name: str) -> str:
     rows, merged = merge_runs.merge(rows)  # one point per case across runs, so a line is a case family
     fig, (ax,) = figures.figure(3.6)
-    found = grouping.series(rows, lambda r: r["flops"])
-    cut = _draw_series(ax, found, lambda r: r["flops"], lambda r: r["tflops"], tflops_err)
+    found = grouping.series(rows, lambda r: r.flops)
+    cut = _draw_series(ax, found, lambda r: r.flops, lambda r: r.tflops, tflops_err)
     _flop_axis(ax)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("problem size: FLOPs per call (log scale)")
@@ -126,10 +126,10 @@ def _throughput_figure(workload: str, rows: list[Row], name: str) -> str:
 
 def throughput(rows: Sequence[Row]) -> str:
     """TFLOP/s against FLOPs per call, one figure per workload, one line per series."""
-    shown = [r for r in rows if timed(r) and r.get("flops")]
-    invalid = sum(1 for r in rows if r["status"] == "ok" and not r.get("timing_valid"))
+    shown = [r for r in rows if timed(r) and r.flops]
+    invalid = sum(1 for r in rows if r.status == "ok" and not r.timing_valid)
     out = [_throughput_figure(w, part, f"size-{i}") for i, (w, part) in
-           enumerate(sorted(grouping.group(shown, lambda r: r["workload"]).items()))]
+           enumerate(sorted(grouping.group(shown, lambda r: r.workload).items()))]
     why = f"{invalid} ok rows are not drawn: their timing is not valid here (see the table)" if invalid else ""
     if not out:
         return _left_out(["No row has a valid TFLOP/s figure.", why])
@@ -138,17 +138,17 @@ def throughput(rows: Sequence[Row]) -> str:
 
 def busbw_err(r: Row) -> tuple[float, float]:
     """busbw ~ 1 / time, so the time CI maps to [busbw x median / ci95_high, busbw x median / ci95_low]."""
-    t, bw = r.get("time_s") or {}, r["busbw_gbps"]
-    if not t.get("ci95_low") or not t.get("ci95_high"):
+    t, bw = r.time_s, r.busbw_gbps
+    if t is None or not t.ci95_low or not t.ci95_high:  # a zero bound: no interval to map
         return 0.0, 0.0
-    return max(bw - bw * t["median"] / t["ci95_high"], 0.0), max(bw * t["median"] / t["ci95_low"] - bw, 0.0)
+    return max(bw - bw * t.median / t.ci95_high, 0.0), max(bw * t.median / t.ci95_low - bw, 0.0)
 
 
 @figures.styled
 def _busbw_figure(rows: list[Row], name: str) -> str:
     fig, (ax,) = figures.figure(3.8)
-    size = lambda r: r.get("size_bytes_actual") or (r.get("params") or {}).get("size_bytes")  # noqa: E731
-    cut = _draw_series(ax, grouping.series(rows, size), size, lambda r: r["busbw_gbps"], busbw_err)
+    size = lambda r: r.size_bytes_actual or r.params.get("size_bytes")  # noqa: E731
+    cut = _draw_series(ax, grouping.series(rows, size), size, lambda r: r.busbw_gbps, busbw_err)
     figures.byte_axis(ax)
     ax.set_yscale("log")
     figures.log_ticks(ax.yaxis, figures.plain_number)
@@ -162,9 +162,8 @@ def _busbw_figure(rows: list[Row], name: str) -> str:
 
 def busbw(rows: Sequence[Row]) -> str:
     """Collective bus bandwidth against message size (nccl-tests' busbw), one line per series."""
-    shown = [r for r in rows if r["status"] == "ok" and r.get("timing_valid") and r.get("busbw_gbps")]
-    one_rank = sum(1 for r in rows if r["status"] == "ok" and r.get("algbw_gbps") is not None
-                   and r.get("busbw_gbps") is None)
+    shown = [r for r in rows if r.status == "ok" and r.timing_valid and r.busbw_gbps]
+    one_rank = sum(1 for r in rows if r.status == "ok" and r.algbw_gbps is not None and r.busbw_gbps is None)
     why = f"{one_rank} rows have no bus bandwidth (one rank: nothing crosses a link)" if one_rank else ""
     if not shown:
         return _left_out(["No collective row has a bus bandwidth.", why])

@@ -13,9 +13,9 @@ from typing import Any
 
 from xmfu.harness.machine.peaks import load_table
 from xmfu.harness.results.analysis import grouping, merge_runs
-from xmfu.harness.results.analysis.grouping import Row
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.plots.report_plots import MAX_SERIES, tflops_err, timed
+from xmfu.harness.results.schema.row import Row
 
 ROOF_STYLES = (("#333", "--"), ("#777", ":"), ("#333", "-."), ("#777", "--"), ("#333", ":"), ("#777", "-."))
 
@@ -25,10 +25,10 @@ def roofs(rows: Sequence[Row]) -> tuple[dict[tuple[str, str], tuple[float, float
     entries = {e["id"]: e for e in load_table()["devices"]}
     found: dict[tuple[str, str], tuple[float, float | None]] = {}
     for r in rows:
-        if r.get("peak_tflops"):
-            entry = entries.get(r.get("peak_entry") or "") or {}
-            device = f"{r['device']} (CPU estimate)" if r.get("peak_entry") == "cpu-estimate" else r["device"]
-            found[(device, r["dtype"])] = (r["peak_tflops"], entry.get("hbm_tbps"))
+        if r.peak_tflops:
+            entry = entries.get(r.peak_entry or "") or {}
+            device = f"{r.device} (CPU estimate)" if r.peak_entry == "cpu-estimate" else r.device
+            found[(device, r.dtype)] = (r.peak_tflops, entry.get("hbm_tbps"))
     without = sorted({d.removesuffix(" (CPU estimate)") for (d, _), (_, bw) in found.items() if bw is None})
     return found, [f"Memory roof not drawn for {d}: the peak table has no memory bandwidth for it "
                    "(compute roof only)." for d in without]
@@ -48,15 +48,15 @@ def _draw_roofs(ax: Any, found: dict[tuple[str, str], tuple[float, float | None]
 @figures.styled
 def _figure(points: list[Row], found: dict[tuple[str, str], tuple[float, float | None]]) -> str:
     points, merged = merge_runs.merge(points)  # one marker per case across runs (merge_runs.py)
-    intensity = [r["flops"] / r["bytes"] for r in points]
+    intensity = [r.flops / r.bytes for r in points]
     knees = [p / bw for p, bw in found.values() if bw]
     x_lo, x_hi = min(intensity + knees) / 3, max(intensity + knees) * 3
     fig, (ax,) = figures.figure(4.2)
-    groups = sorted(grouping.group(points, lambda r: (r["workload"], r["backend"], r["dtype"])).items())
+    groups = sorted(grouping.group(points, lambda r: (r.workload, r.backend, r.dtype)).items())
     groups, cut = figures.shown(groups, MAX_SERIES, "workload/backend/dtype groups")
     for k, ((workload, backend, dtype), part) in enumerate(groups):
         below, above = zip(*(tflops_err(r) for r in part), strict=True)
-        ax.errorbar([r["flops"] / r["bytes"] for r in part], [r["tflops"] for r in part], yerr=[below, above],
+        ax.errorbar([r.flops / r.bytes for r in part], [r.tflops for r in part], yerr=[below, above],
                     linestyle="none", marker=figures.MARKERS[k // 10 % 10], markersize=4, capsize=2,
                     color=figures.COLORS[k % len(figures.COLORS)], label=figures.label(f"{workload} {backend} {dtype}"))
     _draw_roofs(ax, found, x_lo, x_hi)
@@ -73,7 +73,7 @@ def _figure(points: list[Row], found: dict[tuple[str, str], tuple[float, float |
 
 
 def roofline(rows: Sequence[Row]) -> str:
-    points = [r for r in rows if timed(r) and r.get("bytes") and r.get("flops") and r["tflops"] > 0]
+    points = [r for r in rows if timed(r) and r.bytes and r.flops and r.tflops > 0]
     if not points:
         return '<p class="note">No row has both a valid TFLOP/s figure and a byte count.</p>'
     found, notes = roofs(points)

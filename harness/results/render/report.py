@@ -18,6 +18,7 @@ from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.plots import inference_plot, report_plots, roofline, telemetry_plot
 from xmfu.harness.results.render import scaling_table
 from xmfu.harness.results.render.html_table import html_table
+from xmfu.harness.results.schema.row import Row
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
@@ -38,24 +39,23 @@ def _num(x: Any) -> str:
     return "" if x is None else (f"{x:.4g}" if isinstance(x, float) else str(x))
 
 
-def _cells(r: dict[str, Any]) -> tuple[Any, ...]:
+def _cells(r: Row) -> tuple[Any, ...]:
     """A row as the CLI's table shows it: no TFLOP/s where the timing does not represent the hardware, and the
     row's quality flags (harness/results/analysis/flags.py) beside its status."""
-    t = r.get("time_s") or {}
-    valid = bool(r.get("timing_valid"))
-    ci = r.get("tflops_ci95") if valid else None
-    note = r.get("reason") or r.get("mfu_reason") or r.get("timing_note") or ""
-    if r["status"] == "ok" and not valid:
-        note = f"timing not valid here: {r.get('timing_note') or 'see the row'}"
-    return (r["run_id"], r["workload"], r["backend"], r["device"], r["dtype"], r["case_id"], r["status"],
-            flags.flags_text(r), _num(t["median"] * 1e3) if t.get("median") else "",
-            _num(r.get("tflops")) if valid else "",
-            f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "", _num(r.get("peak_tflops")),
-            _pct(r.get("mfu")) if valid else "", _num(r.get("busbw_gbps")), note)
+    valid = r.timing_valid
+    ci = r.tflops_ci95 if valid else None
+    note = r.reason or r.mfu_reason or r.timing_note or ""
+    if r.status == "ok" and not valid:
+        note = f"timing not valid here: {r.timing_note or 'see the row'}"
+    return (r.run_id, r.workload, r.backend, r.device, r.dtype, r.case_id, r.status,
+            flags.flags_text(r), _num(r.time_s.median * 1e3) if r.time_s is not None else "",
+            _num(r.tflops) if valid else "",
+            f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "", _num(r.peak_tflops),
+            _pct(r.mfu) if valid else "", _num(r.busbw_gbps), note)
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    marks = ["bad" if r["status"] != "ok" else "flagged" if flags.row_flags(r) else None for r in rows]
+def _table(rows: list[Row]) -> str:
+    marks = ["bad" if r.status != "ok" else "flagged" if flags.row_flags(r) else None for r in rows]
     return html_table(HEAD, [_cells(r) for r in rows], marks)
 
 
@@ -75,15 +75,14 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
           title: str = "xmfu report", first: str = "") -> str:
     """The page; `lead`: (title, HTML) sections put first (a suite's verdict), their HTML already escaped;
     `first`: HTML (escaped) put before everything, the title included (a suite's PASS / FAIL / NOT JUDGED)."""
-    rows = [r for b in bundles for r in b.raw_rows]
-    bundle_rows = [r for b in bundles for r in b.rows]
-    where = {r["run_id"]: (r["platform"], r["device"]) for r in rows}
+    rows = [r for b in bundles for r in b.rows]
+    where = {r.run_id: (r.platform, r.device) for r in rows}
     sections = (
         *lead,
         ("Runs", _runs(bundles)),
         ("What runs on day one", "<p>Each workload, backend, dtype and variant against each platform and device: "
          "ok when every size ran and matched the reference; otherwise the worst status with its reason.</p>"
-         + coverage.render_html(coverage.coverage(coverage.of_row(r) for r in bundle_rows))),
+         + coverage.render_html(coverage.coverage(coverage.of_row(r) for r in rows))),
         ("MFU", report_plots.mfu(rows)),
         ("Throughput against problem size", report_plots.throughput(rows)),
         ("Collective bus bandwidth against message size", report_plots.busbw(rows)),
