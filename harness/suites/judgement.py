@@ -13,11 +13,12 @@ PASS, FAIL or NOT JUDGED, with the reasons.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from xmfu.harness.results.analysis import flags
+from xmfu.harness.results.schema.row import Row
 
 PASS, FAIL, NOT_JUDGED = "PASS", "FAIL", "NOT JUDGED"
 SHOWN = 3  # problems named on the first line; the page and the printed output list every one
@@ -39,16 +40,16 @@ class Judgement:
         return {"verdict": self.verdict, "reasons": self.reasons, "caveats": self.caveats, "line": self.line()}
 
 
-def _first(rows: Sequence[Mapping[str, Any]], name: str) -> str:
+def _first(rows: Sequence[Row], name: str) -> str:
     """The first row carrying flag `name`, and why, as an example."""
     for r in rows:
         for f in flags.flags_of(r):
             if f.name == name:
-                return f"{r.get('case_id')} {r.get('backend')}: {f.why}"
+                return f"{r.case_id} {r.backend}: {f.why}"
     return ""
 
 
-def judge(rows: Sequence[Mapping[str, Any]], problems: Sequence[str] = (),
+def judge(rows: Sequence[Row], problems: Sequence[str] = (),
           unreliable: Sequence[str] = ()) -> Judgement:
     """The verdict over a suite's rows (every bundle's), the problems found and the discounted changes."""
     counts = flags.tally(rows)
@@ -60,6 +61,6 @@ def judge(rows: Sequence[Mapping[str, Any]], problems: Sequence[str] = (),
     if problems:
         return Judgement(FAIL, [*problems, *unjudged], caveats)
     reasons = list(unjudged)
-    if not any(r.get("status") == "ok" and r.get("timing_valid") for r in rows):
+    if not any(r.status == "ok" and r.timing_valid for r in rows):
         reasons.append(f"no row has a valid timed figure ({total} rows)")
     return Judgement(NOT_JUDGED, reasons, caveats) if reasons else Judgement(PASS, [], caveats)

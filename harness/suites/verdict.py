@@ -10,15 +10,18 @@ holds is None and the page says "not measured". Each figure taken from a row car
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from msgspec import structs
 
 from xmfu.harness.results.analysis.cost import cost_figures
 from xmfu.harness.results.analysis.flags import flags_text
 from xmfu.harness.results.bundle import nodes
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.schema.row import Row
 
-Row = dict[str, Any]
+T = TypeVar("T")
 OUTLIER_THRESHOLD = 0.03  # a device more than 3% below its node's median is flagged
 
 
@@ -34,11 +37,12 @@ def outliers(values: Mapping[str, float], threshold: float = OUTLIER_THRESHOLD) 
 
 
 def timed(r: Row) -> bool:
-    return r["status"] == "ok" and bool(r.get("timing_valid")) and r.get("tflops") is not None
+    return r.status == "ok" and r.timing_valid and r.tflops is not None
 
 
-def _best(rows: Sequence[Row], key: Any) -> Row | None:
-    return max(rows, key=key, default=None)
+def _best(items: Sequence[T], key: Callable[[T], Any]) -> T | None:
+    """The item (a row, or a manifest's achievable figure) with the highest key; None without one."""
+    return max(items, key=key, default=None)
 
 
 def achievable(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
@@ -51,20 +55,21 @@ def achievable(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
 
 def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
     """Per backend, its best main-phase matmul against the datasheet peak and the achievable one."""
-    rows = [r for b in bundles for r in b.raw_rows if r["workload"] == "matmul" and r.get("phase", "main") == "main"
-            and timed(r) and not r.get("steady_state")]
+    # a row without a phase is a main-phase row (bundles written before phase was)
+    rows = [r for b in bundles for r in b.rows if r.workload == "matmul" and (r.phase or "main") == "main"
+            and timed(r) and r.steady_state is None]
     if not rows:
         return None
-    top = _best(rows, lambda r: r["tflops"])
+    top = _best(rows, lambda r: r.tflops)
     mamf = achievable(bundles)
     backends = []
-    for backend in sorted({r["backend"] for r in rows}):
-        best = _best([r for r in rows if r["backend"] == backend], lambda r: r["tflops"])
-        backends.append({"backend": backend, "case_id": best["case_id"], "tflops": best["tflops"],
-                         "of_datasheet": best.get("mfu"), "flags": flags_text(best),
-                         "of_achievable": best["tflops"] / mamf["tflops"] if mamf else None})
-    return {"dtype": top["dtype"], "datasheet_tflops": top.get("peak_tflops"), "peak_source": top.get("peak_source"),
-            "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top["backend"])],
+    for backend in sorted({r.backend for r in rows}):
+        best = _best([r for r in rows if r.backend == backend], lambda r: r.tflops)
+        backends.append({"backend": backend, "case_id": best.case_id, "tflops": best.tflops,
+                         "of_datasheet": best.mfu, "flags": flags_text(best),
+                         "of_achievable": best.tflops / mamf["tflops"] if mamf else None})
+    return {"dtype": top.dtype, "datasheet_tflops": top.peak_tflops, "peak_source": top.peak_source,
+            "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top.backend)],
             "backends": backends, "device_id": device_id(top), "achievable_ci95": _achievable_ci(bundles, mamf)}
 
 
@@ -73,7 +78,7 @@ def device_id(row: Row) -> str | None:
     unknown device has no id, so no public reference is matched to it."""
     from xmfu.harness.machine.peaks import load_table
 
-    entry = row.get("peak_entry")
+    entry = row.peak_entry
     return entry if entry in {e["id"] for e in load_table()["devices"]} else None
 
 
@@ -81,17 +86,17 @@ def _achievable_ci(bundles: Sequence[Bundle], mamf: dict[str, Any] | None) -> li
     """The 95% CI of the achievable figure: its row's (the mamf sweep's best case), where a bundle holds it."""
     if not mamf:
         return None
-    row = next((r for b in bundles for r in b.raw_rows if r.get("case_id") == mamf.get("case_id")
-                and r.get("backend") == mamf.get("backend") and r.get("dtype") == mamf.get("dtype")), None)
-    return (row or {}).get("tflops_ci95")
+    row = next((r for b in bundles for r in b.rows if r.case_id == mamf.get("case_id")
+                and r.backend == mamf.get("backend") and r.dtype == mamf.get("dtype")), None)
+    return row.tflops_ci95 if row is not None else None
 
 
 def attention(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """The fastest backend per attention mode (fwd, fwd_bwd...), with its MFU, over every shape."""
-    timed_rows = [r for r in rows if r["workload"] == "attention" and timed(r)]
+    timed_rows = [r for r in rows if r.workload == "attention" and timed(r)]
     out = []
-    for mode in sorted({(r.get("params") or {}).get("mode", "") for r in timed_rows}):
-        best = _best([r for r in timed_rows if (r.get("params") or {}).get("mode", "") == mode], lambda r: r["tflops"])
+    for mode in sorted({r.params.get("mode", "") for r in timed_rows}):
+        best = _best([r for r in timed_rows if r.params.get("mode", "") == mode], lambda r: r.tflops)
         out.append(_attention_figure(best))
     return out
 
@@ -102,7 +107,7 @@ def attention_shapes(rows: Sequence[Row]) -> list[dict[str, Any]]:
     compared with."""
     best: dict[str, dict[str, Any]] = {}
     for r in rows:
-        if r["workload"] != "attention" or not timed(r):
+        if r.workload != "attention" or not timed(r):
             continue
         f = _attention_figure(r)
         key = repr((f["device_id"], f["flop_convention"], sorted(f["conditions"].items())))
@@ -114,49 +119,53 @@ def attention_shapes(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def _attention_figure(r: Row) -> dict[str, Any]:
     """One attention row as a verdict figure, with the conditions a public reference is matched on (the row's own
     param names; seq_len only where query and key/value lengths are equal, else both)."""
-    p = r.get("params") or {}
+    p = r.params
     seq = p.get("seq_q") if p.get("seq_q") == p.get("seq_kv") else f"q{p.get('seq_q')}/kv{p.get('seq_kv')}"
-    conditions = {"mode": p.get("mode", ""), "dtype": r.get("dtype"), "batch": p.get("batch"),
+    conditions = {"mode": p.get("mode", ""), "dtype": r.dtype, "batch": p.get("batch"),
                   "heads": p.get("heads"), "kv_heads": p.get("kv_heads"), "seq_len": seq,
                   "head_dim": p.get("head_dim"), "causal": p.get("causal"), "world_size": p.get("world_size") or 1}
-    return {"mode": conditions["mode"], "backend": r["backend"], "case_id": r["case_id"], "tflops": r["tflops"],
-            "mfu": r.get("mfu"), "flags": flags_text(r), "tflops_ci95": r.get("tflops_ci95"),
-            "device_id": device_id(r), "flop_convention": r.get("flop_convention"), "conditions": conditions}
+    return {"mode": conditions["mode"], "backend": r.backend, "case_id": r.case_id, "tflops": r.tflops,
+            "mfu": r.mfu, "flags": flags_text(r), "tflops_ci95": r.tflops_ci95,
+            "device_id": device_id(r), "flop_convention": r.flop_convention, "conditions": conditions}
 
 
 def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
     """Per backend, its best training step: MFU, tokens/s per device, and what they cost at `price`."""
-    timed_rows = [r for r in rows if r["workload"] == "transformer" and timed(r)]
+    timed_rows = [r for r in rows if r.workload == "transformer" and timed(r)]
     out = []
-    for backend in sorted({r["backend"] for r in timed_rows}):
-        best = _best([r for r in timed_rows if r["backend"] == backend],
-                     lambda r: (r.get("throughput") or {}).get("tokens_per_s") or 0)
-        tokens = (best.get("throughput") or {}).get("tokens_per_s")
-        ci = best.get("tflops_ci95")
-        p = best.get("params") or {}
-        out.append({"backend": backend, "case_id": best["case_id"], "mfu": best.get("mfu"), "tflops": best["tflops"],
+    for backend in sorted({r.backend for r in timed_rows}):
+        best = _best([r for r in timed_rows if r.backend == backend], lambda r: _tokens_per_s(r) or 0)
+        tokens, ci, p = _tokens_per_s(best), best.tflops_ci95, best.params
+        out.append({"backend": backend, "case_id": best.case_id, "mfu": best.mfu, "tflops": best.tflops,
                     "tokens_per_s": tokens, "flags": flags_text(best), **cost_figures(best, price),
                     # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
-                    "tokens_per_s_ci95": [tokens * c / best["tflops"] for c in ci] if tokens and ci else None,
-                    "device_id": device_id(best), "dtype": best.get("dtype"), "model": p.get("name"),
+                    "tokens_per_s_ci95": [tokens * c / best.tflops for c in ci] if tokens and ci else None,
+                    "device_id": device_id(best), "dtype": best.dtype, "model": p.get("name"),
                     "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1,
-                    "nodes": nodes.of_row(best)})  # from the hosts its ranks exchanged: None where not recorded
+                    # from the hosts its ranks exchanged: None where not recorded. nodes.of_row reads a row as
+                    # written (a mapping), so it is given the record's fields
+                    "nodes": nodes.of_row(structs.asdict(best))})
     return out
+
+
+def _tokens_per_s(r: Row) -> float | None:
+    """A training row's tokens per second per device, where it has one."""
+    return (r.throughput or {}).get("tokens_per_s")
 
 
 def sustained(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Rows of a sustained phase: throughput in the first window against the steady state, and when it settled."""
     out = []
     for r in rows:
-        s = r.get("steady_state")
-        if r["status"] != "ok" or not s:
+        s = r.steady_state
+        if r.status != "ok" or s is None:
             continue
-        first, steady = s["first_window"], s["steady_window"]
-        out.append({"backend": r["backend"], "case_id": r["case_id"], "first_tflops": first.get("tflops"),
-                    "steady_tflops": steady.get("tflops"), "first_vs_steady": s.get("first_vs_steady_time_change"),
-                    "reached_after_s": s.get("reached_after_s"), "reached": s.get("reached"),
-                    "windows": len(s.get("windows") or []), "first_clock_mhz": first.get("mean_sm_clock_mhz"),
-                    "steady_clock_mhz": steady.get("mean_sm_clock_mhz"), "flags": flags_text(r)})
+        first, steady = s.first_window, s.steady_window
+        out.append({"backend": r.backend, "case_id": r.case_id, "first_tflops": first.tflops,
+                    "steady_tflops": steady.tflops, "first_vs_steady": s.first_vs_steady_time_change,
+                    "reached_after_s": s.reached_after_s, "reached": s.reached,
+                    "windows": len(s.windows), "first_clock_mhz": first.mean_sm_clock_mhz,
+                    "steady_clock_mhz": steady.mean_sm_clock_mhz, "flags": flags_text(r)})
     return out
 
 
@@ -165,11 +174,13 @@ def throttling(rows: Sequence[Row]) -> dict[str, Any]:
     (and where), over every row with telemetry; `readable` False where no reading could say."""
     readings, seen = 0, {}
     for r in rows:
-        t = r.get("telemetry") or {}
-        readings += t.get("throttle_readings") or 0
-        for reason, share in (t.get("throttle_fraction") or {}).items():
+        t = r.telemetry
+        if t is None:  # not timed
+            continue
+        readings += t.throttle_readings
+        for reason, share in (t.throttle_fraction or {}).items():
             if share > seen.get(reason, {"fraction": -1})["fraction"]:
-                seen[reason] = {"fraction": share, "case_id": r["case_id"], "backend": r["backend"]}
+                seen[reason] = {"fraction": share, "case_id": r.case_id, "backend": r.backend}
     return {"readable": readings > 0, "readings": readings, "reasons": seen,
             "why_not": None if readings else ("no telemetry reading said which clock limits were active; this "
                                               "platform's sampler reads no throttle reasons, and xmfu doctor lists "
@@ -180,13 +191,13 @@ def devices(bundles: Sequence[Bundle], threshold: float = OUTLIER_THRESHOLD) -> 
     """The same matmul on each device (one bundle per device): its best TFLOP/s against the node's median."""
     values, ident, marks = {}, {}, {}
     for b in bundles:
-        rows = [r for r in b.raw_rows if timed(r)]
-        best = _best(rows, lambda r: r["tflops"])
+        best = _best([r for r in b.rows if timed(r)], lambda r: r.tflops)
         if best is None:
             continue
-        label = f"{best.get('device_index', '?')}: {best['device']}"
-        values[label] = best["tflops"]
-        ident[label] = best.get("device_uuid") or best.get("device_pci_bus_id") or ""
+        # '?': a row that does not say which device it measured (imported from another tool's log)
+        label = f"{'?' if best.device_index is None else best.device_index}: {best.device}"
+        values[label] = best.tflops
+        ident[label] = best.device_uuid or best.device_pci_bus_id or ""
         marks[label] = flags_text(best)
     return [{**d, "identity": ident[d["label"]], "flags": marks[d["label"]]} for d in outliers(values, threshold)]
 
@@ -195,7 +206,7 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     """Each collective series' peak bus bandwidth against the device's link (the run's summary)."""
     out = []
     for b in bundles:
-        ids = {device_id(r) for r in b.raw_rows}
+        ids = {device_id(r) for r in b.rows}
         spanned = nodes.of_manifest(b.manifest)  # the hosts the run's ranks ran on, where the bundle records them
         device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
         for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
@@ -215,8 +226,8 @@ def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
          threshold: float = OUTLIER_THRESHOLD) -> dict[str, Any]:
     """Every verdict figure of one node, from its parts: name -> (kind, bundles)."""
     single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
-    rows = [r for b in single for r in b.raw_rows]
-    every = [r for _, bundles in parts.values() for b in bundles for r in b.raw_rows]
+    rows = [r for b in single for r in b.rows]
+    every = [r for _, bundles in parts.values() for b in bundles for r in b.rows]
     return {"matmul": matmul(single), "attention": attention(rows), "attention_shapes": attention_shapes(rows),
             "training": training(rows, price),
             "sustained": sustained(rows), "throttling": throttling(every),

@@ -41,10 +41,12 @@ def test_an_untimed_row_is_not_flagged_for_its_timing_and_a_tally_counts_in_orde
 def test_the_judgement_of_rows_problems_and_discounted_changes():
     """harness/suites/judgement.py: FAIL on a problem, NOT JUDGED on contended rows (or none validly timed), PASS
     otherwise, with the caveats named (issue 30, item 7): a row checked but never timed by design is a caveat."""
+    from xmfu.harness.results.bundle.reader import typed
     from xmfu.harness.suites.judgement import judge
 
-    clean, busy = valid_row(peak=100.0), valid_row(peak=100.0, contention={"contended": True, "reason": "load"})
-    interpreted = valid_row(peak=100.0, case_id="c2", timing_valid=False, timing_note="Triton interpreter")
+    clean, busy = typed(valid_row(peak=100.0)), typed(valid_row(peak=100.0, contention={"contended": True,
+                                                                                          "reason": "load"}))
+    interpreted = typed(valid_row(peak=100.0, case_id="c2", timing_valid=False, timing_note="Triton interpreter"))
     assert judge([clean]).line() == "PASS"
     assert judge([clean], unreliable=["unreliable: noisy x"]).line() == \
         "PASS: caveat: 1 changes for the worse discounted as unreliable (listed as NOTE)"
@@ -53,7 +55,7 @@ def test_the_judgement_of_rows_problems_and_discounted_changes():
     assert judge([clean, interpreted]).line() == "PASS: caveat: timing not valid 1 of 2 rows"
     assert judge([interpreted]).line() == \
         "NOT JUDGED: no row has a valid timed figure (1 rows); caveat: timing not valid 1 of 1 rows"
-    assert judge([untimed_row()]).line() == "NOT JUDGED: no row has a valid timed figure (1 rows)"
+    assert judge([typed(untimed_row())]).line() == "NOT JUDGED: no row has a valid timed figure (1 rows)"
     failed = judge([busy], problems=["a", "b", "c", "d"])
     assert failed.verdict == "FAIL" and failed.line() == "FAIL: a; b; c; and 2 more"
     assert failed.reasons[-1].startswith("1 of 1 rows contended")
