@@ -17,7 +17,7 @@ WHEELHOUSE_EXTRAS ?=
 WHEELHOUSE_ADD ?=
 WHEELHOUSE_NUMPY ?=
 
-.PHONY: install bench test test-slow test-docs test-fast test-trials lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
+.PHONY: install bench test test-slow test-docs test-fast test-trials test-slurm lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
@@ -51,16 +51,16 @@ bench: install
 # 1739 tests in 5:16 (pytest; 5:26 to 5:52 in earlier runs of nearly the same suite, a fresh clone the slowest).
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist worksteal -m "not docs and not trials and not long"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not docs and not trials and not long and not slurm"
 
 # The slow group but the docs: each trial loop once (XMFU_TRIALS=N for more) and the tests marked long.
 test-slow: install
-	$(PY) -m pytest -n 2 --dist worksteal -m "(trials or long) and not docs"
+	$(PY) -m pytest -n 2 --dist worksteal -m "(trials or long) and not docs and not slurm"
 
 # Everything but the end-to-end runs: about a minute.
 test-fast: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e and not slurm"
 
 # Every CPU line of README.md and docs/ run as written, in page order in one scratch folder
 # (tests/e2e/test_docs_commands.py; tests/docs_lines.py says which lines and why some are skipped). Too long for
@@ -69,6 +69,12 @@ test-fast: install
 # CI runs it after make test (.ci/run). One process: later lines use what earlier ones made (a key, a store).
 test-docs: install
 	$(PY) -m pytest -m docs tests/e2e/test_docs_commands.py
+
+# The tests on a real Slurm cluster of this host's daemons (marked slurm; docs/slurm-local.md): as root, with Debian's
+# slurm-wlm and munge. They use the cluster XMFU_SLURM_CONF names (CI starts one: .ci/run), else start one with
+# scripts/slurm_local.sh and stop it at the end; without Slurm they skip, except under CI=true, where they fail.
+test-slurm: install
+	$(PY) -m pytest -m slurm tests/slurm
 
 # The seeded signal and rank trials, 8 times each instead of make test's one or two (tests/e2e/trials.py): a
 # rare race is hunted here, not in every make test. About 5 minutes on 2 cores.
