@@ -109,8 +109,8 @@ def _watch_and_judge(folder: Path, sub) -> int:
     except slurm.SlurmError as exc:
         print(f"xmfu fleet: {exc}; judging the folder as it stands", file=sys.stderr)
     else:
-        print(f"xmfu fleet: job {sub.job_id} ended: {end.state}{f' ({end.reason})' if end.reason else ''}",
-              flush=True)
+        why = f" ({end.reason})" if end.reason and end.reason != "None" else ""
+        print(f"xmfu fleet: job {sub.job_id} ended: {end.state}{why}", flush=True)
     return _judge(folder, None, None)
 
 

@@ -52,3 +52,31 @@ def process_info(environ: dict[str, str] | None = None) -> ProcessInfo:
                                                                           env.get("JAX_NUM_PROCESSES", "1")))))
     local = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", env.get("SUBMITIT_LOCAL_LOCALID", "0"))))
     return ProcessInfo(rank, world, local, launcher)
+
+
+SCONTROL_TIMEOUT_S = 30
+
+
+def slurm_rendezvous(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """torch.distributed's env:// variables for a task that `srun` started (no torchrun, no submitit): rank and
+    world size from SLURM_PROCID and SLURM_NTASKS, the local rank from SLURM_LOCALID, the master the first host of
+    the step (SLURM_STEP_NODELIST, else the job's), as `scontrol show hostnames` expands Slurm's compressed host
+    list, and a port drawn from the job and step ids: every task of the step computes the same without talking,
+    and two steps running at once in one job (a fleet's disjoint pairs) get different ports. {} outside Slurm."""
+    import random
+    import subprocess
+
+    env = os.environ if environ is None else environ
+    if "SLURM_JOB_ID" not in env or "SLURM_PROCID" not in env:
+        return {}
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    try:
+        done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                              timeout=SCONTROL_TIMEOUT_S, check=True)
+        master = done.stdout.split()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        master = nodelist.split(",")[0].split("[")[0]  # a plain first name; a bracketed range would need scontrol
+    seed = f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
+    return {"MASTER_ADDR": master, "MASTER_PORT": str(random.Random(seed).randint(20000, 60000)),
+            "RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_NTASKS", "1"),
+            "LOCAL_RANK": env.get("SLURM_LOCALID", "0")}

@@ -13,8 +13,6 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from msgspec import structs
-
 from xmfu.harness.results.analysis.cost import cost_figures
 from xmfu.harness.results.analysis.flags import flags_text
 from xmfu.harness.results.bundle import nodes
@@ -142,9 +140,8 @@ def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
                     "tokens_per_s_ci95": [tokens * c / best.tflops for c in ci] if tokens and ci else None,
                     "device_id": device_id(best), "dtype": best.dtype, "model": p.get("name"),
                     "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1,
-                    # from the hosts its ranks exchanged: None where not recorded. nodes.of_row reads a row as
-                    # written (a mapping), so it is given the record's fields
-                    "nodes": nodes.of_row(structs.asdict(best))})
+                    # from the hosts its ranks exchanged: None where not recorded
+                    "nodes": nodes.of_row(best)})
     return out
 
 

@@ -10,6 +10,7 @@ from tests.results.rows import valid_row
 from tests.results.test_verdict import FLOPS, _bundle
 from xmfu.harness.machine.references import Bands
 from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle.reader import typed
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.bundle.writer import RecordError
 from xmfu.harness.suites import yardsticks
@@ -35,8 +36,8 @@ def test_the_count_is_the_distinct_hosts_of_the_rank_maps_and_one_for_a_single_p
     one, two = _coll(8, ["a"] * 8), _coll(16, ["a"] * 8 + ["b"] * 8)
     assert nodes.of_run(1, []) == 1 and nodes.of_run(8, []) is None  # no rank exchanged its host: not measured
     assert nodes.of_run(8, [one]) == 1 and nodes.of_run(16, [two, two]) == 2
-    assert nodes.of_row(two) == 2 and nodes.of_row({"params": {"world_size": 1}}) == 1
-    assert nodes.of_row({"params": {"world_size": 8}, "notes": {}}) is None
+    assert nodes.of_row(typed(two)) == 2 and nodes.of_row(typed(valid_row(params={"world_size": 1}))) == 1
+    assert nodes.of_row(typed(valid_row(params={"world_size": 8}, notes={}))) is None
 
 
 def test_the_validator_checks_the_count_against_world_size_and_the_rank_maps(tmp_path):

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from xmfu.harness.results.schema.row import Row
 
-def hosts_of(row: Mapping[str, Any]) -> set[str] | None:
-    """The distinct hostnames of a row's rank map, or None where the row has none."""
-    rank_map = (row.get("notes") or {}).get("rank_map") if isinstance(row.get("notes"), dict) else None
+
+def hosts_of(notes: Any) -> set[str] | None:
+    """The distinct hostnames of a row's rank map (its notes' `rank_map`), or None where the row has none."""
+    rank_map = notes.get("rank_map") if isinstance(notes, Mapping) else None
     if not isinstance(rank_map, list) or not rank_map:
         return None
     hosts = {str(r[0]) for r in rank_map if isinstance(r, (list, tuple)) and r and r[0] is not None}
@@ -26,19 +28,19 @@ def hosts_of(row: Mapping[str, Any]) -> set[str] | None:
 
 def of_run(world_size: int, rows: Sequence[Mapping[str, Any]]) -> int | None:
     """The run's node count: 1 for a single process, else the distinct hosts of its rows' rank maps (their
-    union: every case of one run has the same processes), or None where no row recorded them."""
+    union: every case of one run has the same processes), or None where no row recorded them. `rows`: as written
+    (the engine's, and the validator's before any record is trusted)."""
     if world_size == 1:
         return 1
-    seen = [h for h in map(hosts_of, rows) if h is not None]
+    seen = [h for h in (hosts_of(r.get("notes")) for r in rows) if h is not None]
     return len(set().union(*seen)) if seen else None
 
 
-def of_row(row: Mapping[str, Any]) -> int | None:
+def of_row(row: Row) -> int | None:
     """A training or collectives row's own node count: 1 on one device, else its rank map's hosts."""
-    p = row.get("params") or {}
-    if (p.get("world_size") or row.get("ranks") or 1) == 1:
+    if (row.params.get("world_size") or row.ranks or 1) == 1:
         return 1
-    hosts = hosts_of(row)
+    hosts = hosts_of(row.notes)
     return len(hosts) if hosts else None
 
 
