@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from xmfu.harness.fleet import schedule, spec
+from xmfu.harness.fleet import page, schedule, spec
 from xmfu.harness.fleet.diagnose import FAIL, NOT_JUDGED, PASS, Baseline, Diagnosis, diagnose
 from xmfu.harness.fleet.gather import Fleet, gather
 from xmfu.harness.fleet.rules import FIGURES, load
@@ -84,6 +84,7 @@ def write(folder: Path, fleet: Fleet, d: Diagnosis) -> None:
                "baselines": {k: asdict(b) for k, b in d.baselines.items()},
                "findings": [_finding(f) for f in d.findings], "hosts": fleet.hosts, "jobs": fleet.jobs}
     (folder / "verdict.json").write_text(json.dumps(verdict, indent=2) + "\n")
+    (folder / "report.html").write_text(page.build(spec.read(folder), fleet, d))
 
 
 def line(d: Diagnosis) -> str:
