@@ -15,8 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from xmfu.harness.cli.common import Parser, usage_error
+from xmfu.harness.cli.fleet_manifest import cmd_manifest
 
-USAGE = "xmfu fleet run --nodes N [options] | xmfu fleet report FOLDER | xmfu fleet resume FOLDER"
+USAGE = ("xmfu fleet run --nodes N [options] | xmfu fleet report FOLDER | xmfu fleet resume FOLDER | "
+         "xmfu fleet manifest --nodes N [--image IMG] [--level L] -o FILE (a Kubernetes JobSet)")
 
 
 def _run_parser() -> Parser:
@@ -37,6 +39,10 @@ def _run_parser() -> Parser:
     p.add_argument("--container-mounts", default="", help="more SRC:DST mounts, comma-separated")
     p.add_argument("--scale", choices=("auto", "smoke", "full"), default="auto",
                    help="the node checks' sizes (auto: smoke sizes on a node without an accelerator)")
+    p.add_argument("--step-limit", type=int, help="minutes each step may run before Slurm ends it (default: the "
+                   "level's: quick 10 per node check, 5 per pair, 10 per all-node step)")
+    p.add_argument("--xmfu-command", help="how a step starts xmfu on a node (a wrapper, `module load ...`); default: "
+                   "this Python's `-m xmfu`, or `xmfu` inside a container")
     p.add_argument("--results-dir", default="results", help="a folder every node can write (a shared file system)")
     p.add_argument("--id", help="the fleet folder's name (default: a UTC stamp)")
     p.add_argument("--test-only", action="store_true", help="write the job and ask sbatch --test-only; submit nothing")
@@ -49,10 +55,10 @@ def _spec(ns: argparse.Namespace):
 
     fleet_id = ns.id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-fleet-{secrets.token_hex(3)}"
     mounts = tuple(m for m in ns.container_mounts.split(",") if m)
-    xmfu = "xmfu" if ns.container_image else shlex.join([sys.executable, "-m", "xmfu"])
+    xmfu = ns.xmfu_command or ("xmfu" if ns.container_image else shlex.join([sys.executable, "-m", "xmfu"]))
     spec = FleetSpec(fleet_id, ns.nodes, ns.level, ns.pairs, str(Path(ns.results_dir).resolve()), ns.partition,
                      ns.baseline, ns.rules, Container(ns.container_image, ns.container_runtime, mounts), xmfu,
-                     ns.scale, f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}")
+                     ns.scale, f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ}", ns.step_limit)
     problems = check(spec)
     if problems:
         raise ValueError("; ".join(problems))
@@ -177,7 +183,7 @@ def cmd_resume(args: Sequence[str]) -> int:
 
 
 def cmd_fleet(args: Sequence[str]) -> int:
-    commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume}
+    commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume, "manifest": cmd_manifest}
     if not args or args[0] not in commands:
         said = f"{args[0]!r} is not a fleet command" if args else "a fleet command is needed"
         return usage_error(f"fleet: {said}: {USAGE}")

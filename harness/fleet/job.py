@@ -90,7 +90,11 @@ def srun_words(spec: FleetSpec, step: Step) -> list[str]:
              f"--nodelist={','.join(step.nodes)}", f"--time={step.minutes}", f"--job-name={step.name}"]
     c = spec.container
     if c.image and c.runtime == "pyxis":
-        # pyxis' srun options (NVIDIA/pyxis README): the image and what to mount into it; the fleet folder always
+        # pyxis adds these to srun (NVIDIA/pyxis README, "Usage", v0.24.0 = 10751994): --container-image=
+        # [USER@][REGISTRY#]IMAGE[:TAG] or a squashfs path on the node ('#' between registry and image, an enroot
+        # URI); --container-mounts=SRC:DST[:FLAGS][,SRC:DST...], entries split at ',', flags joined by '+'
+        # (ro+rprivate; args.c spank_option_mount/parse_mount_option); --container-workdir=PATH. The fleet folder
+        # is always mounted at its own path, so $F means the same inside and out.
         words += [f"--container-image={c.image}", f"--container-mounts={','.join(_mounts(spec))}",
                   "--container-workdir=$F"]
     return words
@@ -100,9 +104,21 @@ def _mounts(spec: FleetSpec) -> list[str]:
     return ["$F:$F", *spec.container.mounts]
 
 
+# Apptainer binds the host's GPU driver into the container only when asked: --nv (NVIDIA) and --rocm (AMD), both
+# given (allowed together since Apptainer 1.2.3, CHANGELOG "The --nv and --rocm flags can now be used
+# simultaneously"; before it only --nv applied); on a node without one of them Apptainer warns "Could not find
+# any nv/rocm files on this host!" and goes on (internal/pkg/runtime/launch/launcher_linux.go, SetGPUConfig;
+# apptainer/apptainer at 917d6657, v1.5.3+).
+APPTAINER_GPU = ("--nv", "--rocm")
+
+
 def command_words(spec: FleetSpec, step: Step) -> list[str]:
+    """The step's command: xmfu's, after `apptainer exec --nv --rocm --bind SRC:DST[:ro|rw][,...] IMAGE` for the
+    Apptainer runtime (apptainer/apptainer cmd/internal/cli/action_flags.go, -B|--bind: "spec has the format
+    src[:dest[:opts]] ... Multiple bind paths can be given by a comma separated list"; the same SRC:DST[:ro]
+    entries serve pyxis and Apptainer, pyxis' '+'-joined flags do not)."""
     c = spec.container
-    prefix = ["apptainer", "exec", "--bind", ",".join(_mounts(spec)), c.image] if (
+    prefix = ["apptainer", "exec", *APPTAINER_GPU, "--bind", ",".join(_mounts(spec)), c.image] if (
         c.image and c.runtime == "apptainer") else []
     return [*prefix, *shlex.split(spec.xmfu), *step.command]
 
@@ -144,8 +160,11 @@ step() {
 
 
 def sbatch_lines(spec: FleetSpec, nodes: int, nodelist: Sequence[str] = (), minutes: int = 0) -> str:
+    # --no-kill: a node that fails ends only the steps on it, not the job (sbatch(1)), so the other nodes' checks
+    # finish and the failed one is said to have been unable to run
     lines = [f"#SBATCH --job-name=xmfu-fleet-{spec.fleet_id}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --output={spec.folder.resolve()}/slurm-%j.out"]
+             "#SBATCH --ntasks-per-node=1", "#SBATCH --no-kill",
+             f"#SBATCH --output={spec.folder.resolve()}/slurm-%j.out"]
     if minutes:
         lines.append(f"#SBATCH --time={minutes}")
     if spec.partition:

@@ -52,13 +52,14 @@ class FleetSpec:
     xmfu: str = "xmfu"  # how a step calls xmfu on the node (outside a container: this Python's `-m xmfu`)
     scale: str = "auto"  # the node checks' suite.scale: auto (smoke sizes without an accelerator), smoke, full
     created: str = ""
+    step_limit: int | None = None  # minutes every step may run (srun --time); None: the level's STEP_MINUTES
 
     @property
     def folder(self) -> Path:
         return Path(self.results_dir) / self.fleet_id
 
     def minutes(self, step: str) -> int:
-        return STEP_MINUTES[self.level][step]
+        return self.step_limit or STEP_MINUTES[self.level][step]
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +100,8 @@ def check(spec: FleetSpec) -> list[str]:
         out.append(f"--pairs {spec.pairs}: allowed {', '.join(PAIR_MODES)}")
     if spec.container.runtime not in RUNTIMES:
         out.append(f"--container-runtime {spec.container.runtime}: allowed {', '.join(RUNTIMES)}")
+    if spec.step_limit is not None and spec.step_limit < 1:
+        out.append(f"--step-limit {spec.step_limit}: whole minutes, at least 1 (srun --time)")
     if spec.scale not in ("auto", "smoke", "full"):
         out.append(f"scale {spec.scale}: allowed auto, smoke, full")
     return out

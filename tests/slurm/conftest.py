@@ -11,7 +11,7 @@ import pytest
 
 from tests.slurm.cluster import Cluster, slurm_installed, unavailable
 
-NODES = 2  # the cluster this session starts when none is given: the tests need two nodes
+NODES = 4  # the cluster this session starts when none is given: the fleet tests judge four nodes
 
 
 @pytest.fixture(scope="session")
