@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xmfu.harness.cli.common import (
     Parser,
@@ -17,6 +17,9 @@ from xmfu.harness.cli.common import (
     usage_error,
     write_output,
 )
+
+if TYPE_CHECKING:  # the store's record; the history modules are imported when a history command runs
+    from xmfu.harness.results.history.stored import Stored
 
 
 def store_path(command: str, path: str, must_hold_runs: bool) -> Path:
@@ -57,7 +60,7 @@ def _history_add(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _trend_groups(ns: argparse.Namespace, rows: list[dict[str, Any]]) -> tuple[Any, str, str]:
+def _trend_groups(ns: argparse.Namespace, rows: list[Stored]) -> tuple[Any, str, str]:
     """(lines by workload, title, y label) for `history trend`, printing each series as it goes."""
     from xmfu.harness.results.history import judge, trend
 
@@ -80,7 +83,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
     out = output_path("history trend", ns.output, (".svg", ".html")) if ns.output else None
     store = store_path("history trend", ns.store, must_hold_runs=True)
-    rows = [r for r in parquet.load(store) if not ns.workload or r["workload"] == ns.workload]
+    rows = [r for r in parquet.load(store) if not ns.workload or r.workload == ns.workload]
     groups, title, ylabel = _trend_groups(ns, rows)
     if not groups:
         what = f"the gap {ns.gap[0]} / {ns.gap[1]}" if ns.gap else ns.metric

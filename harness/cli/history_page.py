@@ -66,5 +66,5 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
     page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
                                 ns.min_change)
     write_output("history report", out, lambda path: path.write_text(page))
-    print(f"history report: {len({r['run_id'] for r in rows})} runs, page {out}")
+    print(f"history report: {len({r.run_id for r in rows})} runs, page {out}")
     return 0

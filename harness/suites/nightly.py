@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.history import coverage_history, parquet
 from xmfu.harness.results.history import judge as series_judge
+from xmfu.harness.results.history.stored import Stored
 
 
 def suite_bundles(root: Path) -> list[Path]:
@@ -50,10 +51,9 @@ class Judged(NamedTuple):
     unreliable: list[str]  # changes for the worse that the rows' own evidence discounts (fail only when strict)
 
 
-def judge(rows: Sequence[dict[str, Any]], run_ids: Sequence[str], metrics: Sequence[str],
-          strict: bool = False) -> Judged:
+def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str], strict: bool = False) -> Judged:
     """Regressions in the series these runs extended, and coverage cells lost since the previous night."""
-    mine = {tuple(r.get(k) for k in parquet.SERIES_KEY) for r in rows if r["run_id"] in set(run_ids)}
+    mine = {r.key() for r in rows if r.run_id in set(run_ids)}
     out = Judged([], [])
     for metric in metrics:
         waiting = [s for s in series_judge.insufficient(rows, metric)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+from msgspec.structs import asdict, replace
 
 from xmfu.harness.results.bundle.reader import read_bundle
 from xmfu.harness.results.history import judge, parquet
+from xmfu.harness.results.history.stored import Stored
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
 
@@ -33,7 +35,7 @@ def test_add_is_idempotent_and_safe_under_concurrency(tmp_path):
         added = pool.map(_add, jobs)
     assert sum(added) == 6  # each run stored exactly once
     rows = parquet.load(store)
-    assert sorted(r["run_id"] for r in rows) == [f"run{i}" for i in range(6)]
+    assert sorted(r.run_id for r in rows) == [f"run{i}" for i in range(6)]
     assert not list(store.glob(".*.tmp"))
 
 
@@ -48,9 +50,10 @@ def test_pandas_reads_the_store_as_one_table(tmp_path):
 
 
 def _rows(values, device="GPU A", platform="cuda"):
-    return [{"run_id": f"r{i}", "created": f"2026-11-{i + 1:02d}T00:00:00Z", "workload": "matmul", "case_id": "c",
-             "backend": "torch", "device": device, "platform": platform, "dtype": "bf16", "status": "ok",
-             "timing_valid": True, "tflops": v, "mfu": v / 1000, "comparability_key": "k"}
+    """One stored matmul row per value (tflops), a night apart, as `parquet.load` gives them."""
+    return [Stored(run_id=f"r{i}", created=parquet.when(f"2026-11-{i + 1:02d}T00:00:00Z"), workload="matmul",
+                   case_id="c", backend="torch", device=device, platform=platform, dtype="bf16", status="ok",
+                   timing_valid=True, tflops=v, mfu=v / 1000, comparability_key="k")
             for i, v in enumerate(values)]
 
 
@@ -95,7 +98,7 @@ def test_the_store_only_ever_writes_inside_itself(tmp_path, run_id):
 
 def test_runs_with_another_comparability_key_are_another_series():
     same = _rows([700, 705, 702])
-    other = [{**r, "run_id": f"p{i}", "comparability_key": "k-peak450", "mfu": r["tflops"] / 450}
+    other = [replace(r, run_id=f"p{i}", comparability_key="k-peak450", mfu=r.tflops / 450)
              for i, r in enumerate(_rows([703]))]
     found = judge.series(same + other, "mfu")
     assert sorted(len(v) for v in found.values()) == [1, 3]  # never one line dropping to zero
@@ -110,7 +113,7 @@ def test_runs_with_another_comparability_key_are_another_series():
 
 def test_gap_pairs_only_cases_with_the_same_comparability_key():
     rocm = _rows([600], device="AMD", platform="rocm")
-    cuda = [{**r, "comparability_key": "other"} for r in _rows([800], device="NV", platform="cuda")]
+    cuda = [replace(r, comparability_key="other") for r in _rows([800], device="NV", platform="cuda")]
     assert judge.gap(rocm + cuda, "tflops", "rocm", "cuda") == []
     (g,) = judge.gap(rocm + _rows([800], device="NV", platform="cuda"), "tflops", "rocm", "cuda")
     assert g["ratio"] == pytest.approx(0.75) and g["comparability_key"] == "k"
@@ -139,7 +142,7 @@ def test_one_schema_so_pandas_and_arrow_read_a_mixed_store(tmp_path):
     assert str(frame["created"].dtype) == "datetime64[us, UTC]" and frame["tflops"].isna().sum() == 2
     table = ds.dataset(store, format="parquet").to_table()
     assert table.schema.equals(parquet.schema()) and table.num_rows == 4
-    assert {r["workload"] for r in parquet.load(store)} == {"matmul", "collectives", "attention"}
+    assert {r.workload for r in parquet.load(store)} == {"matmul", "collectives", "attention"}
 
 
 def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
@@ -155,7 +158,8 @@ def test_a_store_written_by_the_old_code_still_loads_and_is_rewritten(tmp_path):
     pq.write_table(pa.Table.from_pylist([old]), store / "old.parquet")  # null-typed, int and text columns
     assert pq.read_schema(store / "old.parquet").field("tflops").type == pa.null()
     (row,) = parquet.load(store)  # cast on read
-    assert row["busbw_gbps"] == 3.0 and row["created"].year == 2026 and row["tflops"] is None
+    assert row.busbw_gbps == 3.0 and row.created.year == 2026 and row.tflops is None and row.platform == "cuda"
+    assert row.flags is None and row.variant is None  # columns the old code did not write read as null
     _mixed_store(tmp_path)  # the next add rewrites the old file in the one schema
     assert pq.read_schema(store / "old.parquet").equals(parquet.schema())
     assert len(pd.read_parquet(store)) == 5
@@ -239,7 +243,7 @@ def test_the_minimum_baseline_and_why():
                                               ({"cv": 0.01}, None)])
 def test_a_flagged_change_carries_its_rows_own_evidence(extra, label):
     rows = _rows([700, 701, 699, 700, 702, 698, 600])  # -14%
-    rows[-1].update(extra)
+    rows[-1] = replace(rows[-1], **extra)
     (flag,) = judge.check(rows, "tflops")
     assert flag.get("unreliable") == label
     if label:
@@ -270,9 +274,8 @@ BIMODAL = [0.0693, 0.0712, 0.0351, 0.0688, 0.0705, 0.0341, 0.0699]  # bus bandwi
     ([100, 101, 99, 100, 60, 62], "tiny MAD: 4 of 5 baseline runs agree, the fifth and the latest 40% lower"),
 ])
 def test_a_change_within_the_runs_own_spread_is_noisy_not_a_regression(values, why):
-    rows = _rows(values)
-    for r in rows:
-        r.update({"median_s": 1.0, "ci95_low_s": 0.99, "ci95_high_s": 1.01, "cv": 0.01})  # each run sure of itself
+    # each run sure of itself
+    rows = [replace(r, median_s=1.0, ci95_low_s=0.99, ci95_high_s=1.01, cv=0.01) for r in _rows(values)]
     (flag,) = judge.check(rows, "tflops")
     assert judge.worse("tflops", flag["change"]), why
     assert flag["unreliable"] == "noisy", why
@@ -350,12 +353,12 @@ def test_an_inference_row_is_stored_with_its_latencies_mbu_tokens_per_s_and_flag
     store = tmp_path / "store"
     parquet.add(store, bundle, bundle.environment())
     assert pq.read_schema(store / "inf.parquet").equals(parquet.schema())
-    got = {r["case_id"]: r for r in parquet.load(store)}
+    got = {r.case_id: r for r in parquet.load(store)}
     p, d = got["inference-prefill"], got["inference-decode"]
-    assert p["tokens_per_s"] == 50_000.0 and p["ttft_s"] == 3e-3 and p["ttft_p99_s"] == 6e-3
-    assert p["tpot_s"] is None and p["mbu"] is None and p["flags"] == "CI missed" and not p["contended"]
-    assert d["tokens_per_s"] == 800.0 and d["tpot_s"] == 1.25e-3 and d["tpot_p99_s"] == 2.5e-3 and d["mbu"] == 0.4
-    assert d["flags"] == "contended" and d["contended"] and d["contention"] == "pid 9 used 50% of a core"
+    assert p.tokens_per_s == 50_000.0 and p.ttft_s == 3e-3 and p.ttft_p99_s == 6e-3
+    assert p.tpot_s is None and p.mbu is None and p.flags == "CI missed" and not p.contended
+    assert d.tokens_per_s == 800.0 and d.tpot_s == 1.25e-3 and d.tpot_p99_s == 2.5e-3 and d.mbu == 0.4
+    assert d.flags == "contended" and d.contended and d.contention == "pid 9 used 50% of a core"
 
 
 def _night_file(store, night, tflops, **fields):
@@ -364,9 +367,9 @@ def _night_file(store, night, tflops, **fields):
     import pyarrow.parquet as pq
 
     (row,) = _rows([tflops])
-    row.update(run_id=f"n{night}", created=parquet.when(f"2026-11-{night + 1:02d}T00:00:00Z"), **fields)
+    row = replace(row, run_id=f"n{night}", created=parquet.when(f"2026-11-{night + 1:02d}T00:00:00Z"), **fields)
     store.mkdir(exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([row], schema=parquet.schema()), store / f"n{night}.parquet")
+    pq.write_table(pa.Table.from_pylist([asdict(row)], schema=parquet.schema()), store / f"n{night}.parquet")
 
 
 def test_check_shows_the_latest_rows_flags_beside_its_verdict(tmp_path, cli):
@@ -391,3 +394,4 @@ def test_check_shows_the_latest_rows_flags_beside_its_verdict(tmp_path, cli):
     pq.write_table(old, store / "n6.parquet")  # an older file: no flags column, contended true
     check = cli("history", "check", "--store", str(store), "--metric", "tflops")
     assert "the latest run's row: contended" in check.stdout
+

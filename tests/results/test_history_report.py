@@ -7,9 +7,11 @@ import re
 from datetime import date
 
 import pytest
+from msgspec.structs import replace
 
 from tests.results.test_report import ink, render
 from xmfu.harness.results.history import coverage_history, judge, parquet
+from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.render import history_report
 
 pytest.importorskip("pyarrow", exc_type=ImportError)  # pyarrow 2x on numpy 1.x raises ImportError
@@ -19,13 +21,13 @@ STACK = {"cuda": {"torch": "2.12.0", "cuda": "12.8", "hip": "", "nccl": "2.26.2"
 
 
 def _row(night, platform, device, tflops, **fields):
-    row = {"run_id": f"{platform}{night}", "created": f"2026-11-{night + 1:02d}T02:00:00Z", "workload": "matmul",
-           "case_id": "matmul-bf16-8192x8192x8192-NN", "backend": "torch", "device": device, "platform": platform,
-           "dtype": "bf16", "status": "ok", "timing_valid": True, "comparability_key": "k", "tflops": tflops,
-           "variant": "", "reason": None, "jax": "", "jaxlib": "", "triton": "", "xmfu_version": "0.1.0",
+    """One stored row of `platform`'s run of this night, as `parquet.load` gives it."""
+    row = {"run_id": f"{platform}{night}", "created": parquet.when(f"2026-11-{night + 1:02d}T02:00:00Z"),
+           "workload": "matmul", "case_id": "matmul-bf16-8192x8192x8192-NN", "backend": "torch", "device": device,
+           "platform": platform, "dtype": "bf16", "status": "ok", "timing_valid": True, "comparability_key": "k",
+           "tflops": tflops, "variant": "", "jax": "", "jaxlib": "", "triton": "", "xmfu_version": "0.1.0",
            **STACK[platform]}
-    row.update(fields)
-    return row
+    return Stored(**{**row, **fields})
 
 
 def _nights(n=10):
@@ -42,7 +44,7 @@ def _nights(n=10):
             broken = platform == "rocm" and night < 4
             rows.append(_row(night, platform, device, None if broken else 300.0, workload="attention",
                              backend="triton", case_id=f"attention-{HOSTILE}", variant="causal fwd",
-                             status="failed" if broken else "ok", reason=HOSTILE if broken else None,
+                             status="failed" if broken else "ok",
                              driver="575.51" if platform == "cuda" and night >= 7 else STACK[platform]["driver"],
                              torch="2.13.0" if platform == "rocm" and night >= 5 else "2.12.0"))
     return rows
@@ -52,7 +54,7 @@ def test_software_changes_are_listed_where_they_happened():
     changes = history_report.software_changes(_nights())
     assert [(c.label, c.platform, c.at.day, c.text()) for c in changes] == [
         ("S1", "rocm", 6, "torch 2.12.0 → 2.13.0"), ("S2", "cuda", 8, "driver 570.86 → 575.51")]
-    older = [{**r, "cuda": "" if r["run_id"].endswith("0") else r["cuda"]} for r in _nights(3)]
+    older = [replace(r, cuda="" if r.run_id.endswith("0") else r.cuda) for r in _nights(3)]
     assert len(history_report.software_changes(older)) == 0  # unknown on one side (an older store) is no change
 
 
@@ -79,11 +81,11 @@ def test_coverage_over_time_and_the_day_each_cell_turned_ok():
 def test_a_cell_lost_since_the_night_before_is_named():
     rows = _nights(3)
     tonight = [_row(3, "rocm", "AMD MI300X", None, workload="attention", backend="triton", variant="causal fwd",
-                    case_id="a", status="incorrect", reason="max error 0.3")]
+                    case_id="a", status="incorrect")]
     assert coverage_history.lost(rows + tonight, ["rocm3"]) == []  # it was failing before too
-    rows = [r for r in _nights(6) if r["platform"] == "cuda"]
+    rows = [r for r in _nights(6) if r.platform == "cuda"]
     tonight = [_row(6, "cuda", "NVIDIA H100", None, workload="attention", backend="triton", variant="causal fwd",
-                    case_id="a", status="incorrect", reason="max error 0.3")]
+                    case_id="a", status="incorrect")]
     (lost,) = coverage_history.lost(rows + tonight, ["cuda6"])
     assert "attention triton bf16 causal fwd on cuda NVIDIA H100: ok before, incorrect now" in lost
 
@@ -97,14 +99,14 @@ def test_the_store_keeps_the_stack_versions(tmp_path):
     bundle = write_bundle(tmp_path, "r1", [attention_row(128, True, "fwd")], environment=env)
     parquet.add(tmp_path / "store", bundle, bundle.environment())
     (row,) = parquet.load(tmp_path / "store")
-    assert {k: row[k] for k in ("cuda", "hip", "nccl", "torch", "jaxlib", "triton", "driver", "host", "variant")} == {
+    names = ("cuda", "hip", "nccl", "torch", "jaxlib", "triton", "driver", "host", "variant")
+    assert {k: getattr(row, k) for k in names} == {
         "cuda": "12.8", "hip": "", "nccl": "2.26.2", "torch": "2.13.0", "jaxlib": "0.10.2", "triton": "3.9.0",
         "driver": "570.86", "host": "node-1", "variant": "causal fwd"}
 
 
 def test_the_page_renders_in_headless_chromium(tmp_path):
-    rows = [{**r, "created": parquet.when(r["created"])} for r in _nights()]
-    html = history_report.build(rows, f"/store/{HOSTILE}")
+    html = history_report.build(_nights(), f"/store/{HOSTILE}")
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     texts = " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", html))
     assert "S1" in texts and "S2" in texts  # the software changes drawn where they happened

@@ -63,7 +63,7 @@ def test_the_night_fails_on_a_regression_or_a_lost_cell_only(store, tmp_path, ca
     assert "night7 added" in out
     if tflops > 750:
         assert "improved: matmul" in out
-    assert len({r["run_id"] for r in parquet.load(store)}) == 8
+    assert len({r.run_id for r in parquet.load(store)}) == 8
 
 
 @pytest.mark.parametrize(("factor", "contended", "cv", "label", "figures"), [
@@ -149,12 +149,12 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
         first.stderr[-3000:]
     assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
     rows = parquet.load(tmp_path / "store")
-    assert {r["suite"].split("/")[0] for r in rows} == {"nightly"} and len({r["comparability_key"] for r in rows}) == 1
+    assert {r.suite.split("/")[0] for r in rows} == {"nightly"} and len({r.comparability_key for r in rows}) == 1
     monkeypatch.chdir(ROOT)
     changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
                     *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])
     assert changed in (0, 3), capsys.readouterr().err[-3000:]
-    keys = {r["comparability_key"] for r in parquet.load(tmp_path / "store")}
+    keys = {r.comparability_key for r in parquet.load(tmp_path / "store")}
     assert len(keys) == 2  # version 2 of the suite: new series
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from xmfu.harness.results.analysis import coverage
 from xmfu.harness.results.analysis.coverage import Column, Coverage, Suite
-from xmfu.harness.results.history import parquet, trend
+from xmfu.harness.results.history import trend
+from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
 
 
@@ -42,17 +43,18 @@ class CellHistory:
         return lag if lag > 0 else None
 
 
-def entry(row: dict[str, Any]) -> coverage.Entry:
-    """A store row as the coverage matrix sees it: the variant it was stored with, no reason (the store has none)."""
-    return coverage.Entry(row["workload"], row["backend"], row["dtype"], str(row.get("variant") or ""),
-                          row["platform"], row["device"], row["status"])
+def entry(row: Stored) -> coverage.Entry:
+    """A store row as the coverage matrix sees it: the variant it was stored with ('' in a file written before the
+    column), no reason (the store has none)."""
+    return coverage.Entry(row.workload, row.backend, row.dtype, str(row.variant or ""), row.platform, row.device,
+                          row.status)
 
 
-def by_day(rows: Sequence[dict[str, Any]]) -> dict[date, Coverage]:
+def by_day(rows: Sequence[Stored]) -> dict[date, Coverage]:
     """The coverage matrix of each UTC day's rows."""
-    days: dict[date, list[dict[str, Any]]] = defaultdict(list)
+    days: dict[date, list[Stored]] = defaultdict(list)
     for r in rows:
-        days[parquet.when(r["created"]).date()].append(r)
+        days[r.created.date()].append(r)
     return {day: coverage.coverage(map(entry, part)) for day, part in sorted(days.items())}
 
 
@@ -98,14 +100,14 @@ def cells(days: dict[date, Coverage]) -> list[CellHistory]:
     return sorted(out, key=lambda c: (c.turned_ok is None, -(c.turned_ok or date.min).toordinal(), c.entry, c.column))
 
 
-def lost(rows: Sequence[dict[str, Any]], run_ids: Sequence[str]) -> list[str]:
+def lost(rows: Sequence[Stored], run_ids: Sequence[str]) -> list[str]:
     """Cells these runs made not ok on a platform where the column's previous day had them ok."""
-    mine = [r for r in rows if r["run_id"] in set(run_ids)]
+    mine = [r for r in rows if r.run_id in set(run_ids)]
     if not mine:
         return []
     today = coverage.coverage(map(entry, mine))
-    latest = max(parquet.when(r["created"]).date() for r in mine)
-    earlier = by_day([r for r in rows if parquet.when(r["created"]).date() < latest])
+    latest = max(r.created.date() for r in mine)
+    earlier = by_day([r for r in rows if r.created.date() < latest])
     out = []
     for column in today.columns:
         before = next((cov for day, cov in reversed(earlier.items()) if column in cov.columns), None)
@@ -119,13 +121,13 @@ def lost(rows: Sequence[dict[str, Any]], run_ids: Sequence[str]) -> list[str]:
     return out
 
 
-def latest_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_rows(rows: Sequence[Stored]) -> list[Stored]:
     """Each platform and device's rows of its latest day: the matrix as it stands."""
     last: dict[Column, date] = {}
     for r in rows:
-        column, day = (r["platform"], r["device"]), parquet.when(r["created"]).date()
+        column, day = (r.platform, r.device), r.created.date()
         last[column] = max(last.get(column, day), day)
-    return [r for r in rows if parquet.when(r["created"]).date() == last[(r["platform"], r["device"])]]
+    return [r for r in rows if r.created.date() == last[(r.platform, r.device)]]
 
 
 @figures.styled

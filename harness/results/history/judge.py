@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from xmfu.harness.results.history.parquet import SERIES_KEY, when
+from xmfu.harness.results.bundle.reader import typed
+from xmfu.harness.results.history.stored import SERIES_KEY, Stored
+from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics.speedup import t_quantile
 
 # `check` judges a series only with at least MIN_BASELINE runs before the latest. The noise it compares a change
@@ -41,13 +43,21 @@ def worse(metric: str, change: float | None) -> bool:
     return change > 0 if metric in LOWER_IS_BETTER else change < 0
 
 
-def series(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, list[tuple[datetime, float]]]:
+def _counted(row: Stored, metric: str) -> float | None:
+    """The row's `metric` where a series counts it: an ok row, validly timed, with a value; else None. A null
+    timing_valid (a file written before the column) is not valid, as it was when rows were dicts."""
+    value = row.figure(metric)
+    return float(value) if row.status == "ok" and value is not None and row.timing_valid else None
+
+
+def series(rows: Sequence[Stored], metric: str) -> dict[tuple, list[tuple[datetime, float]]]:
     """SERIES_KEY -> [(created, value)] in time order, ok rows with a valid timing only. Runs whose
     comparability keys differ (another FLOP convention, protocol or parameters) are separate series."""
     out: dict[tuple, list[tuple[datetime, float]]] = defaultdict(list)
     for r in rows:
-        if r["status"] == "ok" and r.get(metric) is not None and r.get("timing_valid", True):
-            out[tuple(r.get(k) for k in SERIES_KEY)].append((when(r["created"]), float(r[metric])))
+        value = _counted(r, metric)
+        if value is not None:
+            out[r.key()].append((r.created, value))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -59,18 +69,18 @@ def series_label(key: tuple, keys: Sequence[tuple]) -> str:
     return f"{head} [key {named['comparability_key']}]" if twins > 1 else head
 
 
-def gap(rows: Sequence[dict[str, Any]], metric: str, numerator: str, denominator: str) -> list[dict[str, Any]]:
+def gap(rows: Sequence[Stored], metric: str, numerator: str, denominator: str) -> list[dict[str, Any]]:
     """metric(numerator platform or device) / metric(denominator) on matching cases, per day. A case matches
     only with the same comparability key on both sides (the same spec, dtype, FLOP convention and protocol)."""
     by_day: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] != "ok" or r.get(metric) is None or not r.get("timing_valid", True):
+        value = _counted(r, metric)
+        if value is None:
             continue
-        side = next((s for s in (numerator, denominator) if s in (r["platform"], r["device"])), None)
+        side = next((s for s in (numerator, denominator) if s in (r.platform, r.device)), None)
         if side:
-            day = when(r["created"]).date().isoformat()
-            key = (day, r["workload"], r["case_id"], r["dtype"], r.get("comparability_key"))
-            by_day[key][side].append(float(r[metric]))
+            key = (r.created.date().isoformat(), r.workload, r.case_id, r.dtype, r.comparability_key)
+            by_day[key][side].append(value)
     out = []
     for (day, workload, case_id, dtype, comparability), sides in sorted(by_day.items(), key=lambda kv: str(kv[0])):
         if sides[numerator] and sides[denominator]:
@@ -94,13 +104,13 @@ class Rule:
 RULE = Rule()
 
 
-def insufficient(rows: Sequence[dict[str, Any]], metric: str, minimum: int = MIN_RUNS) -> list[dict[str, Any]]:
+def insufficient(rows: Sequence[Stored], metric: str, minimum: int = MIN_RUNS) -> list[dict[str, Any]]:
     """The series `check` cannot judge: fewer than `minimum` runs."""
     return [{**dict(zip(SERIES_KEY, key, strict=True)), "runs": len(points), "minimum": minimum}
             for key, points in series(rows, metric).items() if len(points) < minimum]
 
 
-def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
+def check(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
           min_change: float = RULE.min_change) -> list[dict[str, Any]]:
     """Series whose latest value moved more than the noise of its rolling baseline.
 
@@ -120,15 +130,15 @@ def check(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window
     return flagged
 
 
-def stored_flags(row: dict[str, Any]) -> str:
+def stored_flags(row: Stored) -> str:
     """A stored row's quality flags ('contended, CI missed'; '' for none). A file written before the `flags`
     column has only `contended` to say (null flags): that is what it says."""
-    if row.get("flags") is not None:
-        return str(row["flags"])
-    return "contended" if row.get("contended") else ""
+    if row.flags is not None:
+        return str(row.flags)
+    return "contended" if row.contended else ""
 
 
-def flagged_within_noise(rows: Sequence[dict[str, Any]], metric: str,
+def flagged_within_noise(rows: Sequence[Stored], metric: str,
                          changed: Sequence[dict[str, Any]]) -> list[tuple[tuple, str]]:
     """(series key, flags) of the series `check` judged and found within the noise whose latest row carries
     quality flags: 'no change' on a row that says it was contended is not the same verdict as on a clean one."""
@@ -138,24 +148,24 @@ def flagged_within_noise(rows: Sequence[dict[str, Any]], metric: str,
             if key in judged and key not in seen and (said := stored_flags(row))]
 
 
-def _latest_rows(rows: Sequence[dict[str, Any]], metric: str) -> dict[tuple, dict[str, Any]]:
+def _latest_rows(rows: Sequence[Stored], metric: str) -> dict[tuple, Stored]:
     """SERIES_KEY -> the series' latest row (the one `series` puts last)."""
-    out: dict[tuple, dict[str, Any]] = {}
+    out: dict[tuple, tuple[tuple[datetime, float], Stored]] = {}
     for r in rows:
-        if r["status"] == "ok" and r.get(metric) is not None and r.get("timing_valid", True):
-            key = tuple(r.get(k) for k in SERIES_KEY)
-            if key not in out or (when(r["created"]), float(r[metric])) >= (when(out[key]["created"]),
-                                                                            float(out[key][metric])):
-                out[key] = r
-    return out
+        value = _counted(r, metric)
+        if value is not None:
+            key, point = r.key(), (r.created, value)
+            if key not in out or point >= out[key][0]:
+                out[key] = (point, r)
+    return {key: r for key, (_, r) in out.items()}
 
 
-def spread(row: dict[str, Any]) -> dict[str, float | None]:
+def spread(row: Stored) -> dict[str, float | None]:
     """The row's own precision, as fractions of its median time: the 95% CI half-width and the CV of its samples
     (both recorded by the run; None where it has none)."""
-    median, low, high = row.get("median_s"), row.get("ci95_low_s"), row.get("ci95_high_s")
+    median, low, high = row.median_s, row.ci95_low_s, row.ci95_high_s
     half = (high - low) / 2 / median if median and low is not None and high is not None else None
-    return {"ci95_half_width": half, "cv": row.get("cv")}
+    return {"ci95_half_width": half, "cv": row.cv}
 
 
 # How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
@@ -192,7 +202,7 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
 
 
-def unreliable(row: dict[str, Any], change: float | None,
+def unreliable(row: Stored, change: float | None,
                history_spread: dict[str, Any] | None = None) -> dict[str, Any]:
     """Whether a change the rule flagged is evidence of anything, by the row's own account and its series':
     `contended` when the run marked it measured under contention (another process on the CPU or GPU), `noisy`
@@ -204,8 +214,8 @@ def unreliable(row: dict[str, Any], change: float | None,
     figures: dict[str, Any] = spread(row)
     if history_spread is not None:
         figures["run_to_run_sd"] = history_spread["sd"]
-    if row.get("contended"):
-        return {"unreliable": "contended", "why": row.get("contention") or "contended", **figures}
+    if row.contended:
+        return {"unreliable": "contended", "why": row.contention or "contended", **figures}
     size = abs(change) if change is not None else 0.0
     wide = {k: v for k, v in figures.items() if k != "run_to_run_sd" and v is not None and v >= size}
     if wide:
@@ -245,7 +255,7 @@ def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas
             "at": points[i][0], "previous_at": points[i - 1][0], "run_to_run": run_to_run(before, latest)}
 
 
-def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
+def steps(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas: float = RULE.sigmas,
           min_change: float = RULE.min_change) -> list[dict[str, Any]]:
     """The changes beyond the noise in the whole history of every series, each marked where it began: a
     point is judged by `check`'s rule against the runs before it, and after a change only the runs since
@@ -264,16 +274,17 @@ def steps(rows: Sequence[dict[str, Any]], metric: str, window: int = RULE.window
     return out
 
 
-def run_to_run_noise(rows: Sequence[dict[str, Any]], window: int = 10,
-                     minimum: int = 3) -> Callable[[dict[str, Any]], tuple[float, int] | None]:
+def run_to_run_noise(rows: Sequence[Stored], window: int = 10,
+                     minimum: int = 3) -> Callable[[Row | Mapping[str, Any]], tuple[float, int] | None]:
     """For `xmfu compare --noise-from STORE`: a bundle row -> (run-to-run standard deviation of log median
     time over the series' last `window` runs, runs used), or None with fewer than `minimum` runs. The
     deviation is 1.4826 x the median absolute deviation (a robust standard deviation: one outlier run does
     not set the noise)."""
     found = series(rows, "median_s")
 
-    def noise(row: dict[str, Any]) -> tuple[float, int] | None:
-        points = found.get(tuple(row.get(k) for k in SERIES_KEY), [])[-window:]
+    def noise(row: Row | Mapping[str, Any]) -> tuple[float, int] | None:
+        record = row if isinstance(row, Row) else typed(row)  # a bundle row, as its record or as written
+        points = found.get(tuple(getattr(record, k) for k in SERIES_KEY), [])[-window:]
         if len(points) < minimum:
             return None
         logs = [math.log(v) for _, v in points if v > 0]

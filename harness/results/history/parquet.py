@@ -13,55 +13,49 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from xmfu.harness.results.analysis.coverage import variant
 from xmfu.harness.results.analysis.flags import flags_text
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.history.stored import SERIES_KEY as SERIES_KEY  # where the store's readers find it
+from xmfu.harness.results.history.stored import Stored, kinds
 from xmfu.harness.results.schema import RUN_ID
+from xmfu.harness.results.schema.row import Row
 
-SERIES_KEY = ("workload", "case_id", "backend", "device", "dtype", "comparability_key")  # never mix meanings
 # Tokens per second, by the row's own key: training rows count `tokens` (tokens_per_s); inference rows count
 # `prompt_tokens` (prefill) or `generated_tokens` (decode) (workloads/inference/spec.py, work_units), so reading
 # `tokens_per_s` alone stored null for every inference row (issue 30, item 12). A row has one of the three.
 TOKEN_KEYS = ("tokens_per_s", "prompt_tokens_per_s", "generated_tokens_per_s")
 
 
-def _tokens_per_s(r: dict[str, Any]) -> Any:
-    found = r.get("throughput") or {}
+def _tokens_per_s(row: Row) -> float | None:
+    found = row.throughput or {}
     return next((found[k] for k in TOKEN_KEYS if found.get(k) is not None), None)
 
 
-COLUMNS = {  # column -> how to read it from a row (bundle rows are nested; the store is flat)
-    "median_s": lambda r: (r.get("time_s") or {}).get("median"),
-    "ci95_low_s": lambda r: (r.get("time_s") or {}).get("ci95_low"),
-    "ci95_high_s": lambda r: (r.get("time_s") or {}).get("ci95_high"),
-    "cv": lambda r: (r.get("time_s") or {}).get("cv"),
-    "tflops": lambda r: r.get("tflops"), "mfu": lambda r: r.get("mfu"),
-    "busbw_gbps": lambda r: r.get("busbw_gbps"),
+# Each figure column of the store (stored.Stored declares their types) -> how to read it from a bundle row (nested;
+# the store is flat).
+COLUMNS: dict[str, Callable[[Row], Any]] = {
+    "median_s": lambda r: r.time_s.median if r.time_s else None,
+    "ci95_low_s": lambda r: r.time_s.ci95_low if r.time_s else None,
+    "ci95_high_s": lambda r: r.time_s.ci95_high if r.time_s else None,
+    "cv": lambda r: r.time_s.cv if r.time_s else None,  # null where the row wrote none: see _figures
+    "tflops": lambda r: r.tflops, "mfu": lambda r: r.mfu,
+    "busbw_gbps": lambda r: r.busbw_gbps,
     "tokens_per_s": _tokens_per_s,
-    # added later (older stores read them as null): inference latencies (Latency records: median and p99 of the
-    # time to first token, prefill rows, and per output token, decode rows) and memory-bandwidth utilization
-    "ttft_s": lambda r: (r.get("ttft_s") or {}).get("p50"),
-    "ttft_p99_s": lambda r: (r.get("ttft_s") or {}).get("p99"),
-    "tpot_s": lambda r: (r.get("tpot_s") or {}).get("p50"),
-    "tpot_p99_s": lambda r: (r.get("tpot_s") or {}).get("p99"),
-    "mbu": lambda r: r.get("mbu"),
+    "ttft_s": lambda r: r.ttft_s.p50 if r.ttft_s else None,
+    "ttft_p99_s": lambda r: r.ttft_s.p99 if r.ttft_s else None,
+    "tpot_s": lambda r: r.tpot_s.p50 if r.tpot_s else None,
+    "tpot_p99_s": lambda r: r.tpot_s.p99 if r.tpot_s else None,
+    "mbu": lambda r: r.mbu,
 }
-
-
-STRINGS = ("run_id", "git_sha", "xmfu_version", "platform", "device", "workload", "case_id", "backend", "dtype",
-           "status", "comparability_key", "torch", "jax", "driver",
-           # added later (older stores read them as null): the rest of the stack a number depends on, the host,
-           # the suite a run was part of, and the coverage variant (attention: causal fwd_bwd...)
-           "cuda", "hip", "nccl", "jaxlib", "triton", "host", "suite", "variant",
-           # added later still: why the run marked the row contended ('' when it did not); the row's quality flags
-           # (harness/results/analysis/flags.py: 'contended, CI missed', '' for none; null in files written before them)
-           "contention", "flags")
 # The software whose version changes `history report` lists between consecutive runs.
 SOFTWARE = ("driver", "cuda", "hip", "nccl", "torch", "jax", "jaxlib", "triton", "xmfu_version")
 
@@ -83,9 +77,8 @@ def schema() -> Any:
     """The store's one Arrow schema: text as strings, `created` a UTC timestamp, `timing_valid` a boolean, every
     figure a float64 (null where a row has none)."""
     pa = pyarrow_module()
-    return pa.schema([("run_id", pa.string()), ("created", pa.timestamp("us", tz="UTC")),
-                      *[(name, pa.string()) for name in STRINGS[1:]], ("timing_valid", pa.bool_()),
-                      *[(name, pa.float64()) for name in COLUMNS], ("contended", pa.bool_())])
+    arrow = {str: pa.string(), datetime: pa.timestamp("us", tz="UTC"), bool: pa.bool_(), float: pa.float64()}
+    return pa.schema([(name, arrow[kind]) for name, kind in kinds().items()])  # stored.Stored, column by column
 
 
 def when(created: Any) -> datetime:
@@ -111,23 +104,34 @@ def stack_versions(environment: dict[str, Any]) -> dict[str, str]:
             "hip": str(built.get("hip") or ""), "nccl": str(nccl.get("version") or "")}
 
 
-def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[dict[str, Any]]:
+def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[Stored]:
+    """The bundle's rows as the store's records: the run's manifest and stack beside each row's own columns."""
     m = bundle.manifest
     suite = m.get("suite") or {}  # harness/suites/suite.py's parts: name/version/definition hash
     common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
-              "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else ""}
-    out = []
-    for r, record in zip(bundle.raw_rows, bundle.rows, strict=True):
-        row = {"run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
-               "xmfu_version": m.get("xmfu_version") or "", "platform": r["platform"], "device": r["device"],
-               "workload": r["workload"], "case_id": r["case_id"], "backend": r["backend"], "dtype": r["dtype"],
-               "status": r["status"], "timing_valid": bool(r.get("timing_valid")),
-               "comparability_key": r["comparability_key"], "variant": variant(record), **common,
-               # the row's own evidence that its timing was disturbed (harness/machine/contention.py)
-               "contended": bool((r.get("contention") or {}).get("contended")),
-               "contention": str((r.get("contention") or {}).get("reason") or ""), "flags": flags_text(r)}
-        row.update({name: as_float(read(r)) for name, read in COLUMNS.items()})
-        out.append(row)
+              "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else "",
+              "run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
+              "xmfu_version": m.get("xmfu_version") or ""}
+    return [Stored(**common, **_columns(record), **_figures(record, raw))
+            for raw, record in zip(bundle.raw_rows, bundle.rows, strict=True)]
+
+
+def _columns(row: Row) -> dict[str, Any]:
+    """A bundle row's own text and flag columns."""
+    contention = row.contention  # the row's own evidence that its timing was disturbed (harness/machine/contention.py)
+    return {"platform": row.platform, "device": row.device, "workload": row.workload, "case_id": row.case_id,
+            "backend": row.backend, "dtype": row.dtype, "status": row.status, "timing_valid": bool(row.timing_valid),
+            "comparability_key": row.comparability_key, "variant": variant(row),
+            "contended": bool(contention and contention.contended),
+            "contention": str(contention.reason or "") if contention else "", "flags": flags_text(row)}
+
+
+def _figures(row: Row, raw: dict[str, Any]) -> dict[str, float | None]:
+    """A bundle row's figure columns. `cv` is read from the row as written: the record gives a time written
+    without one (rows of older bundles) cv 0.0, and the store has always kept such a row's cv null."""
+    out = {name: as_float(read(row)) for name, read in COLUMNS.items()}
+    if "cv" not in (raw.get("time_s") or {}):
+        out["cv"] = None
     return out
 
 
@@ -180,7 +184,8 @@ def add(store: Path, bundle: Bundle, environment: dict[str, Any], upgrade: bool 
             _upgrade(store)
         if target.exists():  # checked before the rows are flattened: re-adding a stored run costs a stat
             return False
-        _write(pa.Table.from_pylist(flatten(bundle, environment), schema=schema()), target)
+        rows = [msgspec.structs.asdict(r) for r in flatten(bundle, environment)]
+        _write(pa.Table.from_pylist(rows, schema=schema()), target)
     return True
 
 
@@ -273,9 +278,9 @@ def _upgrade(store: Path) -> None:
             continue
 
 
-def load(store: Path) -> list[dict[str, Any]]:
-    """Every stored row; StoreError naming what is wrong with the store or with one of its files."""
+def load(store: Path) -> list[Stored]:
+    """Every stored row, as its record; StoreError naming what is wrong with the store or with one of its files."""
     pa = pyarrow_module()
-    return pa.concat_tables([_read(f) for f in check_store(store)]).to_pylist()
+    return [Stored(**r) for r in pa.concat_tables([_read(f) for f in check_store(store)]).to_pylist()]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from xmfu.harness.results.analysis import coverage
 from xmfu.harness.results.history import coverage_history, judge, parquet, trend
+from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.render.html_table import html_table
 from xmfu.harness.results.render.report import STYLE
@@ -40,22 +41,26 @@ class Change:
         return ", ".join(f"{name} {old} → {new}" for name, old, new in self.what)
 
 
-def software_changes(rows: Sequence[dict[str, Any]]) -> list[Change]:
+def software_changes(rows: Sequence[Stored]) -> list[Change]:
     """Per platform and device, what changed in the software between one run and the next (in time order). A
     version unknown on either side (an older store, a CPU without NCCL) is not a change."""
-    runs: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+    runs: dict[tuple[str, str], dict[str, Stored]] = defaultdict(dict)
     for r in rows:
-        runs[(r["platform"], r["device"])].setdefault(r["run_id"], r)
+        runs[(r.platform, r.device)].setdefault(r.run_id, r)
     found = []
     for (platform, device), by_run in runs.items():
-        ordered = sorted(by_run.values(), key=lambda r: (parquet.when(r["created"]), r["run_id"]))
+        ordered = sorted(by_run.values(), key=lambda r: (r.created, r.run_id))
         for before, after in itertools.pairwise(ordered):
-            what = tuple((name, str(before.get(name)), str(after.get(name))) for name in parquet.SOFTWARE
-                         if before.get(name) and after.get(name) and before.get(name) != after.get(name))
-            if what:
-                found.append((parquet.when(after["created"]), platform, device, after["run_id"], what))
+            if what := _software_changed(before, after):
+                found.append((after.created, platform, device, after.run_id, what))
     found.sort(key=lambda c: (c[0], c[1], c[2]))
     return [Change(f"S{i + 1}", *c) for i, c in enumerate(found)]
+
+
+def _software_changed(before: Stored, after: Stored) -> tuple[tuple[str, str, str], ...]:
+    """(software, before, after) for each version that both runs know and that differs."""
+    versions = [(name, getattr(before, name), getattr(after, name)) for name in parquet.SOFTWARE]
+    return tuple((name, str(old), str(new)) for name, old, new in versions if old and new and old != new)
 
 
 def _marks(steps: Sequence[dict[str, Any]]) -> dict[str, list[trend.Mark]]:
@@ -82,7 +87,7 @@ def _steps_html(steps: Sequence[dict[str, Any]], changes: Sequence[Change]) -> s
                    "change", "kind", "software changed since the point before"], rows, css)
 
 
-def _series_section(rows: Sequence[dict[str, Any]], metric: str, changes: Sequence[Change], window: int,
+def _series_section(rows: Sequence[Stored], metric: str, changes: Sequence[Change], window: int,
                     sigmas: float, min_change: float) -> tuple[str, list[dict[str, Any]]]:
     found = judge.series(rows, metric)
     if not found:
@@ -96,7 +101,7 @@ def _series_section(rows: Sequence[dict[str, Any]], metric: str, changes: Sequen
     return figures.svg(fig, f"series-{metric}") + _table(header, table_rows), steps
 
 
-def _gap_section(rows: Sequence[dict[str, Any]], gap: tuple[str, str] | None, changes: Sequence[Change]) -> str:
+def _gap_section(rows: Sequence[Stored], gap: tuple[str, str] | None, changes: Sequence[Change]) -> str:
     if gap is None:
         return "<p>Give two platforms or devices (--gap rocm cuda) to plot the gap between them.</p>"
     points = judge.gap(rows, "tflops", *gap)
@@ -108,13 +113,13 @@ def _gap_section(rows: Sequence[dict[str, Any]], gap: tuple[str, str] | None, ch
     return figures.svg(fig, "gap")
 
 
-def default_gap(rows: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+def default_gap(rows: Sequence[Stored]) -> tuple[str, str] | None:
     """ROCm against CUDA when the store holds both."""
-    platforms = {r["platform"] for r in rows}
+    platforms = {r.platform for r in rows}
     return ("rocm", "cuda") if {"rocm", "cuda"} <= platforms else None
 
 
-def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change]) -> str:
+def _coverage_section(rows: Sequence[Stored], changes: Sequence[Change]) -> str:
     days = coverage_history.by_day(rows)
     fig = coverage_history.figure(coverage_history.shares(days), [(c.at, c.label) for c in changes][:MAX_CHANGE_LABELS])
     now = coverage.coverage(map(coverage_history.entry, coverage_history.latest_rows(rows)))
@@ -124,7 +129,7 @@ def _coverage_section(rows: Sequence[dict[str, Any]], changes: Sequence[Change])
             + "<h3>The matrix as it stands (each platform's latest day)</h3>" + coverage.render_html(now))
 
 
-def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | None = None,
+def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None,
           window: int = judge.RULE.window, sigmas: float = judge.RULE.sigmas,
           min_change: float = judge.RULE.min_change) -> str:
     """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
@@ -136,10 +141,10 @@ def build(rows: Sequence[dict[str, Any]], store: str, gap: tuple[str, str] | Non
         if html:
             series_html.append(f"<h3>{escape(trend.METRIC_LABELS.get(metric, metric))}</h3>{html}")
             steps += found
-    times = sorted(parquet.when(r["created"]) for r in rows)
-    runs = len({r["run_id"] for r in rows})
+    times = sorted(r.created for r in rows)
+    runs = len({r.run_id for r in rows})
     summary = (f"<p>{runs} runs from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
-               f"devices: {escape(', '.join(sorted({r['platform'] + ' ' + r['device'] for r in rows})))}. Changes "
+               f"devices: {escape(', '.join(sorted({r.platform + ' ' + r.device for r in rows})))}. Changes "
                f"beyond the noise: max({sigmas:g} robust sigmas, {100 * min_change:g}%) of the median of the previous "
                f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
     sections = (
