@@ -85,3 +85,19 @@ def test_history_add_validates_every_bundle_before_adding_any(tmp_path, capsys):
     assert main(["history", "add", *paths, "--store", str(store)]) == 2
     assert "zbad is not a valid bundle" in capsys.readouterr().err
     assert not list(store.rglob("*.parquet"))  # nothing added: all or nothing
+
+
+def test_a_key_no_row_wrote_is_no_column():
+    """Export flattens the rows as written (Bundle.raw_rows), not their records: a time written without `cv` (older
+    bundles) gives no time_s_cv column, where its record would give it the default 0.0."""
+    from pathlib import Path
+
+    from xmfu.harness.results.bundle.reader import Bundle
+
+    row = matmul_row(256, 256, 256)
+    row = {**row, "time_s": {k: v for k, v in row["time_s"].items() if k != "cv"}}
+    bundle = Bundle(Path("."), {"run_id": row["run_id"], "created": "2026-11-23T00:00:00Z"}, [row], [])
+    assert bundle.rows[0].time_s.cv == 0.0
+    flat = export.rows([bundle])
+    assert "time_s_cv" not in export.columns(flat) and "time_s_median" in export.columns(flat)
+    assert export.cell(flat[0], "time_s_cv") is None and export.cell(flat[0], "git_sha") is None

@@ -26,6 +26,14 @@ FIRST = ("run_id", "created", "git_sha", "xmfu_version", "workload", "case_id", 
          "peak_tflops", "time_s_median", "time_s_ci95_low", "time_s_ci95_high")
 
 
+def cell(row: dict[str, Any], name: str) -> Any:
+    """One column of a flattened row, None where the row has no such key. Export reads the rows as written
+    (Bundle.raw_rows), not as records (Bundle.rows): a writer of another format keeps a key the row did not write
+    absent (no column when no row has it, an empty CSV cell, a null in Parquet), where a record would give it
+    its declared default (a time's cv 0.0, a contention's empty lists)."""
+    return row.get(name)
+
+
 def _scalar(v: Any) -> Any:
     return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list, tuple)) else v
 
@@ -104,7 +112,7 @@ def table(flat: Sequence[dict[str, Any]]) -> Any:
     pa = pyarrow_module()
     arrays, fields = [], []
     for name in columns(flat):
-        values = [_created(r.get(name)) if name == "created" else r.get(name) for r in flat]
+        values = [_created(cell(r, name)) if name == "created" else cell(r, name) for r in flat]
         kind = arrow_type(values)
         arrays.append(_array(values, kind))
         fields.append(pa.field(name, kind or pa.string()))
@@ -132,7 +140,7 @@ def write(flat: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def _bundle_rows(bundle: Bundle) -> list[dict[str, Any]]:
-    return [{**r, "created": _created(r["created"])} if "created" in r else r for r in rows([bundle])]
+    return [{**r, "created": _created(cell(r, "created"))} if "created" in r else r for r in rows([bundle])]
 
 
 def survey(bundles: Iterable[Bundle]) -> tuple[dict[str, set[type]], int]:
@@ -171,5 +179,5 @@ def write_streaming(kinds: dict[str, set[type]], bundles: Iterable[Bundle], path
         for bundle in bundles:
             flat = _bundle_rows(bundle)
             if flat:
-                writer.write_table(pa.Table.from_arrays([_array([r.get(n) for r in flat], types[n])
+                writer.write_table(pa.Table.from_arrays([_array([cell(r, n) for r in flat], types[n])
                                                          for n in names], schema=schema))
