@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from xmfu.harness.results.schema import CASES, ENVIRONMENT, MANIFEST, SAMPLES, TELEMETRY
+from xmfu.harness.results.schema.records import Reading
 from xmfu.harness.results.schema.row import Row
 
 
@@ -44,9 +45,10 @@ class Bundle:
     def environment(self) -> dict[str, Any]:
         return json.loads((self.folder / ENVIRONMENT).read_text())
 
-    def telemetry(self) -> list[dict[str, Any]]:
+    def telemetry(self) -> list[Reading]:
+        """telemetry.jsonl's readings as records (schema/records.py Reading)."""
         path = self.folder / TELEMETRY
-        return read_jsonl(path) if path.exists() else []
+        return [msgspec.convert(r, Reading) for r in read_jsonl(path)] if path.exists() else []
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
 
 from xmfu.harness.results.analysis import grouping
 from xmfu.harness.results.plots import figures
+from xmfu.harness.results.schema.records import Reading
 
-Reading = dict[str, Any]
 CLOCK_LABEL = {"cpu": "CPU clock, mean of cores (MHz)", "cuda": "SM clock (MHz)", "rocm": "GFX clock (MHz)"}
 
 
@@ -26,10 +25,10 @@ def clock_label(platform: str) -> str:
 
 def power_points(readings: Sequence[Reading]) -> tuple[list[tuple[float, float]], str]:
     """(t, watts) and where they come from: the readings' power, else RAPL energy differences."""
-    direct = [(r["t"], r["power_w"]) for r in readings if r.get("power_w") is not None]
+    direct = [(r.t, r.power_w) for r in readings if r.power_w is not None]
     if direct:
         return direct, "power (W)"
-    energy = [(r["t"], r["energy_j"]) for r in readings if r.get("energy_j") is not None]
+    energy = [(r.t, r.energy_j) for r in readings if r.energy_j is not None]
     derived = [((t0 + t1) / 2, (e1 - e0) / (t1 - t0)) for (t0, e0), (t1, e1) in pairwise(energy)
                if t1 > t0 and e1 >= e0]
     return derived, "power from energy counter (W)"
@@ -37,17 +36,17 @@ def power_points(readings: Sequence[Reading]) -> tuple[list[tuple[float, float]]
 
 @figures.styled
 def _figure(run_id: str, readings: Sequence[Reading], platform: str, device: str, name: str) -> str:
-    t0 = min(r["t"] for r in readings)
-    cases = grouping.group(readings, lambda r: r.get("case_id"))
+    t0 = min(r.t for r in readings)
+    cases = grouping.group(readings, lambda r: r.case_id)
     power = next((power_points(part)[1] for part in cases.values() if power_points(part)[0]), None)
-    panels = [*([("clock", clock_label(platform))] if any(r.get("sm_clock_mhz") is not None for r in readings)
+    panels = [*([("clock", clock_label(platform))] if any(r.sm_clock_mhz is not None for r in readings)
                 else []), *([("power", power)] if power else [])]
     if not panels:
         return ""
     fig, axes = figures.figure(1.2 + 1.8 * len(panels), rows=len(panels), sharex=True)
     for ax, (kind, label) in zip(axes, panels, strict=True):
         for part in cases.values():
-            pts = ([(r["t"], r["sm_clock_mhz"]) for r in part if r.get("sm_clock_mhz") is not None]
+            pts = ([(r.t, r.sm_clock_mhz) for r in part if r.sm_clock_mhz is not None]
                    if kind == "clock" else power_points(part)[0])
             if pts:
                 ax.plot([t - t0 for t, _ in pts], [v for _, v in pts], color=figures.COLORS[0 if kind == "clock"
@@ -63,8 +62,7 @@ def telemetry(telemetry: dict[str, list[Reading]], where: dict[str, tuple[str, s
     """run id -> readings, and run id -> (platform, device) from its rows."""
     out = []
     for i, (run_id, readings) in enumerate(telemetry.items()):
-        usable = [r for r in readings if isinstance(r.get("t"), (int, float))]
-        if usable:
+        if readings:
             platform, device = where.get(run_id, ("", ""))
-            out.append(_figure(run_id, usable, platform, device, f"telemetry-{i}"))
+            out.append(_figure(run_id, readings, platform, device, f"telemetry-{i}"))
     return "".join(out) or '<p class="note">No power or clock readings in these bundles.</p>'
