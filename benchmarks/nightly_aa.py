@@ -9,7 +9,7 @@ Each run is `xmfu run experiment=nightly store=STORE results_dir=RESULTS` (smoke
 accelerator), as a process of its own, one after the other. The store and the results go to a temporary folder
 unless --store / --results name one. Prints, per run: its exit status, the regressions it raised, the changes it
 labelled unreliable and the load average; then the figure: false regressions over the runs the gate could judge
-(a series is judged from its history.MIN_RUNS-th run on).
+(a series is judged from its judge.MIN_RUNS-th run on).
 
 --replay judges every run already in a store (or several stores' files read as one history) with this checkout's
 gate, as the nightly would have after each: the same figure without running anything, for a rule changed since
@@ -53,20 +53,21 @@ def night(store: Path, results: Path, extra: list[str]) -> tuple[int, int, list[
 def replay(stores: list[Path], ignore_contention: bool, metrics: tuple[str, ...] = ("tflops", "busbw_gbps")) -> int:
     """Print what the gate (harness/suites/nightly.judge) said of each bundle in the stores, in time order."""
     sys.path.insert(0, str(ROOT))
-    from xmfu.harness.results.history import history
+    import msgspec
+
+    from xmfu.harness.results.history import judge, parquet
     from xmfu.harness.suites import nightly
 
-    rows = [r for store in stores for r in history.load(store)]
-    for r in rows:
-        r["contended"] = r["contended"] and not ignore_contention
-    runs = sorted({(history.when(r["created"]), r["run_id"]) for r in rows})
+    rows = [msgspec.structs.replace(r, contended=bool(r.contended) and not ignore_contention)
+            for store in stores for r in parquet.load(store)]
+    runs = sorted({(r.created, r.run_id) for r in rows})
     false = labelled = judged = 0
     for at, run_id in runs:
-        upto = [r for r in rows if (history.when(r["created"]), r["run_id"]) <= (at, run_id)]
-        mine = {tuple(r.get(k) for k in history.SERIES_KEY) for r in upto if r["run_id"] == run_id}
+        upto = [r for r in rows if (r.created, r.run_id) <= (at, run_id)]
+        mine = {r.key() for r in upto if r.run_id == run_id}
         for metric in metrics:
-            found = history.series(upto, metric)
-            judged += sum(1 for key in mine if len(found.get(key, ())) >= history.MIN_RUNS)
+            found = judge.series(upto, metric)
+            judged += sum(1 for key in mine if len(found.get(key, ())) >= judge.MIN_RUNS)
         with contextlib.redirect_stdout(io.StringIO()):
             verdict = nightly.judge(upto, [run_id], metrics)
         regressions = [p for p in verdict.problems if p.startswith("REGRESSION")]
