@@ -4,6 +4,11 @@ report of every bundle (harness/results/render/report.py), in one self-contained
 The folder is what harness/suites/suite.py writes: `<host>/node.json` per node (its parts, their bundles relative to
 the folder, doctor's findings) and the bundles. Every bundle is validated as it is read; one that fails is
 named, never shown. Every text is escaped.
+
+The verdict page opens as the fleet's does (harness/fleet/page.py): the verdict, one table of the headline figures
+with the band or ceiling each is read against, the findings, then notes. A reason many figures share (no public
+reference on a device the table does not hold) is said once, naming them; a share above 100% of a ceiling (the
+achievable or datasheet peak, the link) is flagged, never printed as a plain percentage.
 """
 
 from __future__ import annotations
@@ -93,6 +98,20 @@ def _pct(x: Any) -> str:
     return "not measured" if x is None else f"{100 * x:.1f}%"
 
 
+ABOVE = "FLAGGED: above 100% of a peak it cannot pass, so that peak is no ceiling for this figure"
+
+
+def _above(x: Any) -> str:
+    """' [FLAGGED: ...]' after a share of a ceiling (the datasheet peak, the achievable peak, the link) above 100%:
+    the ceiling was measured or estimated for something else (a mamf sweep at other sizes, a CPU's estimate), so
+    the share is not a plain percentage to be read."""
+    return f" [{ABOVE}]" if x is not None and x > 1 else ""
+
+
+def _share(x: Any) -> str:
+    return _pct(x) + _above(x)
+
+
 def _num(x: Any, unit: str = "") -> str:
     return "not measured" if x is None else f"{x:.4g}{unit}"
 
@@ -109,9 +128,10 @@ def _matmul_line(m: dict[str, Any] | None) -> str:
         return "matmul: not measured"
     best, mamf = m["best"], m["achievable"]
     ach = (f", {_pct(best['of_achievable'])} of the achievable {mamf['tflops']:.4g} (mamf, {mamf['case_id']}, "
-           f"{_method(mamf)})" if mamf else ", achievable not measured (no mamf sweep)")
+           f"{_method(mamf)}){_above(best['of_achievable'])}" if mamf else ", achievable not measured (no mamf sweep)")
     return (f"matmul {m['dtype']}: best {best['tflops']:.4g} TFLOP/s ({best['backend']}, {best['case_id']}) = "
-            f"{_pct(best['of_datasheet'])} of the datasheet {_num(m['datasheet_tflops'])}{ach}{_flags(best)}")
+            f"{_pct(best['of_datasheet'])} of the datasheet {_num(m['datasheet_tflops'])}"
+            f"{_above(best['of_datasheet'])}{ach}{_flags(best)}")
 
 
 def _flags(figure: dict[str, Any]) -> str:
@@ -126,27 +146,36 @@ def _node_lines(host: str, f: dict[str, Any], price: float | None) -> list[str]:
         mark = " FLAGGED" if d["flagged"] else ""
         lines.append(f"{host}: slowest device {d['label']} {d['value']:.4g} TFLOP/s, {_pct(d['vs_median'])} vs the "
                      f"median of {len(f['devices'])}{mark}{_flags(d)}")
-    t = f["throttling"]
+    return [*lines, _throttling_line(host, f["throttling"]), *(_training_line(host, t, price) for t in f["training"])]
+
+
+def _throttling_line(host: str, t: dict[str, Any]) -> str:
     if not t["readable"]:
-        lines.append(f"{host}: throttling not measured ({t['why_not']})")
-    else:
-        seen = ", ".join(f"{k} {_pct(v['fraction'])} of readings ({v['case_id']})" for k, v in t["reasons"].items())
-        lines.append(f"{host}: throttling: " + (seen or f"none in {t['readings']} readings"))
-    for tr in f["training"]:
-        cost = (f"; USD {_num(tr.get('usd_per_million_tokens'))} per million tokens, USD "
-                f"{_num(tr.get('usd_per_realized_pflop_hour'))} per realized PFLOP-hour at USD {price:g}/device-hour"
-                if price else "")
-        lines.append(f"{host}: training {tr['backend']} MFU {_pct(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
-                     f"per device{cost}{_flags(tr)}")
-    return lines
+        return f"{host}: throttling not measured ({t['why_not']})"
+    seen = ", ".join(f"{k} {_pct(v['fraction'])} of readings ({v['case_id']})" for k, v in t["reasons"].items())
+    return f"{host}: throttling: " + (seen or f"none in {t['readings']} readings")
+
+
+def _training_line(host: str, tr: dict[str, Any], price: float | None) -> str:
+    cost = (f"; USD {_num(tr.get('usd_per_million_tokens'))} per million tokens, USD "
+            f"{_num(tr.get('usd_per_realized_pflop_hour'))} per realized PFLOP-hour at USD {price:g}/device-hour"
+            if price else "")
+    return (f"{host}: training {tr['backend']} MFU {_share(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
+            f"per device{cost}{_flags(tr)}")
+
+
+def _collective(v: dict[str, Any]) -> dict[str, Any] | None:
+    """The headline collective: the first all_reduce (the figure clusters are sold on), else the first."""
+    reduce = [c for c in v["collectives"] if "/all_reduce/" in c["series"]]
+    return (reduce or v["collectives"] or [None])[0]
 
 
 def headlines(v: dict[str, Any]) -> list[str]:
     lines = [line for host, f in v["nodes"].items() for line in _node_lines(host, f, v["price"])]
-    reduce = [c for c in v["collectives"] if "/all_reduce/" in c["series"]]  # the figure clusters are sold on
-    for c in (reduce or v["collectives"])[:1]:
-        link = (f"{_pct(c['of_link'])} of the {c['link_gbps']:g} GB/s link" if c["of_link"] is not None
-                else c["link_note"] or "link bandwidth not known")
+    c = _collective(v)
+    if c:
+        link = (f"{_pct(c['of_link'])} of the {c['link_gbps']:g} GB/s link{_above(c['of_link'])}"
+                if c["of_link"] is not None else c["link_note"] or "link bandwidth not known")
         lines.append(f"collectives: peak busbw {c['peak_busbw_gbps']:.4g} GB/s ({c['series']}, {c['ranks']} ranks), "
                      f"{link}")
     if not v["price"]:
@@ -167,8 +196,8 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
            _table(["backend", "case", "TFLOP/s", f"of datasheet ({_num(m.get('datasheet_tflops'))})",
                    f"of achievable ({_num((m.get('achievable') or {}).get('tflops'))}, mamf, "
                    f"{_method(m.get('achievable') or {})})", "flags"],
-                  [[b["backend"], b["case_id"], _num(b["tflops"]), _pct(b["of_datasheet"]), _pct(b["of_achievable"]),
-                    b.get("flags", "")]
+                  [[b["backend"], b["case_id"], _num(b["tflops"]), _share(b["of_datasheet"]),
+                    _share(b["of_achievable"]), b.get("flags", "")]
                    for b in m.get("backends", [])]),
            "<h4>Per-device outliers (the same matmul on each device)</h4>",
            _table(["device", "identity", "TFLOP/s", "vs node median", "flagged (> threshold below)", "flags"],
@@ -176,12 +205,12 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
                     d.get("flags", "")] for d in f["devices"]], [d["flagged"] for d in f["devices"]]),
            "<h4>Attention (fastest backend per mode)</h4>",
            _table(["mode", "backend", "case", "TFLOP/s", "MFU", "flags"],
-                  [[a["mode"], a["backend"], a["case_id"], _num(a["tflops"]), _pct(a["mfu"]), a.get("flags", "")]
+                  [[a["mode"], a["backend"], a["case_id"], _num(a["tflops"]), _share(a["mfu"]), a.get("flags", "")]
                    for a in f["attention"]]),
            f"<h4>Training step and cost{f' at USD {price:g} per device-hour' if price else ' (no price given)'}</h4>",
            _table(["backend", "case", "MFU", "tokens/s per device", "USD per million tokens",
                    "USD per realized PFLOP-hour", "flags"],
-                  [[t["backend"], t["case_id"], _pct(t["mfu"]), _num(t["tokens_per_s"]),
+                  [[t["backend"], t["case_id"], _share(t["mfu"]), _num(t["tokens_per_s"]),
                     _num(t.get("usd_per_million_tokens")), _num(t.get("usd_per_realized_pflop_hour")),
                     t.get("flags", "")] for t in f["training"]]),
            "<h4>Sustained phase</h4>",
@@ -258,15 +287,71 @@ def verdict_html(nodes: list[Node], v: dict[str, Any]) -> str:
     scale = "".join(f'<p class="{"note" if smoke else ""}">{escape(s)}</p>' for s in v["scale"])
     collectives = _table(["series", "ranks", "peak busbw GB/s", "at bytes", "link GB/s", "of link"],
                          [[c["series"], c["ranks"], _num(c["peak_busbw_gbps"]), c["peak_at_bytes"],
-                           _num(c["link_gbps"]), _pct(c["of_link"]) if c["of_link"] is not None else c["link_note"]]
+                           _num(c["link_gbps"]), _share(c["of_link"]) if c["of_link"] is not None else c["link_note"]]
                           for c in v["collectives"]])
-    problems = "".join(f'<li class="bad">{escape(p)}</li>' for p in v["problems"])
     fig = _matmul_figure(v["nodes"])
     plot = figures.svg(fig, "verdict-matmul") if fig is not None else ""
-    return (f"{scale}<ul>{''.join(f'<li>{escape(h)}</li>' for h in v['headlines'])}{problems}</ul>{plot}"
-            f"{yardsticks.html(v.get('references') or [])}"
-            f"{_comparison_html(v)}<h3>Collectives against the link</h3>{collectives}"
+    return (f"{scale}{_first_screen(v)}{plot}{_comparison_html(v)}<h3>Collectives against the link</h3>{collectives}"
             + "".join(_node_html(n, v["nodes"][n.host], v["price"]) for n in nodes))
+
+
+HEADLINE_HEAD = ["node", "figure", "value", "unit", "against", "ratio", "ratio 95% CI", "band or flags", "source"]
+
+
+def _against_ceilings(v: dict[str, Any]) -> list[tuple[list[Any], bool]]:
+    """Each headline figure against the ceiling it is measured under, with whether it is flagged: the best matmul
+    against the datasheet and the achievable peak, each training step's MFU, the slowest device against its
+    node's median, the collective against its link."""
+    out = []
+    for host, f in v["nodes"].items():
+        m = f["matmul"]
+        if m:
+            b, a = m["best"], m["achievable"]
+            name = f"best matmul {m['dtype']} ({b['backend']}, {b['case_id']})"
+            out.append(([host, name, _num(b["tflops"]), "TFLOP/s", f"datasheet {_num(m['datasheet_tflops'])}",
+                         _share(b["of_datasheet"]), "", b.get("flags", ""), m.get("peak_source") or ""],
+                        bool(_above(b["of_datasheet"]))))
+            if a:
+                out.append(([host, name, _num(b["tflops"]), "TFLOP/s", f"achievable {a['tflops']:.4g} (mamf)",
+                             _share(b["of_achievable"]), "", b.get("flags", ""), f"{a['case_id']}, {_method(a)}"],
+                            bool(_above(b["of_achievable"]))))
+        for d in f["devices"][:1]:
+            out.append(([host, f"slowest device {d['label']}", _num(d["value"]), "TFLOP/s",
+                         f"median of {len(f['devices'])} devices {_num(d['median'])}", f"{_pct(d['vs_median'])} vs it",
+                         "", ("FLAGGED " if d["flagged"] else "") + d.get("flags", ""), ""], d["flagged"]))
+        out += [([host, f"training {t['backend']} ({t['case_id']})", _num(t["tokens_per_s"]), "tokens/s per device",
+                  "datasheet peak (MFU)", _share(t["mfu"]), "", t.get("flags", ""), ""], bool(_above(t["mfu"])))
+                for t in f["training"]]
+    c = _collective(v)
+    if c:
+        link = f"link {c['link_gbps']:g} GB/s" if c["link_gbps"] else c["link_note"] or "link bandwidth not known"
+        out.append((["suite", f"collective {c['series']} ({c['ranks']} ranks)", _num(c["peak_busbw_gbps"]),
+                     "GB/s busbw", link, _share(c["of_link"]) if c["of_link"] is not None else "", "", "", ""],
+                    bool(_above(c["of_link"]))))
+    return out
+
+
+def flagged(v: dict[str, Any]) -> list[str]:
+    """The headline figures above 100% of their ceiling, as findings to read (not failures of the hardware)."""
+    return [f"{row[0]}: {row[1]} {row[2]} {row[3]} is {str(row[5]).split(' [')[0]} of the {row[4]}: {ABOVE}"
+            for row, bad in _against_ceilings(v) if bad and ABOVE in str(row[5])]
+
+
+def _first_screen(v: dict[str, Any]) -> str:
+    """One table of the headline figures with their bands (the figures with no public reference said once per
+    reason, naming them), the findings, then the notes (throttling, cost)."""
+    refs = v.get("references") or []
+    rows = _against_ceilings(v) + [(yardsticks.cells(r), r["band"] == yardsticks.FAR_BELOW)
+                                   for r in refs if r.get("reference") is not None]
+    table = _table(HEADLINE_HEAD, [r for r, _ in rows], [bad for _, bad in rows])
+    none = yardsticks.unreferenced_html(refs)
+    found = [*v["problems"], *flagged(v)]
+    notes = [_throttling_line(host, f["throttling"]) for host, f in v["nodes"].items()]
+    notes += ([_training_line(h, t, v["price"]) for h, f in v["nodes"].items() for t in f["training"]]
+              if v["price"] else ["cost: no price given (price=USD_PER_DEVICE_HOUR)"])
+    return (f"<h3>Headline figures</h3>{table}" + (f"<p>No public reference:</p>{none}" if none else "")
+            + "<h3>Findings</h3>" + (_list(found).replace("<li>", '<li class="bad">') if found else "<p>none</p>")
+            + f"<h3>Notes</h3>{_list(notes)}")
 
 
 def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD,
@@ -280,7 +365,7 @@ def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_TH
     nodes, found = load(root)
     v = figures_of(nodes, price, threshold)
     v["references"] = yardsticks.of_verdict(v, bands or default_bands())
-    v["headlines"] += [f"reference: {yardsticks.headline(r)}" for r in v["references"]]
+    v["headlines"] += [f"reference: {line}" for line in yardsticks.headlines(v["references"])]
     v["problems"] = found + v["problems"] + yardsticks.problems(v["references"])
     bundles = list({b.folder: b for n in nodes for _, bs in n.parts.values() for b in bs}.values())
     judged = judgement.judge([r for b in bundles for r in b.rows], [*problems, *v["problems"]], unreliable)

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
+from html import escape
 from typing import Any
 
 from xmfu.harness.machine import references
@@ -150,6 +151,34 @@ def headline(r: Mapping[str, Any]) -> str:
         return f"{r['node']}: {r['figure']}: {r['source']}"
     return (f"{r['node']}: {r['figure']} {r['value']:.4g} = {ratio_text(r)} of the public reference "
             f"{r['reference']:g} ({r['reference_id']}): {r['band']}; source {r['source']}")
+
+
+def unreferenced(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """The figures with no public reference, grouped by why (in the order first met): on a device the table does not
+    hold, every figure shares one reason, and a reason said once for all of them reads better than said for each."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("reference") is None:
+            by.setdefault(r["source"], []).append(r)
+    return list(by.items())
+
+
+def _named(rs: Sequence[Mapping[str, Any]]) -> str:
+    return "; ".join(f"{r['node']}: {r['figure']}" for r in rs)
+
+
+def headlines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A line per figure compared with a reference, then one line per reason a figure has none, naming them."""
+    groups = [f"{why}: {len(rs)} figures: {_named(rs)}" if len(rs) > 1 else headline(rs[0])
+              for why, rs in unreferenced(rows)]
+    return [headline(r) for r in rows if r.get("reference") is not None] + groups
+
+
+def unreferenced_html(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The figures with no public reference, one line per reason naming the figures (escaped)."""
+    lines = "".join(f"<li>{escape(why)}: {len(rs)} figure{'s' if len(rs) > 1 else ''}: "
+                    f"<small>{escape(_named(rs))}</small></li>" for why, rs in unreferenced(rows))
+    return f"<ul>{lines}</ul>" if lines else ""
 
 
 def cells(r: Mapping[str, Any]) -> list[str]:

@@ -76,7 +76,7 @@ def test_the_verdict_page_shows_reference_ratio_ci_band_and_source(tmp_path):
                               "https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
                               "#maximum-achievable-matmul-flops-comparison-table (read 2026-11-26)")
                for h in v["headlines"])
-    assert "<h3>Against public references</h3>" in html and "<td>mamf-nvidia-h100-sxm-bf16" not in html
+    assert "<h3>Headline figures</h3>" in html and "<td>mamf-nvidia-h100-sxm-bf16" not in html
     assert "<td>794.5 (mamf-nvidia-h100-sxm-bf16)</td><td>90.6%</td>" in html
     assert v["judgement"]["verdict"] == "PASS"  # low is shown, not a finding
 
