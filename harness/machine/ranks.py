@@ -55,6 +55,18 @@ def process_info(environ: dict[str, str] | None = None) -> ProcessInfo:
 
 
 SCONTROL_TIMEOUT_S = 30
+# The port of torch's store (and JAX's coordinator, one above it), which every rank computes alike from the job:
+# drawn below Linux's default ephemeral range (net.ipv4.ip_local_port_range, 32768-60999), from which srun's own
+# listening sockets, gloo's and every outgoing connection take theirs. Drawn from 20000-60000 (submitit's range,
+# and this one's before), rank 0's store once found its port taken on the local Slurm cluster (EADDRINUSE).
+RENDEZVOUS_PORTS = (20000, 32766)
+
+
+def rendezvous_port(seed: str) -> int:
+    """The store's port for a job (or a job's step): the same on every rank that is given the same seed."""
+    import random
+
+    return random.Random(seed).randint(*RENDEZVOUS_PORTS)
 
 
 def slurm_rendezvous(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -63,7 +75,6 @@ def slurm_rendezvous(environ: dict[str, str] | None = None) -> dict[str, str]:
     the step (SLURM_STEP_NODELIST, else the job's), as `scontrol show hostnames` expands Slurm's compressed host
     list, and a port drawn from the job and step ids: every task of the step computes the same without talking,
     and two steps running at once in one job (a fleet's disjoint pairs) get different ports. {} outside Slurm."""
-    import random
     import subprocess
 
     env = os.environ if environ is None else environ
@@ -77,6 +88,6 @@ def slurm_rendezvous(environ: dict[str, str] | None = None) -> dict[str, str]:
     except (OSError, subprocess.SubprocessError, IndexError):
         master = nodelist.split(",")[0].split("[")[0]  # a plain first name; a bracketed range would need scontrol
     seed = f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '')}"
-    return {"MASTER_ADDR": master, "MASTER_PORT": str(random.Random(seed).randint(20000, 60000)),
+    return {"MASTER_ADDR": master, "MASTER_PORT": str(rendezvous_port(seed)),
             "RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_NTASKS", "1"),
             "LOCAL_RANK": env.get("SLURM_LOCALID", "0")}

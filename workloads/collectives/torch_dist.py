@@ -29,7 +29,7 @@ from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailabl
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import to_torch, torch_unavailable
-from xmfu.harness.machine.ranks import slurm_rendezvous
+from xmfu.harness.machine.ranks import rendezvous_port, slurm_rendezvous
 from xmfu.workloads.collectives.spec import CollectiveCase, expected_output, rank_input
 
 NOT_IN_TORCH = {  # (op, in_place) that torch.distributed cannot express
@@ -72,15 +72,19 @@ def group_backend(kind: str) -> str | None:
 def _slurm_env() -> None:
     """Under Slurm without torchrun, derive MASTER_ADDR/PORT, RANK, WORLD_SIZE from the job: for a job submitit
     started (Hydra's submitit launchers, which set SUBMITIT_EXECUTOR), its TorchDistributedEnvironment (the first
-    host of the job, a port drawn from the job id); for tasks `srun` started (a user's srun, xmfu fleet's steps),
-    ranks.slurm_rendezvous, from the step's own variables. submitit's helper refuses a job it did not start
-    ("Could not figure out which environment the job is running in", submitit/core/job_environment.py)."""
+    host of the job), on the port ranks.rendezvous_port draws from the job id; for tasks `srun` started (a user's
+    srun, xmfu fleet's steps), ranks.slurm_rendezvous, from the step's own variables. submitit's helper refuses a
+    job it did not start ("Could not figure out which environment the job is running in",
+    submitit/core/job_environment.py)."""
     if "MASTER_ADDR" in os.environ:
         return
     if os.environ.get("SUBMITIT_EXECUTOR") or "SUBMITIT_LOCAL_JOB_ID" in os.environ:
         from submitit.helpers import TorchDistributedEnvironment
 
-        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        job = TorchDistributedEnvironment()  # MASTER_PORT if set, else submitit's draw (20000-60000: ephemeral ports)
+        if "MASTER_PORT" not in os.environ:
+            job.master_port = rendezvous_port(job._job_env.job_id)  # the job id submitit's own draw is seeded with
+        job.export(set_cuda_visible_devices=False)
     elif "SLURM_JOB_ID" in os.environ:
         os.environ.update(slurm_rendezvous())
 
