@@ -212,6 +212,12 @@ def run(spec: SuiteSpec, settings: Settings, shared: Sequence[str], argv: Sequen
     return _finish(p, outcomes, missing, interrupted)
 
 
+def _plain(value: Any) -> Any:
+    """suite.json's view of what json cannot write itself: a record by its own as_dict (the references' figures,
+    yardsticks.Yardstick), anything else as text."""
+    return value.as_dict() if hasattr(value, "as_dict") else str(value)
+
+
 def _order(p: Plan, proc: ProcessInfo) -> list[str]:
     """Under a launcher the parts that span ranks go first, while every rank is still in step."""
     names = [part.name for part in p.spec.parts]
@@ -340,7 +346,7 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     summary = {"judgement": verdict["judgement"], "suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
                "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable}
-    (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=_plain) + "\n")
     print(verdict["judgement"]["line"])  # the first line of the summary, as of the page
     for line in verdict["headlines"]:
         print(f"verdict: {line}")

@@ -333,16 +333,16 @@ def _against_ceilings(v: dict[str, Any]) -> list[tuple[list[Any], bool]]:
 
 def flagged(v: dict[str, Any]) -> list[str]:
     """The headline figures above 100% of their ceiling, as findings to read (not failures of the hardware)."""
-    return [f"{row[0]}: {row[1]} {row[2]} {row[3]} is {str(row[5]).split(' [')[0]} of the {row[4]}: {ABOVE}"
-            for row, bad in _against_ceilings(v) if bad and ABOVE in str(row[5])]
+    return [f"{cells[0]}: {cells[1]} {cells[2]} {cells[3]} is {str(cells[5]).split(' [')[0]} of the {cells[4]}: "
+            f"{ABOVE}" for cells, bad in _against_ceilings(v) if bad and ABOVE in str(cells[5])]
 
 
 def _first_screen(v: dict[str, Any]) -> str:
     """One table of the headline figures with their bands (the figures with no public reference said once per
     reason, naming them), the findings, then the notes (throttling, cost)."""
     refs = v.get("references") or []
-    rows = _against_ceilings(v) + [(yardsticks.cells(r), r["band"] == yardsticks.FAR_BELOW)
-                                   for r in refs if r.get("reference") is not None]
+    rows = _against_ceilings(v) + [(yardsticks.cells(y), y.band == yardsticks.FAR_BELOW)
+                                   for y in refs if y.reference is not None]
     table = _table(HEADLINE_HEAD, [r for r, _ in rows], [bad for _, bad in rows])
     none = yardsticks.unreferenced_html(refs)
     found = [*v["problems"], *flagged(v)]

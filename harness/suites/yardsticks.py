@@ -13,6 +13,7 @@ import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from html import escape
 from typing import Any
 
@@ -25,22 +26,48 @@ from xmfu.harness.suites import verdict
 COLUMNS = ("node", "figure", "value", "unit", "reference", "ratio", "ratio_ci95", "band", "source")
 
 
+@dataclass(frozen=True)
+class Yardstick:
+    """One headline figure against its public reference, or with why it has none (`reference` None)."""
+
+    node: str
+    figure: str
+    value: float | None
+    unit: str
+    device_id: str | None
+    conditions: dict[str, Any]
+    reference_id: str | None = None
+    reference: float | None = None
+    reference_unit: str | None = None  # the reference's unit; only with a reference
+    ratio: float | None = None
+    ratio_ci95: list[float] | None = None
+    band: str = references.NO_REFERENCE
+    source: str = references.NO_REFERENCE
+    context: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Its fields in order, as `compare --references --format json` and suite.json print them: a figure without
+        a reference has no reference_unit."""
+        out = asdict(self)
+        if self.reference_id is None:
+            del out["reference_unit"]
+        return out
+
+
 def _one(node: str, label: str, kind: str, value: float | None, unit: str, ci: Any, device: str | None,
-         conditions: Mapping[str, Any], bands: Bands, convention: str | None = None) -> dict[str, Any]:
+         conditions: Mapping[str, Any], bands: Bands, convention: str | None = None) -> Yardstick:
     """`convention`: the figure's FLOP convention, where the reference's value depends on it (attention)."""
-    out = {"node": node, "figure": label, "value": value, "unit": unit, "device_id": device,
-           "conditions": dict(conditions)}
+    figure = Yardstick(node, label, value, unit, device, dict(conditions))
     entry, why = references.find(kind, device, conditions)
     ref = None if entry is None else references.value_under(entry, convention)
     if entry is not None and ref is None:
         why = f"{references.NO_REFERENCE} under the FLOP convention {convention!r} ({entry['id']} gives none)"
     if ref is None or value is None:
-        return {**out, "reference_id": None, "reference": None, "ratio": None, "ratio_ci95": None,
-                "band": references.NO_REFERENCE, "source": why or references.NO_REFERENCE, "context": ""}
-    return {**out, **references.judge(value, ci, entry, bands, ref)}
+        return replace(figure, source=why or references.NO_REFERENCE)
+    return replace(figure, **references.judge(value, ci, entry, bands, ref))
 
 
-def _attention(node: str, label: str, a: Mapping[str, Any], bands: Bands) -> dict[str, Any]:
+def _attention(node: str, label: str, a: Mapping[str, Any], bands: Bands) -> Yardstick:
     return _one(node, label, "attention", a["tflops"], "TFLOP/s", a.get("tflops_ci95"), a.get("device_id"),
                 a.get("conditions") or {}, bands, a.get("flop_convention"))
 
@@ -50,7 +77,7 @@ def _shape_text(c: Mapping[str, Any]) -> str:
             f"{'causal' if c['causal'] else 'no mask'}")
 
 
-def of_attention(node: str, f: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
+def of_attention(node: str, f: Mapping[str, Any], bands: Bands) -> list[Yardstick]:
     """Each mode's fastest attention figure against the reference at its own shape, if one is published; then,
     for every public attention reference on the node's devices, the fastest backend at exactly its shape, mode,
     dtype and mask where the node timed it (one row per reference; a headline already at that shape is not
@@ -72,14 +99,12 @@ def of_attention(node: str, f: Mapping[str, Any], bands: Bands) -> list[dict[str
     return out
 
 
-def _unpublished(node: str, label: str, value: float | None, unit: str, what: str) -> dict[str, Any]:
+def _unpublished(node: str, label: str, value: float | None, unit: str, what: str) -> Yardstick:
     """A headline figure of a kind the table holds no reference for yet."""
-    return {"node": node, "figure": label, "value": value, "unit": unit, "device_id": None, "conditions": {},
-            "reference_id": None, "reference": None, "ratio": None, "ratio_ci95": None,
-            "band": references.NO_REFERENCE, "source": f"{references.NO_REFERENCE} {what}", "context": ""}
+    return Yardstick(node, label, value, unit, None, {}, source=f"{references.NO_REFERENCE} {what}")
 
 
-def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) -> list[dict[str, Any]]:
+def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) -> list[Yardstick]:
     """The headline figures of one node's verdict figures (verdict.node) against their references."""
     out = []
     m = f.get("matmul") or {}
@@ -101,7 +126,7 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
     return out
 
 
-def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands) -> list[dict[str, Any]]:
+def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands) -> list[Yardstick]:
     return [_one("suite", f"collective {c['series']} peak busbw ({c['ranks']} ranks)", "collective_busbw",
                  c["peak_busbw_gbps"], "GB/s busbw", None, c.get("device_id"),
                  {"op": c.get("op"), "ranks": c.get("ranks"), "nodes": _nodes(c, nodes)}, bands) for c in items]
@@ -116,7 +141,7 @@ def _nodes(figure: Mapping[str, Any], suite_nodes: int | None) -> int | None:
     return 1 if (figure.get("world_size") or figure.get("ranks") or 1) == 1 else suite_nodes
 
 
-def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
+def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[Yardstick]:
     """Every headline figure of a suite's verdict figures (suite_report.figures_of): the node count is the
     number of nodes that reported."""
     nodes = len(v["hosts"]) or None
@@ -124,7 +149,7 @@ def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[dict[str, Any]]:
             + of_collectives(v["collectives"], nodes, bands))
 
 
-def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[dict[str, Any]]:
+def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[Yardstick]:
     """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`). A multi-device figure's
     node count is its bundle's own (manifest process.nodes, the hosts its ranks exchanged); where a bundle does not
     record it (a JAX multi-process run, an older bundle), the figure finds no reference matched on nodes."""
@@ -132,69 +157,68 @@ def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[dict[str, Any]]:
     return of_node("bundles", f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands)
 
 
-def problems(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def problems(figures: Sequence[Yardstick]) -> list[str]:
     """A figure far below its reference: a finding of the acceptance suite."""
-    return [f"{r['node']}: {r['figure']} {r['value']:.4g} is {ratio_text(r)} of the public reference "
-            f"{r['reference']:g} {r['reference_unit']} ({r['reference_id']}): far below (source {r['source']})"
-            for r in rows if r["band"] == FAR_BELOW]
+    return [f"{y.node}: {y.figure} {y.value:.4g} is {ratio_text(y)} of the public reference "
+            f"{y.reference:g} {y.reference_unit} ({y.reference_id}): far below (source {y.source})"
+            for y in figures if y.band == FAR_BELOW]
 
 
-def ratio_text(r: Mapping[str, Any]) -> str:
-    if r.get("ratio") is None:
+def ratio_text(y: Yardstick) -> str:
+    if y.ratio is None:
         return "not compared"
-    ci = r.get("ratio_ci95")
-    return f"{100 * r['ratio']:.1f}%" + (f" (95% CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}%)" if ci else "")
+    ci = y.ratio_ci95
+    return f"{100 * y.ratio:.1f}%" + (f" (95% CI {100 * ci[0]:.1f}-{100 * ci[1]:.1f}%)" if ci else "")
 
 
-def headline(r: Mapping[str, Any]) -> str:
-    if r.get("reference") is None:
-        return f"{r['node']}: {r['figure']}: {r['source']}"
-    return (f"{r['node']}: {r['figure']} {r['value']:.4g} = {ratio_text(r)} of the public reference "
-            f"{r['reference']:g} ({r['reference_id']}): {r['band']}; source {r['source']}")
+def headline(y: Yardstick) -> str:
+    if y.reference is None:
+        return f"{y.node}: {y.figure}: {y.source}"
+    return (f"{y.node}: {y.figure} {y.value:.4g} = {ratio_text(y)} of the public reference "
+            f"{y.reference:g} ({y.reference_id}): {y.band}; source {y.source}")
 
 
-def unreferenced(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+def unreferenced(figures: Sequence[Yardstick]) -> list[tuple[str, list[Yardstick]]]:
     """The figures with no public reference, grouped by why (in the order first met): on a device the table does not
     hold, every figure shares one reason, and a reason said once for all of them reads better than said for each."""
-    by: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if r.get("reference") is None:
-            by.setdefault(r["source"], []).append(r)
+    by: dict[str, list[Yardstick]] = {}
+    for y in figures:
+        if y.reference is None:
+            by.setdefault(y.source, []).append(y)
     return list(by.items())
 
 
-def _named(rs: Sequence[Mapping[str, Any]]) -> str:
-    return "; ".join(f"{r['node']}: {r['figure']}" for r in rs)
+def _named(figures: Sequence[Yardstick]) -> str:
+    return "; ".join(f"{y.node}: {y.figure}" for y in figures)
 
 
-def headlines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def headlines(figures: Sequence[Yardstick]) -> list[str]:
     """A line per figure compared with a reference, then one line per reason a figure has none, naming them."""
-    groups = [f"{why}: {len(rs)} figures: {_named(rs)}" if len(rs) > 1 else headline(rs[0])
-              for why, rs in unreferenced(rows)]
-    return [headline(r) for r in rows if r.get("reference") is not None] + groups
+    groups = [f"{why}: {len(ys)} figures: {_named(ys)}" if len(ys) > 1 else headline(ys[0])
+              for why, ys in unreferenced(figures)]
+    return [headline(y) for y in figures if y.reference is not None] + groups
 
 
-def unreferenced_html(rows: Sequence[Mapping[str, Any]]) -> str:
+def unreferenced_html(figures: Sequence[Yardstick]) -> str:
     """The figures with no public reference, one line per reason naming the figures (escaped)."""
-    lines = "".join(f"<li>{escape(why)}: {len(rs)} figure{'s' if len(rs) > 1 else ''}: "
-                    f"<small>{escape(_named(rs))}</small></li>" for why, rs in unreferenced(rows))
+    lines = "".join(f"<li>{escape(why)}: {len(ys)} figure{'s' if len(ys) > 1 else ''}: "
+                    f"<small>{escape(_named(ys))}</small></li>" for why, ys in unreferenced(figures))
     return f"<ul>{lines}</ul>" if lines else ""
 
 
-def cells(r: Mapping[str, Any]) -> list[str]:
-    value = "not measured" if r.get("value") is None else f"{r['value']:.4g}"
-    ref = "" if r.get("reference") is None else f"{r['reference']:g} ({r['reference_id']})"
-    ci = r.get("ratio_ci95")
-    return [r["node"], r["figure"], value, r["unit"], ref,
-            "" if r.get("ratio") is None else f"{100 * r['ratio']:.1f}%",
-            f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%" if ci else "", r["band"], r["source"]]
+def cells(y: Yardstick) -> list[str]:
+    value = "not measured" if y.value is None else f"{y.value:.4g}"
+    ref = "" if y.reference is None else f"{y.reference:g} ({y.reference_id})"
+    ci = y.ratio_ci95
+    return [y.node, y.figure, value, y.unit, ref, "" if y.ratio is None else f"{100 * y.ratio:.1f}%",
+            f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%" if ci else "", y.band, y.source]
 
 
-def render(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
+def render(figures: Sequence[Yardstick], fmt: str) -> str:
     """`xmfu compare --references`: table | csv | json | markdown."""
     if fmt == "json":
-        return json.dumps(list(rows), indent=2, default=str)
-    table = [cells(r) for r in rows]
+        return json.dumps([y.as_dict() for y in figures], indent=2, default=str)
+    table = [cells(y) for y in figures]
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -209,11 +233,11 @@ def render(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
                      for row in [list(COLUMNS), *table])
 
 
-def html(rows: Sequence[Mapping[str, Any]]) -> str:
+def html(figures: Sequence[Yardstick]) -> str:
     """Each headline figure against its public reference, as an HTML table (escaped by html_table); a row far below
     is marked. Empty without figures."""
-    if not rows:
+    if not figures:
         return ""
     return "<h3>Against public references</h3>" + html_table(
         ["node", "figure", "value", "unit", "reference", "ratio", "ratio 95% CI", "band", "source"],
-        [cells(r) for r in rows], ["bad" if r["band"] == FAR_BELOW else None for r in rows])
+        [cells(y) for y in figures], ["bad" if y.band == FAR_BELOW else None for y in figures])

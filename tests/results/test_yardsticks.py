@@ -58,19 +58,19 @@ def _suite(root, achievable_tflops, train_params=None):
 
 def test_the_verdict_page_shows_reference_ratio_ci_band_and_source(tmp_path):
     html, v = suite_report.build(_suite(tmp_path, 720.0), price=None)
-    by = {r["figure"]: r for r in v["references"]}
+    by = {r.figure: r for r in v["references"]}
     mamf = by["achievable matmul bf16 (mamf)"]
-    assert mamf["reference_id"] == "mamf-nvidia-h100-sxm-bf16" and mamf["reference"] == 794.5
-    assert mamf["ratio"] == pytest.approx(720 / 794.5, rel=1e-6) and mamf["band"] == "low"
-    lo, hi = mamf["ratio_ci95"]
-    assert lo < mamf["ratio"] < hi  # the figure's own CI over the reference
-    assert mamf["source"].startswith("https://github.com/stas00/ml-engineering/")
+    assert mamf.reference_id == "mamf-nvidia-h100-sxm-bf16" and mamf.reference == 794.5
+    assert mamf.ratio == pytest.approx(720 / 794.5, rel=1e-6) and mamf.band == "low"
+    lo, hi = mamf.ratio_ci95
+    assert lo < mamf.ratio < hi  # the figure's own CI over the reference
+    assert mamf.source.startswith("https://github.com/stas00/ml-engineering/")
     # near matches are not used: the 8b model at 2048 tokens on one device is not Megatron's 8192 on 8
-    train = next(r for r in v["references"] if r["figure"].startswith("training"))
-    assert train["band"] == "no public reference" and train["source"] == (
+    train = next(r for r in v["references"] if r.figure.startswith("training"))
+    assert train.band == "no public reference" and train.source == (
         "no public reference for nvidia-h100-sxm, model 8b, seq_len 2048, dtype bf16, world_size 1, nodes 1")
-    best = next(r for r in v["references"] if r["figure"].startswith("best matmul"))
-    assert best["source"] == "no public reference for a matmul at one shape"
+    best = next(r for r in v["references"] if r.figure.startswith("best matmul"))
+    assert best.source == "no public reference for a matmul at one shape"
     assert any(h.startswith("reference: node-a: achievable matmul bf16 (mamf) 720 = 90.6% (95% CI ")
                and h.endswith("of the public reference 794.5 (mamf-nvidia-h100-sxm-bf16): low; source "
                               "https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
@@ -90,7 +90,7 @@ def test_a_figure_far_below_its_reference_fails_the_suite(tmp_path):
     assert "<tr class=bad><td>node-a</td><td>achievable matmul bf16 (mamf)</td>" in html
     # the bands are configurable: at 0.7 / 0.5 the same figure is within
     _, v = suite_report.build(tmp_path, price=None, bands=Bands(0.7, 0.5))
-    assert next(r for r in v["references"] if "mamf" in r["figure"])["band"] == "within"
+    assert next(r for r in v["references"] if "mamf" in r.figure).band == "within"
     assert v["judgement"]["verdict"] == "PASS"
 
 
@@ -107,12 +107,12 @@ def test_a_training_figure_matching_every_condition_is_compared(tmp_path):
                                                   "device_id": "nvidia-h100-sxm", "model": params["name"],
                                                   "seq_len": 8192, "world_size": 8}]}, 1, Bands())
     (r,) = rows
-    assert r["reference_id"] == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs"
-    assert r["ratio"] == pytest.approx(13000 / 14451) and r["band"] == "low"
+    assert r.reference_id == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs"
+    assert r.ratio == pytest.approx(13000 / 14451) and r.band == "low"
     # the same on two nodes, or with the node count unknown (a loose bundle), is not compared
-    assert yardsticks.of_node("n", {"training": [{**rows[0], "backend": "t", "case_id": "c", "tokens_per_s": 1.0,
+    assert yardsticks.of_node("n", {"training": [{"backend": "t", "case_id": "c", "tokens_per_s": 1.0,
                                                   "model": "8b", "dtype": "fp8", "world_size": 8, "seq_len": 8192,
-                                                  "device_id": "nvidia-h100-sxm"}]}, None, Bands())[0]["band"] == (
+                                                  "device_id": "nvidia-h100-sxm"}]}, None, Bands())[0].band == (
         "no public reference")
 
 
@@ -181,34 +181,34 @@ def _attention_bundle(tmp_path, convention="exact"):
 
 def test_attention_at_a_referenced_shape_is_judged_against_it(tmp_path):
     rows = yardsticks.of_bundles([load_bundle(_attention_bundle(tmp_path)).bundle], Bands())
-    by = {r["figure"]: r for r in rows}
+    by = {r.figure: r for r in rows}
     assert list(by) == ["attention bwd (torch_sdpa, attention-bf16-bwd-b8-h64kv8-q8192-k8192-d128-causal-top_left)",
                         "attention fwd (torch_sdpa, attention-bf16-fwd-b2-h64kv8-q8192-k8192-d128-causal-top_left)",
                         "attention fwd at bf16 b4 h64/kv8 s8192 d128 causal (torch_sdpa)"]
     bwd, head, at = by.values()
     # the bwd headline's own shape is PR #815's: judged against it under xmfu's exact count (1052.6, not 2105)
-    assert bwd["reference_id"] == AITER_BWD and bwd["reference"] == 1052.6 and bwd["band"] == "far below"
-    assert bwd["ratio"] == pytest.approx(800 / 1052.6) and bwd["source"] == (
+    assert bwd.reference_id == AITER_BWD and bwd.reference == 1052.6 and bwd.band == "far below"
+    assert bwd.ratio == pytest.approx(800 / 1052.6) and bwd.source == (
         "https://github.com/ROCm/aiter/pull/815 (read 2026-11-26)")
     # the fwd headline (batch 2) is one dimension off: no near match
-    assert head["band"] == "no public reference" and head["source"].startswith(
+    assert head.band == "no public reference" and head.source.startswith(
         "no public reference for amd-mi355x, mode fwd, dtype bf16, batch 2, heads 64, kv_heads 8, seq_len 8192")
     # the fastest backend at exactly PR #3390's shape, with its CI
-    assert at["reference_id"] == AITER_FWD and at["reference"] == 1278.2 and at["band"] == "low"
-    assert at["value"] == pytest.approx(1200.0) and at["ratio"] == pytest.approx(1200 / 1278.2)
-    lo, hi = at["ratio_ci95"]
-    assert lo < at["ratio"] < hi and at["source"] == "https://github.com/ROCm/aiter/pull/3390 (read 2026-11-26)"
+    assert at.reference_id == AITER_FWD and at.reference == 1278.2 and at.band == "low"
+    assert at.value == pytest.approx(1200.0) and at.ratio == pytest.approx(1200 / 1278.2)
+    lo, hi = at.ratio_ci95
+    assert lo < at.ratio < hi and at.source == "https://github.com/ROCm/aiter/pull/3390 (read 2026-11-26)"
     assert yardsticks.problems(rows) == [
-        f"bundles: {bwd['figure']} 800 is 76.0% (95% CI {100 * bwd['ratio_ci95'][0]:.1f}-"
-        f"{100 * bwd['ratio_ci95'][1]:.1f}%) of the public reference 1052.6 TFLOP/s ({AITER_BWD}): far below "
+        f"bundles: {bwd.figure} 800 is 76.0% (95% CI {100 * bwd.ratio_ci95[0]:.1f}-"
+        f"{100 * bwd.ratio_ci95[1]:.1f}%) of the public reference 1052.6 TFLOP/s ({AITER_BWD}): far below "
         "(source https://github.com/ROCm/aiter/pull/815 (read 2026-11-26))"]
 
 
 def test_an_attention_row_under_fa2_is_judged_against_the_reference_under_fa2(tmp_path):
     rows = yardsticks.of_bundles([load_bundle(_attention_bundle(tmp_path, "fa2")).bundle], Bands())
-    at = next(r for r in rows if r["reference_id"] == AITER_FWD)
-    assert at["reference"] == 1278 and at["ratio"] == pytest.approx(1200 / 1278)
-    assert next(r for r in rows if r["reference_id"] == AITER_BWD)["reference"] == 1052.5
+    at = next(r for r in rows if r.reference_id == AITER_FWD)
+    assert at.reference == 1278 and at.ratio == pytest.approx(1200 / 1278)
+    assert next(r for r in rows if r.reference_id == AITER_BWD).reference == 1052.5
 
 
 def test_compare_references_prints_the_attention_reference(tmp_path, capsys):
@@ -234,8 +234,8 @@ def test_the_verdict_page_shows_the_attention_reference(tmp_path):
               "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
     (folder / "node.json").write_text(json.dumps(record))
     html, v = suite_report.build(tmp_path, price=None)
-    at = next(r for r in v["references"] if r["reference_id"] == AITER_FWD)
-    assert at["node"] == "node-a" and at["band"] == "low"
+    at = next(r for r in v["references"] if r.reference_id == AITER_FWD)
+    assert at.node == "node-a" and at.band == "low"
     assert f"<td>1278.2 ({AITER_FWD})</td><td>93.9%</td>" in html
     assert any(h.startswith("reference: node-a: attention fwd at bf16 b4 h64/kv8 s8192 d128 causal (torch_sdpa) "
                             "1200 = 93.9% (95% CI ") for h in v["headlines"])

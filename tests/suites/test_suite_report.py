@@ -76,16 +76,16 @@ def test_the_first_screen_is_the_verdict_then_one_headline_table_then_the_findin
 
 def test_a_reason_many_figures_share_is_said_once_naming_them(tmp_path):
     html, v = suite_report.build(_suite(tmp_path, 720.0), price=None)
-    shared = [r for r in v["references"] if r["source"] == REASON]
-    assert [r["figure"] for r in shared] == [
+    shared = [r for r in v["references"] if r.source == REASON]
+    assert [r.figure for r in shared] == [
         "achievable matmul bf16 (mamf)", "training torch transformer-bf16-8b-b1-s2048 tokens/s per device",
         "training torch_compile transformer-bf16-8b-b1-s2048 tokens/s per device"]
     assert html.count(escape(REASON)) == 1
     (line,) = [h for h in v["headlines"] if REASON in h]
-    assert line == f"reference: {REASON}: 3 figures: " + "; ".join(f"node-a: {r['figure']}" for r in shared)
+    assert line == f"reference: {REASON}: 3 figures: " + "; ".join(f"node-a: {r.figure}" for r in shared)
     screen = _first_screen(html)
     said = re.search(rf"<li>{re.escape(escape(REASON))}: 3 figures: <small>(.*?)</small></li>", screen).group(1)
-    assert said == escape("; ".join(f"node-a: {r['figure']}" for r in shared))
+    assert said == escape("; ".join(f"node-a: {r.figure}" for r in shared))
     # a reason one figure alone has is said for it, as before
     assert (f"reference: node-a: best matmul bf16 (torch, {MAMF_CASE}): no public reference for a matmul at one "
             "shape") in v["headlines"]
