@@ -14,7 +14,11 @@ The folder (written by job.py's script and the steps it runs):
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +31,8 @@ from xmfu.harness.results.schema.row import Row
 THROTTLING = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake", "throttled", "indep_throttled")
 THROTTLED_SHARE = 0.1  # of the readings of one row, before a reason counts
 ERR_TAIL = 600  # characters of a step's stderr kept as its reason
+MAX_WORKERS = 4  # processes validating bundles at once (each holds one bundle at a time), at most one per core
+PARALLEL_FROM = 24  # bundles: fewer are validated in this process (starting workers costs more than it saves)
 
 
 @dataclass(frozen=True)
@@ -156,62 +162,141 @@ def throttling(rows: Iterable[Row]) -> dict[str, float]:
     return seen
 
 
-def node(folder: Path, host: str, step: StepRecord | None) -> NodeResult:
+@dataclass(frozen=True)
+class Read:
+    """What one bundle gives the fleet, taken where it was validated (a worker process, for a large fleet): its
+    figures and findings, never the bundle itself."""
+
+    invalid: str = ""  # the first problem of a bundle that does not validate ("": it validates)
+    workload: str | None = None
+    tflops: Figure | None = None  # best_tflops
+    busbw: Figure | None = None  # peak_busbw
+    throttled: dict[str, float] = field(default_factory=dict)
+    failed: tuple[str, ...] = ()  # its first failed or incorrect rows
+
+
+def read(path: Path, where: str) -> Read:
+    """The bundle at `path` validated (load_bundle, with the formulas this process has installed) and read."""
+    bundle, why = _valid(path)
+    if bundle is None:
+        return Read(invalid=why)
+    bad = [r for r in bundle.rows if r.status in ("failed", "incorrect")]
+    return Read("", bundle.manifest.get("workload"), best_tflops(bundle, where), peak_busbw(bundle, where),
+                throttling(bundle.rows), tuple(f"{where}: {r.case_id} {r.backend} {r.status}" for r in bad[:3]))
+
+
+def _workers(bundles: int) -> int:
+    """Processes to validate `bundles` with: 1 (this one) for a few, or where processes cannot be forked (the
+    workers must inherit the formulas the front door installed: validator.use_formulas is process state)."""
+    if bundles < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+def read_all(jobs: Sequence[tuple[Path, str]]) -> list[Read]:
+    """`read` of every (bundle folder, where) in order: in worker processes for a large fleet (validation is CPU
+    work, one bundle at a time, independent of the others), each returning only the small Read; every bundle is
+    validated all the same. A pool that breaks (a worker killed) leaves the rest to this process."""
+    workers = _workers(len(jobs))
+    if workers == 1:
+        return [read(path, where) for path, where in jobs]
+    chunk = max(1, min(64, len(jobs) // (workers * 8)))  # few round trips, and the last chunks still shared out
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(read, [p for p, _ in jobs], [w for _, w in jobs], chunksize=chunk))
+    except BrokenProcessPool:
+        return [read(path, where) for path, where in jobs]
+
+
+Item = str | tuple[Path, str]  # a part that exited non-zero (what it says), or a bundle to read (folder, where)
+
+
+def node_record(folder: Path, host: str, step: StepRecord | None) -> tuple[NodeResult, list[Item]]:
+    """The node as its node.json says (ran, devices, the doctor's problems) and, in its parts' order, what is left
+    to add: parts that exited non-zero, and the bundles to read."""
     out = NodeResult(host, step)
     suite = folder / "nodes" / host
     record = suite / host / "node.json"
     if not record.is_file():
-        return out
+        return out, []
     data = json.loads(record.read_text())
     out.ran = True
     out.devices = len(data.get("platform", {}).get("devices") or [])
     out.doctor_problems = list((data.get("doctor") or {}).get("problems") or [])
+    items: list[Item] = []
     for part in data.get("parts", []):
         if part.get("exit_code") not in (0, None):
-            out.failed_parts.append(f"{part['name']} exited {part['exit_code']}")
-        for relative in part.get("bundles", []):
-            _read_part(out, suite / relative, f"nodes/{host}/{relative}")
+            items.append(f"{part['name']} exited {part['exit_code']}")
+        items += [(suite / relative, f"nodes/{host}/{relative}") for relative in part.get("bundles", [])]
+    return out, items
+
+
+def _add(out: NodeResult, r: Read) -> None:
+    if r.invalid:
+        out.invalid.append(r.invalid)
+        return
+    out.throttled.update(r.throttled)
+    out.failed_parts += r.failed
+    if r.workload == "matmul":
+        out.matmul = r.tflops if out.matmul is None or (r.tflops and r.tflops.value > out.matmul.value) else out.matmul
+    elif r.workload == "collectives":
+        out.busbw = r.busbw if out.busbw is None or (r.busbw and r.busbw.value > out.busbw.value) else out.busbw
+
+
+def _completed(out: NodeResult, items: Sequence[Item], reads: dict[tuple[Path, str], Read]) -> NodeResult:
+    for item in items:
+        if isinstance(item, str):
+            out.failed_parts.append(item)
+        else:
+            _add(out, reads[item])
     return out
 
 
-def _read_part(out: NodeResult, path: Path, where: str) -> None:
-    bundle, why = _valid(path)
-    if bundle is None:
-        out.invalid.append(why)
-        return
-    out.throttled.update(throttling(bundle.rows))
-    bad = [r for r in bundle.rows if r.status in ("failed", "incorrect")]
-    out.failed_parts += [f"{where}: {r.case_id} {r.backend} {r.status}" for r in bad[:3]]
-    workload = bundle.manifest.get("workload")
-    if workload == "matmul":
-        found = best_tflops(bundle, where)
-        out.matmul = found if out.matmul is None or (found and found.value > out.matmul.value) else out.matmul
-    elif workload == "collectives":
-        found = peak_busbw(bundle, where)
-        out.busbw = found if out.busbw is None or (found and found.value > out.busbw.value) else out.busbw
+def node(folder: Path, host: str, step: StepRecord | None) -> NodeResult:
+    out, items = node_record(folder, host, step)
+    jobs = [i for i in items if not isinstance(i, str)]
+    return _completed(out, items, dict(zip(jobs, read_all(jobs), strict=True)))
+
+
+def _link(folder: Path, p: PairResult) -> tuple[Path, str] | None:
+    path = folder / "links" / p.name
+    return (path, f"links/{p.name}") if (path / "manifest.json").is_file() else None
+
+
+def _paired(p: PairResult, r: Read | None) -> PairResult:
+    if r is not None:
+        p.invalid, p.busbw = r.invalid, r.busbw
+    return p
 
 
 def pair(folder: Path, a: str, b: str, step: StepRecord | None) -> PairResult:
     out = PairResult(a, b, step)
-    path = folder / "links" / out.name
-    if (path / "manifest.json").is_file():
-        bundle, out.invalid = _valid(path)
-        out.busbw = peak_busbw(bundle, f"links/{out.name}") if bundle else None
-    return out
+    job = _link(folder, out)
+    return _paired(out, read(*job) if job else None)
+
+
+ALL_STEPS = ("all-collectives", "all-training")
 
 
 def gather(folder: Path, pairs: Sequence[tuple[str, str]]) -> Fleet:
-    """Everything the fleet folder says, every bundle validated before a figure is taken from it. `pairs`: the
-    pairs the schedule asked for (by host)."""
+    """Everything the fleet folder says, every bundle validated before a figure is taken from it (all of them in
+    one `read_all`, so a large fleet's are validated in parallel). `pairs`: the pairs the schedule asked for (by
+    host)."""
     found_steps = steps(folder)
     all_hosts, jobs = hosts(folder)
-    nodes = {h: node(folder, h, found_steps.get(f"node-{h}")) for h in all_hosts}
-    links = [pair(folder, a, b, found_steps.get(f"pair-{a}-{b}")) for a, b in pairs]
-    everything: dict[str, Figure | None] = {}
-    for name in ("all-collectives", "all-training"):
-        path = folder / "all" / name
-        bundle = _valid(path)[0] if (path / "manifest.json").is_file() else None
-        everything[name] = None if bundle is None else (
-            peak_busbw(bundle, f"all/{name}") if name == "all-collectives" else best_tflops(bundle, f"all/{name}"))
-    return Fleet(folder, all_hosts, nodes, links, {n: found_steps.get(n) for n in ("all-collectives", "all-training")},
-                 everything, jobs)
+    records = {h: node_record(folder, h, found_steps.get(f"node-{h}")) for h in all_hosts}
+    links = [PairResult(a, b, found_steps.get(f"pair-{a}-{b}")) for a, b in pairs]
+    link_jobs = [_link(folder, p) for p in links]
+    everything = {name: (folder / "all" / name, f"all/{name}") for name in ALL_STEPS
+                  if (folder / "all" / name / "manifest.json").is_file()}
+    todo = [i for _, items in records.values() for i in items if not isinstance(i, str)]
+    todo += [j for j in link_jobs if j is not None] + list(everything.values())
+    reads = dict(zip(todo, read_all(todo), strict=True))
+    nodes = {h: _completed(out, items, reads) for h, (out, items) in records.items()}
+    links = [_paired(p, reads[j] if j else None) for p, j in zip(links, link_jobs, strict=True)]
+    figures: dict[str, Figure | None] = {name: None for name in ALL_STEPS}
+    for name, job in everything.items():
+        r = reads[job]
+        figures[name] = None if r.invalid else (r.busbw if name == "all-collectives" else r.tflops)
+    return Fleet(folder, all_hosts, nodes, links, {n: found_steps.get(n) for n in ALL_STEPS}, figures, jobs)
