@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # A parenthesised note naming what the line needs beyond a CPU: "# (GPU)", "# (GPU, 4 nodes, Slurm)", "# (Slurm)",
 # "# (needs a Docker engine to build; ...)", "(GPU or TPU)".
-NEEDS = re.compile(r"\((?:[^)]*?\b)?(GPU|TPU|Slurm|Docker)\b[^)]*\)")
+NEEDS = re.compile(r"\((?:[^)]*?\b)?(GPU|TPU|Slurm|Docker|Kubernetes)\b[^)]*\)")
 FENCE = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 TABLE_CELL = re.compile(r"^\| `((?:xmfu|make) [^`]*)` \| (.*?) \|$", re.M)
 
