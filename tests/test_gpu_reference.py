@@ -19,7 +19,7 @@ gpu_reference = importlib.util.module_from_spec(spec)
 sys.modules["gpu_reference"] = gpu_reference  # dataclasses look their module up
 spec.loader.exec_module(gpu_reference)
 parts = sys.modules["reference_parts"]  # imported by the script from beside it
-state = sys.modules["reference_state"]
+import reference_state as state  # noqa: E402  (beside the script, on the path it set; imported by it on first use)
 
 
 def test_device_folder_names():
@@ -67,6 +67,30 @@ def test_estimate_terms_by_hand():
     values = 2 * (4096**2 + 8192**2)
     check = 7 * 2 * 64 * (4096**2 + 8192**2)
     assert host == pytest.approx(values / 5e7 + check / 1e11)
+
+
+def test_the_listed_estimates_are_what_the_parts_derive_now():
+    """`--list` prints ESTIMATES (deriving them composes every part with Hydra); they must be current."""
+    for part in parts.PARTS:
+        derived, listed = parts.estimate(part.name), gpu_reference.listed_estimate(part.name)
+        assert part.name in gpu_reference.ESTIMATES, f"paste gpu_reference.derived_estimates():\n" \
+            f"{gpu_reference.derived_estimates()}"
+        assert (listed.cases, listed.terms) == (derived.cases, pytest.approx(derived.terms, rel=1e-12)), \
+            f"benchmarks/gpu_reference.py ESTIMATES is out of date; paste:\n{gpu_reference.derived_estimates()}"
+    assert set(gpu_reference.ESTIMATES) == set(parts.BY_NAME)
+
+
+def test_list_imports_no_framework():
+    """`--list` reads ESTIMATES: no Hydra or OmegaConf composing the parts, no numpy, torch, JAX or Triton (it took
+    37 s on a loaded machine, issue 42 item 5)."""
+    child = ("import contextlib, io, sys; sys.argv = ['gpu_reference.py', '--list']; "
+             f"sys.path[:0] = [{str(SCRIPT.parent)!r}]; import gpu_reference\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out: code = gpu_reference.main(['--list'])\n"
+             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'jax', 'jaxlib', 'triton', 'helion', "
+             "'hydra', 'omegaconf', 'numpy', 'xmfu'})\n"
+             "print(code, heavy, 'ESTIMATED, NOT MEASURED' in out.getvalue())")
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.split() == ["0", "[]", "True"], proc.stdout + proc.stderr
 
 
 def test_list_prints_every_part_as_an_estimate(capsys):
