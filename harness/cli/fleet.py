@@ -47,6 +47,8 @@ def _run_parser() -> Parser:
     p.add_argument("--id", help="the fleet folder's name (default: a UTC stamp)")
     p.add_argument("--test-only", action="store_true", help="write the job and ask sbatch --test-only; submit nothing")
     p.add_argument("--no-wait", action="store_true", help="submit and return; judge later with xmfu fleet report")
+    p.add_argument("--queue-limit", type=float, default=60.0,
+                   help="minutes to wait for the job to start before leaving it queued (default %(default)g)")
     return p
 
 
@@ -100,14 +102,14 @@ def cmd_run(args: Sequence[str]) -> int:
     if ns.no_wait:
         print(f"fleet: {spec.folder} (judge it when the job has ended: xmfu fleet report {spec.folder})")
         return 0
-    return _watch_and_judge(spec.folder, sub)
+    return _watch_and_judge(spec.folder, sub, ns.queue_limit)
 
 
-def _watch_and_judge(folder: Path, sub) -> int:
+def _watch_and_judge(folder: Path, sub, queue_limit_min: float = 60.0) -> int:
     from xmfu.harness.fleet import slurm, submit
 
     try:
-        end = submit.wait(folder, sub, say=lambda line: print(line, flush=True))
+        end = submit.wait(folder, sub, queue_limit_min * 60, say=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(f"\nxmfu fleet: stopped watching; job {sub.job_id} goes on. Judge it later: xmfu fleet report "
               f"{folder}", file=sys.stderr)
@@ -115,6 +117,9 @@ def _watch_and_judge(folder: Path, sub) -> int:
     except slurm.SlurmError as exc:
         print(f"xmfu fleet: {exc}; judging the folder as it stands", file=sys.stderr)
     else:
+        if end.state == "PENDING":
+            print(f"NOT JUDGED: job {sub.job_id} {end.reason}; judge it once it has run: xmfu fleet report {folder}")
+            return 3
         why = f" ({end.reason})" if end.reason and end.reason != "None" else ""
         print(f"xmfu fleet: job {sub.job_id} ended: {end.state}{why}", flush=True)
     return _judge(folder, None, None)

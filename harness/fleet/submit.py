@@ -17,6 +17,7 @@ from xmfu.harness.fleet.spec import FleetSpec, write
 
 POLL_S = 5.0
 GRACE_S = 300.0  # past the job's time limit: for Slurm to end it and the file system to show its last records
+QUEUE_LIMIT_S = 3600.0  # waiting for the job to start; --queue-limit changes it
 JOBS_FILE = "jobs.json"
 
 
@@ -71,21 +72,29 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def wait(folder: Path, sub: Submitted, say: Callable[[str], None] = print,
+def wait(folder: Path, sub: Submitted, queue_limit_s: float = QUEUE_LIMIT_S, say: Callable[[str], None] = print,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> slurm.JobState:
-    """Until Slurm says the job ended, or its time limit and a grace have passed; progress said when it changes."""
+    """Until Slurm says the job ended; or, bounded: its time limit and a grace past its start, or `queue_limit_s` in
+    the queue without starting (a cluster whose nodes are down or busy). Progress is said when it changes."""
     started = clock()
-    deadline = started + sub.minutes * 60 + GRACE_S
+    running: float | None = None
     last = ""
     while True:
         state = slurm.state(sub.job_id)
         line = progress_line(folder, sub, started, clock())
+        if state.state == "PENDING":
+            line = f"xmfu fleet: job {sub.job_id}: queued ({state.reason}), {_clock(clock() - started)} so far"
         if line.split(", ")[:3] != last.split(", ")[:3]:
             say(line)
             last = line
         if not state.active:
             return state
-        if clock() > deadline:
+        if state.state != "PENDING" and running is None:
+            running = clock()
+        if running is None and clock() - started > queue_limit_s:
+            return slurm.JobState(sub.job_id, "PENDING", f"still queued after {queue_limit_s / 60:.0f} minutes "
+                                  f"(Slurm: {state.reason}): left in the queue")
+        if running is not None and clock() > running + sub.minutes * 60 + GRACE_S:
             return slurm.JobState(sub.job_id, state.state, f"still {state.state} {GRACE_S:.0f} s past its time limit: "
                                   "left to Slurm; the folder is judged as it stands")
         sleep(POLL_S)
