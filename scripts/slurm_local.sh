@@ -387,12 +387,19 @@ cmd_status() {
   done <"$NODES"
 }
 
+# A node that dies takes everything on it along: slurmd and every process of its steps. Those all live in the
+# node's own UTS namespace (slurmd runs in it, and what it starts inherits it: unshare(1), namespaces(7)), so
+# every process whose /proc/PID/ns/uts is slurmd's is killed with it.
 cmd_kill() {
-  local pid
+  local pid ns p killed=0
   need_node "$1"
   pid=$(slurmd_pid "$1") || { say "$1's slurmd is not running"; return 0; }
-  kill -KILL "$pid"
-  say "$1: killed slurmd (PID $pid) with SIGKILL; slurmctld marks the node DOWN once it misses its pings for SlurmdTimeout (10 s): about 30 s here"
+  ns=$(readlink "/proc/$pid/ns/uts") || { say "$1: cannot read slurmd's namespace"; return 1; }
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/uts" 2>/dev/null)" = "$ns" ] || continue
+    kill -KILL "${p#/proc/}" 2>/dev/null && killed=$((killed + 1))
+  done
+  say "$1: killed slurmd (PID $pid) and its node's other processes ($killed in all) with SIGKILL, as a node that dies; slurmctld marks the node DOWN once it misses its pings for SlurmdTimeout (10 s): about 30 s here"
 }
 
 cmd_revive() {
