@@ -8,11 +8,17 @@ formulas fix at the row's median time (bandwidth, work units, hardware FLOPs, co
 protocol its comparability fields must name (the config's, as the runner's `_protocol` keys each row), the figures
 a workload derives from the row's raw samples (its `figures` hook: inference latencies and MBU), and the manifest's
 comparability_key (harness/run.py `run_key`). One definition serves the run and `xmfu validate`.
+
+Parsing a config and expanding its cases cost more than checking a bundle's rows (OmegaConf, with a workload of
+2,000 sizes: 0.6 s), and a store's or a fleet's bundles share a few configs that differ in run_id and results_dir
+alone: each distinct config's settings are parsed and planned once per process (_parsed_run, _cases), the bundle's
+own run_id and results_dir checked for each bundle as parse_run_config checks them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +28,7 @@ from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.harness.results.rederive.times import Restated
+from xmfu.harness.results.rederive.times import Restated, config_data
 
 
 @lru_cache(maxsize=1)
@@ -32,45 +38,144 @@ def _registry() -> Registry:
     return build_registry()
 
 
+def _device_entry(devices: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """environment.json's record of the device the run planned for (its first)."""
+    return next((d for d in devices if {"kind", "name", "vendor"} <= set(d)), None)
+
+
 def _device(devices: list[dict[str, Any]]) -> DeviceInfo | None:
     known = {f.name for f in dataclasses.fields(DeviceInfo)}
-    for d in devices:
-        if {"kind", "name", "vendor"} <= set(d):
-            return DeviceInfo(**{k: v for k, v in d.items() if k in known})
-    return None
+    entry = _device_entry(devices)
+    return None if entry is None else DeviceInfo(**{k: v for k, v in entry.items() if k in known})
 
 
-@lru_cache(maxsize=8)  # a store's bundles share few configs; RunConfig is frozen
-def _config(config_text: str) -> Any:
-    """The run's config as `xmfu run` parsed it from this config.yaml (RunConfig), or why it cannot be."""
-    from xmfu.harness.config.run_settings import parse_run_config
+# A parsed run config and its planned cases are a function of config.yaml's settings alone (the registry's
+# backends aside, which join the key): a store's or a fleet's bundles share few configs, which differ from bundle
+# to bundle in run_id and results_dir only, so each distinct one is parsed (OmegaConf: 35 ms for a small config,
+# 0.3 s with 2,000 sizes) and expanded into its cases once per process; every row is still checked against them.
+CACHED_CONFIGS = 16
+_RUNS: OrderedDict[Any, _Run] = OrderedDict()
+_OWN = ("results_dir", "run_id")  # what a bundle's config.yaml holds of its own: parsed for each bundle
 
+
+@dataclasses.dataclass
+class _Run:
+    cfg: Any  # RunConfig, as parse_run_config gave it for the first config of its key
+    plans: dict[Any, Any] = dataclasses.field(default_factory=dict)  # device -> _plan's answer
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    cfg: Any  # RunConfig, as `xmfu run` parsed it from this config.yaml
+    key: Any  # its settings but run_id and results_dir (hashable), or None: not remembered
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable image of YAML data that keeps apart what a parse may tell apart: types (1, 1.0, True and '1'),
+    every float's exact value (-0.0), the order of keys. Raises TypeError for anything else (a date, a set)."""
+    if isinstance(value, dict):
+        return dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return list, tuple(_frozen(v) for v in value)
+    if isinstance(value, float):
+        return float, repr(value)
+    if value is None or type(value) in (str, int, bool):
+        return type(value), value
+    raise TypeError(f"{type(value).__name__} is not remembered")
+
+
+def _plain(value: Any) -> bool:
+    """A string OmegaConf passes through as it is (no interpolation, not its MISSING mark)."""
+    return isinstance(value, str) and "$" not in value and value != "???"
+
+
+def _settings_key(data: Any, registry: Registry) -> Any:
+    """What parse_run_config's answer depends on besides run_id and results_dir, where those two are strings it
+    takes as they are (they are then checked alone, in the order parse_run_config checks them, after every other
+    setting); None where that does not hold, or the data has no hashable image (recursive, a date...)."""
+    if not isinstance(data, dict) or not _plain(data.get("results_dir")) \
+            or not ((data.get("run_id") is None and "run_id" in data) or _plain(data.get("run_id"))):
+        return None
     try:
-        data = yaml.safe_load(config_text)
+        settings = tuple((_frozen(k), _OWN if k in _OWN else _frozen(v)) for k, v in data.items())
+    except (TypeError, RecursionError):
+        return None
+    backends = tuple((w, tuple(b)) for w, b in registry.backends_by_workload().items())
+    return settings, backends
+
+
+def _parsed_run(data: Any, registry: Registry) -> _Config:
+    """parse_run_config(data)'s RunConfig (or its ConfigError), parsed once per distinct settings."""
+    from xmfu.harness.config.run_settings import parse_results_dir, parse_run_config, parse_run_id
+
+    key = _settings_key(data, registry)
+    known = _RUNS.get(key) if key is not None else None
+    if known is None:
+        cfg = parse_run_config(data, registry.backends_by_workload())
+        if key is not None:
+            _RUNS[key] = _Run(cfg)
+            while len(_RUNS) > CACHED_CONFIGS:
+                _RUNS.popitem(last=False)
+        return _Config(cfg, key)
+    _RUNS.move_to_end(key)
+    own = {"results_dir": parse_results_dir(data["results_dir"]), "run_id": parse_run_id(data["run_id"])}
+    return _Config(dataclasses.replace(known.cfg, **own), key)
+
+
+@lru_cache(maxsize=8)  # the same bundle read again (a report and its checks); _Config is frozen
+def _config(config_text: str) -> _Config | str:
+    """The run's config as `xmfu run` parsed it from this config.yaml (RunConfig), or why it cannot be."""
+    try:
+        data = config_data(config_text)  # parsed once per text (libyaml), a copy of our own
         registry = _registry()
         if isinstance(data, dict):
             placeholder(registry, data)  # a plug-in the run named need not be installed where it is read
-        return parse_run_config(data, registry.backends_by_workload())
+        return _parsed_run(data, registry)
     except (ConfigError, yaml.YAMLError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
+
+
+def _device_key(devices: list[dict[str, Any]]) -> Any:
+    """The planned-for device's record, hashable (DeviceInfo is made from it alone)."""
+    try:
+        entry = _device_entry(devices)
+        return None if entry is None else _frozen(entry)
+    except (TypeError, RecursionError):
+        return _UNREMEMBERED
+
+
+_UNREMEMBERED = object()  # a device with no hashable image: planned each time
+
+
+def _plan(cfg: Any, device: DeviceInfo | None) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
+    from xmfu.harness.run import plan_phases
+
+    try:
+        phases = plan_phases(cfg, _registry(), device)
+    except (ConfigError, TypeError, ValueError, KeyError) as exc:
+        return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
+    return {(p.name, c.case_id): c for p in phases for c in p.cases}, {p.name: cfg.protocol(p.name) for p in phases}
 
 
 def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Any], Any,
                                                                      dict[str, Any]] | str:
     """(phase, case id) -> the case, as the run planned it from this config; the config; phase -> the config's
     timing protocol (the mamf sweep's follows mamf.method, parsed from config.yaml: no suite tag); or why it cannot
-    be planned."""
-    from xmfu.harness.run import plan_phases
-
-    cfg = _config(config_text)
-    if isinstance(cfg, str):
-        return cfg
-    try:
-        phases = plan_phases(cfg, _registry(), _device(devices))
-    except (ConfigError, TypeError, ValueError, KeyError) as exc:
-        return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
-    return {(p.name, c.case_id): c for p in phases for c in p.cases}, cfg, {p.name: cfg.protocol(p.name)
-                                                                           for p in phases}
+    be planned. Planned once per distinct settings and device (the cases do not depend on run_id or results_dir)."""
+    parsed = _config(config_text)
+    if isinstance(parsed, str):
+        return parsed
+    run = _RUNS.get(parsed.key) if parsed.key is not None else None
+    where = _device_key(devices)
+    planned = run.plans.get(where) if run is not None and where is not _UNREMEMBERED else None
+    if planned is None:
+        planned = _plan(parsed.cfg, _device(devices))
+        if run is not None and where is not _UNREMEMBERED:
+            run.plans[where] = planned
+    if isinstance(planned, str):
+        return planned
+    cases, protocols = planned
+    return cases, parsed.cfg, protocols
 
 
 def _settled(case: Any, params: dict[str, Any]) -> Any:
@@ -191,9 +296,10 @@ def restate_run(config_text: str, manifest: dict[str, Any]) -> Restated:
     from xmfu.harness.engine.settings import SuiteTag
     from xmfu.harness.run import run_key
 
-    cfg = _config(config_text)
-    if isinstance(cfg, str):
-        return Restated(unchecked=f"comparability_key not re-derived: {cfg}")
+    parsed = _config(config_text)
+    if isinstance(parsed, str):
+        return Restated(unchecked=f"comparability_key not re-derived: {parsed}")
+    cfg = parsed.cfg
     suite = manifest.get("suite")
     if isinstance(suite, dict):  # only name, version and definition_sha join the key (SuiteTag.key)
         tag = {f.name: suite.get(f.name, "") for f in dataclasses.fields(SuiteTag)}

@@ -16,8 +16,14 @@ validates as it reads, so nothing a bundle holds is trusted before it is checked
 Every load re-derives every figure: nothing is remembered from an earlier validation (a cache would have to be
 trusted itself). What makes a year's report affordable (issue 30, item 14) is computing the same figures cheaper:
 the rows' time statistics in one batch per bundle (stats.summarize_many, summarize's figures bit for bit), the
-bootstrap band only where the run's own seeded CI is not reproduced, and each device name matched against the
-peak table once per process.
+bootstrap band only where the run's own seeded CI is not reproduced (time statistics and speedups alike: a
+speedup's 8,000-draw reference is drawn only for a CI its run's own draw does not give), and each device name
+matched against the peak table once per process, each device and dtype of a bundle looked up once per bundle. What
+is remembered across bundles is what their bytes determine alone, never a verdict (issue 42 item 5): config.yaml
+parsed once per distinct text (libyaml where it reads as PyYAML's pure loader does, rederive/times.py), and a
+config's settings parsed and expanded into the cases the run planned once per distinct settings (the front door's
+formulas, harness/cli/formulas.py: run_id and results_dir, which differ from bundle to bundle, are checked for
+each); every row of every bundle is still checked against them.
 """
 
 from __future__ import annotations
@@ -259,6 +265,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
     truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
+    peaks: dict[Any, Any] = {}  # this bundle's peak lookups, by device and dtype (its devices and settings fixed)
     for number, row in enumerate(rows, 1):
         where = f"{schema.CASES} line {number}"
         if number <= len(samples):
@@ -268,7 +275,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
             problems += rederive_series.steady_problems(row, rec, settings, where)
         problems += row_checks.derived_problems(row, where)
         problems += row_checks.status_problems(row, where)
-        problems += row_checks.peak_problems(row, devices, settings, where)
+        problems += row_checks.peak_problems(row, devices, settings, where, peaks)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)

@@ -4,13 +4,14 @@ no longer matches what its log gives."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
 
 from xmfu.harness.results.importers import LogError
 from xmfu.harness.results.importers.rows import rows_of, run_key
-from xmfu.harness.results.rederive.times import same
+from xmfu.harness.results.rederive.times import parsed_config, same
 
 SKIP = ("run_id", "started", "finished")  # when it was imported, not what the log says
 
@@ -18,11 +19,11 @@ SKIP = ("run_id", "started", "finished")  # when it was imported, not what the l
 def import_config(config_text: str) -> dict[str, Any] | None:
     """config.yaml's import settings, or None for a bundle xmfu ran itself."""
     try:
-        data = yaml.safe_load(config_text)
+        data = parsed_config(config_text)
     except yaml.YAMLError:
         return None
     spec = data.get("import") if isinstance(data, dict) else None
-    return data if isinstance(spec, dict) and {"tool", "log"} <= set(spec) else None
+    return copy.deepcopy(data) if isinstance(spec, dict) and {"tool", "log"} <= set(spec) else None
 
 
 def problems(config: dict[str, Any], data: dict[str, bytes], manifest: dict[str, Any],

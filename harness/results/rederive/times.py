@@ -29,7 +29,10 @@ them in as `Formulas` (harness/cli/formulas.py).
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,9 +93,73 @@ class Settings:
     steady_tolerance: float | None = None
 
 
+# config.yaml is read by every re-derivation (the settings here, imported.import_config, the front door's formulas):
+# it is parsed once per distinct text in a process, by libyaml's loader where PyYAML has it (PyYAML's pure-Python
+# loader took 0.14 s of CPU for a 2,000-size config.yaml, three times per bundle: issue 42 item 5). Parsing is a
+# function of the text alone, so remembering it lets no bundle skip a check.
+_C_LOADER = getattr(yaml, "CSafeLoader", None)
+# libyaml's composer recurses in C: a config nested some 100,000 levels deep ends the process (SIGSEGV) where the
+# pure loader raises RecursionError. A text that could nest deeper than this (see _depth_bound) goes to the pure
+# loader, as before.
+C_LOADER_MAX_DEPTH = 100
+CONFIG_CACHE = 16  # distinct config.yaml texts kept parsed per process
+
+
+def _depth_bound(text: str) -> int:
+    """An upper bound of how deeply `text`'s YAML can nest collections: every opening bracket (a flow collection,
+    quoted or not), plus, for block collections, twice the deepest line's indentation and block indicators (each
+    block level opens at a deeper column or with an indicator ('-', '?', ':') on its line; an indentless sequence
+    shares its mapping's column, hence twice)."""
+    brackets = text.count("[") + text.count("{")
+    if brackets > C_LOADER_MAX_DEPTH:
+        return brackets
+    block = 0
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        if body:
+            block = max(block, len(line) - len(body) + body.count("-") + body.count("?") + body.count(":"))
+    return brackets + 2 * (block + 1)
+
+
+# What the two loaders were seen to read apart, or could: a tab (libyaml takes tabs where the pure loader refuses
+# them), a tag ('!': libyaml reads `[!, 1]` as ['', 1], the pure loader refuses it), anchors and aliases, directives,
+# block scalars, escapes, the reserved indicators, complex keys, control and non-ASCII characters. A text holding
+# any of them is read by the pure loader; `xmfu run`'s config.yaml (OmegaConf's YAML) holds none of them.
+_NOT_PLAIN = re.compile(r"[^\n\x20-\x7e]|[!&*%@`|>\\?<]")
+
+
+@functools.lru_cache(maxsize=CONFIG_CACHE)
+def _parsed(config_text: str) -> tuple[Any, yaml.YAMLError | None]:
+    # libyaml where the two loaders read alike: plain ASCII lines (what `xmfu run` writes), nested shallowly
+    if _C_LOADER is not None and not _NOT_PLAIN.search(config_text) \
+            and _depth_bound(config_text) <= C_LOADER_MAX_DEPTH:
+        try:
+            return yaml.load(config_text, Loader=_C_LOADER), None  # CSafeLoader: SafeLoader's constructor
+        except Exception:  # a YAMLError, or a text libyaml cannot take (a lone surrogate): the pure loader says
+            pass  # what it says (its error's wording and marks), or reads what libyaml did not
+    try:
+        return yaml.safe_load(config_text), None
+    except yaml.YAMLError as exc:
+        return None, exc
+
+
+def parsed_config(config_text: str) -> Any:
+    """config.yaml's data, as `yaml.safe_load` gives it, shared by every caller in the process: to read, never to
+    change (config_data gives a copy). Raises the yaml.YAMLError safe_load raises."""
+    data, error = _parsed(config_text)
+    if error is not None:
+        raise error
+    return data
+
+
+def config_data(config_text: str) -> Any:
+    """config.yaml's data, as `yaml.safe_load` gives it: a fresh copy, the caller's to change."""
+    return copy.deepcopy(parsed_config(config_text))
+
+
 def settings_of(config_text: str) -> Settings:
     try:
-        data = yaml.safe_load(config_text)
+        data = parsed_config(config_text)
     except yaml.YAMLError:
         data = None
     if not isinstance(data, dict):
@@ -118,11 +185,27 @@ def close(a: Any, b: Any) -> bool:
 
 def same(a: Any, b: Any) -> bool:
     """Equal, numbers to REL_TOL, through dicts and lists."""
+    if _equal(a, b):  # equal as Python compares (1 == 1.0 == True, as `close` takes them): close to any tolerance
+        return True
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return close(a, b)
+
+
+_PLAIN_TYPES = (dict, list, str, int, float, bool, type(None))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """a == b for JSON-like values (one C-level comparison instead of `same`'s walk). NaN, which `same` never finds
+    close, is no JSON value a bundle holds; a value of another type (a numpy array) is left to the walk."""
+    if type(a) not in _PLAIN_TYPES or type(b) not in _PLAIN_TYPES:
+        return False
+    try:
+        return (a == b) is True
+    except Exception:  # a comparison that raises (a numpy array deep inside): the walk decides
+        return False
 
 
 def is_number(value: Any) -> bool:
