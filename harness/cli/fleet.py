@@ -129,11 +129,12 @@ def _judge(folder: Path, rules: str | None, baseline: str | None) -> int:
     from xmfu.harness.fleet import outcome
 
     try:
-        fleet = outcome.gathered(folder)[1]
-        d = outcome.judged(folder, rules, baseline)
+        found = outcome.gathered(folder)
+        d, used = outcome.judged(folder, rules, baseline, found)
     except ValueError as exc:  # a folder that is no fleet folder, a bad rules or baseline file
         return usage_error(f"fleet: {exc}")
-    outcome.write(folder, fleet, d)
+    fleet = found[1]
+    outcome.write(folder, fleet, d, used)
     print(outcome.line(d))
     for host, found in sorted(d.excluded.items()):
         print(f"  excluded {host}: " + "; ".join(f"{f.code}: {f.detail}" for f in found))

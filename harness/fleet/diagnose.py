@@ -117,15 +117,16 @@ def judge_figures(rule: Rule, subjects: Sequence[tuple[str, Figure | None]], giv
 
 def link_findings(rule: Rule, pairs: Sequence[PairResult], given: Baseline | None,
                   skip: set[str]) -> tuple[Baseline | None, list[Finding], list[str]]:
-    """Slow links; a node whose every tested link is slow is named itself (`slow-link` on the host): the fault is
-    in it, not in one cable. Pairs with a node that could not run are not links to judge."""
+    """Slow links; a node with two or more judged links, every one of them slow, is named itself (`slow-link` on
+    the host): the fault is in it, not in one cable (on one link, cable and node cannot be told apart). Pairs with a
+    node that could not run are not links to judge."""
     tested = [p for p in pairs if not ({p.a, p.b} & skip)]
     base, slow = judge_figures(rule, [(p.name, p.busbw) for p in tested], given, f"{len(tested)} pairs")
     slow_names = {f.subject for f in slow}
     blamed = []
     for host in sorted({h for p in tested for h in (p.a, p.b)}):
         mine = [p for p in tested if host in (p.a, p.b) and p.busbw is not None]
-        if mine and all(p.name in slow_names for p in mine):
+        if len(mine) >= 2 and all(p.name in slow_names for p in mine):
             blamed.append(host)
     return base, slow, blamed
 
@@ -143,7 +144,8 @@ def diagnose(fleet: Fleet, rules: Sequence[Rule],
         if rule.figure == "link_busbw_gbps":
             skip = {n.host for n in fleet.nodes.values() if not n.ran}
             base, slow, blamed = link_findings(rule, fleet.pairs, baseline(rule.figure), skip)
-            findings += slow + [Finding(h, rule.code, f"every link tested from {h} is slow") for h in blamed]
+            findings += slow + [Finding(h, rule.code, f"every link tested from {h} is slow (two or more)")
+                                for h in blamed]
         else:
             read = (lambda n: n.matmul) if rule.figure == "matmul_tflops" else (lambda n: n.busbw)
             base, found = judge_figures(rule, [(n.host, read(n)) for n in ran], baseline(rule.figure), source)

@@ -5,6 +5,7 @@ baselines, every finding) and the verdict page `report.html`. The first line pri
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,8 @@ import yaml
 
 from xmfu.harness.fleet import page, schedule, spec
 from xmfu.harness.fleet.diagnose import FAIL, NOT_JUDGED, PASS, Baseline, Diagnosis, diagnose
-from xmfu.harness.fleet.gather import Fleet, gather
-from xmfu.harness.fleet.rules import FIGURES, load
+from xmfu.harness.fleet.gather import Fleet, gather, hosts
+from xmfu.harness.fleet.rules import FIGURES, Rule, load
 
 EXIT = {PASS: 0, FAIL: 1, NOT_JUDGED: 3}
 
@@ -25,9 +26,9 @@ def pairs_of(s: spec.FleetSpec, hosts: list[str]) -> list[tuple[str, str]]:
 
 
 def gathered(folder: Path) -> tuple[spec.FleetSpec, Fleet]:
+    """The spec and everything the folder holds, read (and every bundle validated) once."""
     s = spec.read(folder)
-    hosts = gather(folder, []).hosts
-    return s, gather(folder, pairs_of(s, hosts[: s.nodes]))
+    return s, gather(folder, pairs_of(s, hosts(folder)[0][: s.nodes]))
 
 
 class BaselineError(ValueError):
@@ -41,7 +42,7 @@ def baselines(path: str | None) -> dict[str, Baseline]:
         return {}
     where = Path(path)
     if (where / spec.SPEC_FILE).is_file():
-        earlier = judged(where)
+        earlier = judged(where)[0]
         return {k: Baseline(b.figure, b.median, b.sigma, b.n, f"the fleet {where.name}")
                 for k, b in earlier.baselines.items()}
     try:
@@ -60,17 +61,20 @@ def baselines(path: str | None) -> dict[str, Baseline]:
     return out
 
 
-def judged(folder: Path, rules_path: str | None = None, baseline_path: str | None = None) -> Diagnosis:
-    s, fleet = gathered(folder)
+def judged(folder: Path, rules_path: str | None = None, baseline_path: str | None = None,
+           found: tuple[spec.FleetSpec, Fleet] | None = None) -> tuple[Diagnosis, tuple[Rule, ...]]:
+    """The diagnosis and the rules it was judged by; `found`: the folder as `gathered` read it (else read here)."""
+    s, fleet = found or gathered(folder)
     given = baselines(baseline_path if baseline_path is not None else s.baseline)
-    return diagnose(fleet, load(rules_path if rules_path is not None else s.rules), given.get)
+    rules = load(rules_path if rules_path is not None else s.rules)
+    return diagnose(fleet, rules, given.get), rules
 
 
 def _finding(f: Any) -> dict[str, Any]:
     return {k: v for k, v in asdict(f).items() if v is not None}
 
 
-def write(folder: Path, fleet: Fleet, d: Diagnosis) -> None:
+def write(folder: Path, fleet: Fleet, d: Diagnosis, rules: Sequence[Rule] | None = None) -> None:
     def figures(host: str) -> dict[str, Any]:
         n = fleet.nodes[host]
         return {name: asdict(f) for name, f in (("matmul_tflops", n.matmul), ("node_busbw_gbps", n.busbw)) if f}
@@ -84,7 +88,7 @@ def write(folder: Path, fleet: Fleet, d: Diagnosis) -> None:
                "baselines": {k: asdict(b) for k, b in d.baselines.items()},
                "findings": [_finding(f) for f in d.findings], "hosts": fleet.hosts, "jobs": fleet.jobs}
     (folder / "verdict.json").write_text(json.dumps(verdict, indent=2) + "\n")
-    (folder / "report.html").write_text(page.build(spec.read(folder), fleet, d))
+    (folder / "report.html").write_text(page.build(spec.read(folder), fleet, d, rules))
 
 
 def line(d: Diagnosis) -> str:
