@@ -66,12 +66,12 @@ def _loose(tmp_path, n: int | None) -> list:
 
 
 def test_a_loose_bundles_collective_is_matched_with_the_nodes_it_records(tmp_path):
-    (r,) = [x for x in yardsticks.of_bundles(_loose(tmp_path, 1), Bands()) if x["figure"].startswith("collective")]
-    assert r["reference_id"] == "nccl-tests-212-h100-sxm-allreduce-8" and r["conditions"]["nodes"] == 1
-    assert r["ratio"] == pytest.approx(470 / 480) and r["band"] == "within"
+    (r,) = [x for x in yardsticks.of_bundles(_loose(tmp_path, 1), Bands()) if x.figure.startswith("collective")]
+    assert r.reference_id == "nccl-tests-212-h100-sxm-allreduce-8" and r.conditions["nodes"] == 1
+    assert r.ratio == pytest.approx(470 / 480) and r.band == "within"
     # a bundle that does not record its nodes (not measured) is still not compared
-    (r,) = [x for x in yardsticks.of_bundles(_loose(tmp_path, None), Bands()) if x["figure"].startswith("collect")]
-    assert r["reference_id"] is None and r["source"] == "no public reference (the figure does not record nodes)"
+    (r,) = [x for x in yardsticks.of_bundles(_loose(tmp_path, None), Bands()) if x.figure.startswith("collect")]
+    assert r.reference_id is None and r.source == "no public reference (the figure does not record nodes)"
 
 
 def test_a_loose_bundles_training_figure_takes_its_nodes_from_its_rank_map(tmp_path):
@@ -82,6 +82,6 @@ def test_a_loose_bundles_training_figure_takes_its_nodes_from_its_rank_map(tmp_p
                       notes={"rank_map": _rank_map(*["a"] * 8)}, **H100)
     _bundle(tmp_path, "train", [train], process=_process(8, 1))
     (r,) = [x for x in yardsticks.of_bundles([load_bundle(tmp_path / "train").bundle], Bands())
-            if x["figure"].startswith("training")]
-    assert r["reference_id"] == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs"
-    assert r["ratio"] == pytest.approx(14000 / 14451)
+            if x.figure.startswith("training")]
+    assert r.reference_id == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs"
+    assert r.ratio == pytest.approx(14000 / 14451)
