@@ -221,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                 if found.problems or found.unchecked:
                     raise SystemExit(f"{folder}: {(found.problems + found.unchecked)[:3]}")
             rows = sum(1 for _ in (a / "cases.jsonl").open())
+            said = args.backends.split(",")
+            speedups = f", each {'/'.join(said[1:])} row with a speedup against {said[0]}" if len(said) > 1 else ""
             print(f"made the bundles in {time.perf_counter() - start:.1f} s: 2 x {rows} rows ({args.sizes} sizes x "
-                  f"{args.backends}, the second the baseline's speedup), from a real 2-row run", flush=True)
+                  f"{args.backends}{speedups}), copies of a real 2-row run", flush=True)
             timed = bench_commands(a, b, args.runs, [p for p in ("validate", "compare") if p in only])
             for name, runs in timed.items():
                 what = f"xmfu validate ({rows} rows)" if name == "validate" else f"xmfu compare (2 x {rows} rows)"
