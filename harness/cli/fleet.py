@@ -200,8 +200,25 @@ def cmd_resume(args: Sequence[str]) -> int:
     return 0 if ns.no_wait else _watch_and_judge(folder, sub)
 
 
+def cmd_admitted(args: Sequence[str]) -> int:
+    """What the job's all-node steps run over: the nodes the node checks and links so far admit, comma-separated on
+    one line (nothing when none); the job calls it between the link rounds and the all-node steps."""
+    from xmfu.harness.fleet import outcome
+
+    p = Parser(prog="xmfu fleet admitted", description="the nodes admitted so far, comma-separated (for the job)")
+    p.add_argument("folder")
+    ns = p.parse_args(args)
+    try:
+        d = outcome.judged(Path(ns.folder))[0]
+    except ValueError as exc:
+        return usage_error(f"fleet admitted: {exc}")
+    print(",".join(d.admitted))
+    return 0
+
+
 def cmd_fleet(args: Sequence[str]) -> int:
-    commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume, "manifest": cmd_manifest}
+    commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume, "manifest": cmd_manifest,
+                "admitted": cmd_admitted}
     if not args or args[0] not in commands:
         said = f"{args[0]!r} is not a fleet command" if args else "a fleet command is needed"
         return usage_error(f"fleet: {said}: {USAGE}")

@@ -32,6 +32,7 @@ class Step:
     nodes: tuple[str, ...]
     command: tuple[str, ...]  # xmfu's arguments
     minutes: int
+    count: str = ""  # the node count as a shell word, where the nodes are known only when the job runs
 
 
 def node_ref(i: int) -> str:
@@ -70,13 +71,16 @@ def pair_rounds(spec: FleetSpec, nodes: Sequence[str]) -> list[list[Step]]:
     return out
 
 
-def all_steps(spec: FleetSpec, nodes: Sequence[str]) -> list[Step]:
-    """Every node together: the collective, then a data-parallel training step (one process per node)."""
+ADMITTED, N_ADMITTED = "$ADMITTED", "$N_ADMITTED"  # the admitted nodes (comma-separated) and their count, at run time
+
+
+def all_steps(spec: FleetSpec) -> list[Step]:
+    """The admitted nodes together: the collective, then a data-parallel training step (one process per node)."""
     train = ("run", "workload=transformer", "backends=[torch]", "workload.parallel=[ddp]", "model=tiny",
              "dtype=fp32", "timing=quick", "results_dir=$F/all", "run_id=all-training")
     collective = link_command("all-collectives", "$F/all")
-    return [Step("all-collectives", "all", tuple(nodes), collective, spec.minutes("all")),
-            Step("all-training", "all", tuple(nodes), train, spec.minutes("all"))]
+    return [Step("all-collectives", "all", (ADMITTED,), collective, spec.minutes("all"), N_ADMITTED),
+            Step("all-training", "all", (ADMITTED,), train, spec.minutes("all"), N_ADMITTED)]
 
 
 def _label(host: str) -> str:
@@ -86,7 +90,8 @@ def _label(host: str) -> str:
 
 def srun_words(spec: FleetSpec, step: Step) -> list[str]:
     """The srun options of a step: its nodes (one task each), its time limit, and the container flags."""
-    words = [f"--nodes={len(step.nodes)}", f"--ntasks={len(step.nodes)}", "--ntasks-per-node=1",
+    count = step.count or str(len(step.nodes))
+    words = [f"--nodes={count}", f"--ntasks={count}", "--ntasks-per-node=1",
              f"--nodelist={','.join(step.nodes)}", f"--time={step.minutes}", f"--job-name={step.name}"]
     c = spec.container
     if c.image and c.runtime == "pyxis":
@@ -179,7 +184,7 @@ def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | No
     Slurm allocates, read at run time into NODES. `steps`: the names to run (None: every step)."""
     n = len(hosts) or spec.nodes
     nodes = list(hosts) or [node_ref(i) for i in range(n)]
-    plan = [node_steps(spec, nodes), *pair_rounds(spec, nodes), *[[s] for s in all_steps(spec, nodes)]]
+    plan = [node_steps(spec, nodes), *pair_rounds(spec, nodes), *[[s] for s in all_steps(spec)]]
     plan = [[s for s in group if steps is None or s.name in steps] for group in plan]
     plan = [group for group in plan if group]
     total = sum(max(s.minutes for s in group) for group in plan) + 5
@@ -190,9 +195,24 @@ def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | No
     else:
         body.append('mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
     body.append(f'printf "%s\\n" "${{NODES[@]}}" > "$F/{NODES_FILE}.$SLURM_JOB_ID"')
-    for group in plan:
+    together = [group for group in plan if group[0].kind == "all"]
+    for group in [group for group in plan if group[0].kind != "all"]:
         body.append(f"\n# {group[0].kind} steps")
         body += [step_line(spec, s, background=len(group) > 1) for s in group]
         if len(group) > 1:
             body.append("wait")
+    if together:
+        body += admitted_lines(spec, nodes[0], [step_line(spec, g[0], background=False) for g in together])
     return "\n".join(body) + "\n"
+
+
+def admitted_lines(spec: FleetSpec, first: str, lines: Sequence[str]) -> list[str]:
+    """The all-node steps, over the nodes the node checks and links admitted: `xmfu fleet admitted` judges the
+    folder so far (an srun step on the first node, in the container where there is one) and prints them."""
+    judge = Step("admitted", "admit", (first,), ("fleet", "admitted", "$F"), 5)
+    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
+    return ["\n# all-node steps, over the nodes admitted so far",
+            f'ADMITTED=$(srun {words} 2> "$F/steps/admitted.err")',
+            "N_ADMITTED=$(printf '%s' \"$ADMITTED\" | tr ',' '\\n' | grep -c .)",
+            'if [ "$N_ADMITTED" -ge 2 ]; then', *(f"  {line}" for line in lines), "else",
+            '  echo "xmfu fleet: fewer than 2 nodes admitted (${ADMITTED:-none}): no all-node steps" >&2', "fi"]

@@ -184,7 +184,7 @@ def manifest(m: ManifestSpec) -> dict[str, Any]:
     """The JobSet, as a mapping (yaml.safe_dump writes it)."""
     fleet = _fleet(m)
     node = job.node_steps(fleet, ["$(NODE_NAME)"])[0]  # run_id=$(NODE_NAME): Kubernetes expands it from env
-    collective, training = job.all_steps(fleet, ["", ""])
+    collective, training = job.all_steps(fleet)
     nodes = _replicated_job(m, "nodes", 1, m.nodes, fleet.minutes("node"), [
         _container(m, "check", _args(node.command, m), [_env("NODE_NAME", field="spec.nodeName")])])
     pair_master = f"{m.name}-links-$(JOB_INDEX)-0.{m.name}"

@@ -32,7 +32,7 @@ class Submitted:
 
 def _expected(script_text: str) -> tuple[str, ...]:
     """The step names a script runs, as written (`step "NAME" ...`); `${NODES[i]}` stays unexpanded."""
-    return tuple(line.split('"')[1] for line in script_text.splitlines() if line.startswith('step "'))
+    return tuple(line.split('"')[1] for line in script_text.splitlines() if line.lstrip().startswith('step "'))
 
 
 def submit(spec: FleetSpec, hosts: Sequence[str] = (), names: Sequence[str] | None = None,

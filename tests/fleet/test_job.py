@@ -15,7 +15,7 @@ def _spec(tmp_path, **kw) -> FleetSpec:
 
 
 def _steps(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("step ")]
+    return [line.strip() for line in text.splitlines() if line.lstrip().startswith("step ")]
 
 
 def test_the_script_runs_nodes_at_once_then_pair_rounds_then_every_node(tmp_path):
@@ -26,6 +26,9 @@ def test_the_script_runs_nodes_at_once_then_pair_rounds_then_every_node(tmp_path
         "pair-${NODES[0]}-${NODES[1]}", "pair-${NODES[2]}-${NODES[3]}",
         "pair-${NODES[0]}-${NODES[3]}", "pair-${NODES[1]}-${NODES[2]}", "all-collectives", "all-training"]
     assert text.count("\nwait") == 3  # after the nodes and after each round of pairs: the all-node steps run alone
+    # the all-node steps run over the nodes admitted so far, judged by `xmfu fleet admitted` in a step of its own
+    assert '"fleet" "admitted" "$F"' in text
+    assert '"--nodelist=$ADMITTED"' in lines[-1] and '"--nodes=$N_ADMITTED"' in lines[-1]
     assert "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=1" in text and "#SBATCH --time=" in text
     assert 'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")' in text
     assert '"experiment=fleet-quick"' in lines[0] and '"--time=10"' in lines[0] and lines[0].endswith(" &")

@@ -79,7 +79,7 @@ def test_the_pods_run_the_slurm_jobs_commands_with_ranks_from_the_completion_ind
     names = [e["name"] for e in link["env"]]
     assert names.index("JOB_INDEX") < names.index("MASTER_ADDR")  # $(VAR) expands only from earlier entries
     pod = _pod(roles["all"])
-    collective, training = job.all_steps(fleet, ["a", "b"])
+    collective, training = job.all_steps(fleet)
     assert [c["args"] for c in pod["initContainers"]] == [[w.replace("$F", "/results/demo") for w in
                                                           collective.command]]
     assert [c["args"] for c in pod["containers"]] == [[w.replace("$F", "/results/demo") for w in training.command]]
