@@ -162,7 +162,7 @@ def states(out: Path) -> list[dict[str, Any]]:
             continue
         loaded = load(out, state.get("bundle"))
         valid = not loaded.problems and loaded.bundle is not None
-        found.append({**state, "valid": valid, "rows": loaded.bundle.cases if valid else [],
+        found.append({**state, "valid": valid, "rows": loaded.bundle.raw_rows if valid else [],
                       "manifest": loaded.bundle.manifest if valid else {}})
     return found
 

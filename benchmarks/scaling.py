@@ -89,7 +89,7 @@ def main() -> int:
         return 2
     bundle = read_bundle(Path(lines[-1].removeprefix("bundle: ")))
     print(lines[-1])
-    return report(bundle.cases, args.cpu)
+    return report(bundle.raw_rows, args.cpu)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ gpu_reference = importlib.util.module_from_spec(spec)
 sys.modules["gpu_reference"] = gpu_reference  # dataclasses look their module up
 spec.loader.exec_module(gpu_reference)
 parts = sys.modules["reference_parts"]  # imported by the script from beside it
+estimates = sys.modules["reference_estimates"]
 import reference_state as state  # noqa: E402  (beside the script, on the path it set; imported by it on first use)
 
 
@@ -72,12 +73,12 @@ def test_estimate_terms_by_hand():
 def test_the_listed_estimates_are_what_the_parts_derive_now():
     """`--list` prints ESTIMATES (deriving them composes every part with Hydra); they must be current."""
     for part in parts.PARTS:
-        derived, listed = parts.estimate(part.name), gpu_reference.listed_estimate(part.name)
-        assert part.name in gpu_reference.ESTIMATES, f"paste gpu_reference.derived_estimates():\n" \
-            f"{gpu_reference.derived_estimates()}"
+        derived, listed = parts.estimate(part.name), estimates.listed_estimate(part.name)
+        assert part.name in estimates.ESTIMATES, f"paste estimates.derived_estimates():\n" \
+            f"{estimates.derived_estimates()}"
         assert (listed.cases, listed.terms) == (derived.cases, pytest.approx(derived.terms, rel=1e-12)), \
-            f"benchmarks/gpu_reference.py ESTIMATES is out of date; paste:\n{gpu_reference.derived_estimates()}"
-    assert set(gpu_reference.ESTIMATES) == set(parts.BY_NAME)
+            f"benchmarks/reference_estimates.py ESTIMATES is out of date; paste:\n{estimates.derived_estimates()}"
+    assert set(estimates.ESTIMATES) == set(parts.BY_NAME)
 
 
 def test_list_imports_no_framework():
