@@ -18,6 +18,7 @@ package-dir), so a module's name here is the name it is imported by.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -97,7 +98,10 @@ def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
     return found
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
+    """Every module's imports of ours: parsed once per test process (the tree does not change while the tests run;
+    each test reads it, and parsing every module took about a second each time)."""
     mods = sources()
     known = set(mods)
     return {m: imports_of(p, m, known) for m, p in mods.items()}

@@ -40,7 +40,7 @@ def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
                           env=_env(PYTHONPATH=str(REPO)))  # this checkout's xmfu, not an installed copy
 
 
-@pytest.mark.slow
+@pytest.mark.long  # four ranks for about 20 s: over a minute of one core (make test-slow)
 def test_gloo_every_operation_in_and_out_of_place_on_four_ranks(tmp_path):
     """Four ranks, two more processes than cores, at one size (each size adds about 8 s here); two ranks and two sizes
     run in the other torchrun tests below."""

@@ -142,6 +142,7 @@ def _outcome(parse, text: str) -> tuple[str, str]:
         return type(exc).__name__, str(exc)
 
 
+@pytest.mark.trials  # a seeded loop over hundreds of mutated configs: in the slow group (make test-slow)
 def test_libyaml_reads_config_yaml_as_the_pure_loader_does():
     """parsed_config gives what yaml.safe_load gives, or raises what it raises, word for word: libyaml only for a
     plain ASCII text nested shallowly (it takes tabs the pure loader refuses, and a config nested 100,000 levels
