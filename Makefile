@@ -48,7 +48,7 @@ bench: install
 # slow group is left to make test-slow and make test-docs (CI runs all three): the seeded signal and rank trial
 # loops (marked trials) and the tests of a minute or more of one core (marked long: the GPU node rehearsal, the
 # example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured on a quiet 2-core machine:
-# 1739 tests in 5:16 (pytest; 5:26 to 5:52 in earlier runs of nearly the same suite, a fresh clone the slowest).
+# 1964 tests in 5:37 (pytest; the whole command 5:43, 2026-12-02; 5:12 to 5:52 in earlier runs of smaller suites).
 test: install
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --dist worksteal -m "not docs and not trials and not long and not slurm"
