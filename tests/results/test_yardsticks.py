@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tests.results.rows import ci95, valid_row
+from tests.results.suite_pages import no_plots, write_node
 from tests.results.test_verdict import FLOPS, _bundle, _mm
 from xmfu.harness.cli.main import COMMANDS
 from xmfu.harness.machine.references import Bands
@@ -24,13 +25,7 @@ MAMF_CASE = "matmul-bf16-8192x8192x4096-NN"
 @pytest.fixture(autouse=True)
 def _no_plots(monkeypatch):
     """The plots take seconds and are drawn by test_verdict's tests; these need the tables."""
-    from xmfu.harness.results.render import report
-
-    for module, name in ((report.report_plots, "mfu"), (report.report_plots, "throughput"),
-                         (report.report_plots, "busbw"), (report.roofline, "roofline"),
-                         (report.telemetry_plot, "telemetry"), (report.inference_plot, "inference")):
-        monkeypatch.setattr(module, name, lambda *a, **k: "")
-    monkeypatch.setattr(suite_report, "_matmul_figure", lambda *a, **k: None)
+    no_plots(monkeypatch)
 
 
 def _suite(root, achievable_tflops, train_params=None):
@@ -48,11 +43,7 @@ def _suite(root, achievable_tflops, train_params=None):
               "bundles": [_bundle(folder, "node-a-mamf", [mamf_row, _mm(500.0, **H100)], achievable=achievable)]},
              {"name": "training", "kind": "run", "what": "training", "exit_code": 0, "seconds": 1.0, "note": "",
               "bundles": [_bundle(folder, "node-a-train", [train])]}]
-    record = {"host": "node-a", "scale": "full", "scale_reason": "full sizes", "doctor": None, "parts": parts,
-              "started": "2026-11-24T00:00:00Z", "finished": "2026-11-24T01:00:00Z",
-              "platform": {"kind": "cuda", "reason": "test", "devices": []},
-              "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
-    (folder / "node.json").write_text(json.dumps(record))
+    write_node(folder, parts)
     return root
 
 

@@ -5,13 +5,13 @@ percentage."""
 
 from __future__ import annotations
 
-import json
 import re
 from html import escape
 
 import pytest
 
 from tests.results.rows import ci95, valid_row
+from tests.results.suite_pages import no_plots, write_node
 from tests.results.test_verdict import FLOPS, _bundle, _mm
 from xmfu.harness.suites import suite_report
 
@@ -22,13 +22,7 @@ MAMF_CASE = "matmul-bf16-8192x8192x4096-NN"
 @pytest.fixture(autouse=True)
 def _no_plots(monkeypatch):
     """The plots take seconds and are drawn by test_verdict's tests; these read the first screen."""
-    from xmfu.harness.results.render import report
-
-    for module, name in ((report.report_plots, "mfu"), (report.report_plots, "throughput"),
-                         (report.report_plots, "busbw"), (report.roofline, "roofline"),
-                         (report.telemetry_plot, "telemetry"), (report.inference_plot, "inference")):
-        monkeypatch.setattr(module, name, lambda *a, **k: "")
-    monkeypatch.setattr(suite_report, "_matmul_figure", lambda *a, **k: None)
+    no_plots(monkeypatch)
 
 
 def _train(backend):
@@ -51,11 +45,7 @@ def _suite(root, achievable_tflops):
               "bundles": [_bundle(folder, "node-a-mamf", [mamf, _mm(700.0)], achievable=achievable)]},
              {"name": "training", "kind": "run", "what": "training", "exit_code": 0, "seconds": 1.0, "note": "",
               "bundles": [_bundle(folder, "node-a-train", [_train("torch"), _train("torch_compile")])]}]
-    record = {"host": "node-a", "scale": "full", "scale_reason": "full sizes", "doctor": None, "parts": parts,
-              "started": "2026-11-24T00:00:00Z", "finished": "2026-11-24T01:00:00Z",
-              "platform": {"kind": "cuda", "reason": "test", "devices": []},
-              "suite": {"name": "acceptance", "version": 1, "definition_sha": "d", "suite_id": "s"}}
-    (folder / "node.json").write_text(json.dumps(record))
+    write_node(folder, parts)
     return root
 
 
