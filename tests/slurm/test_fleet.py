@@ -65,7 +65,7 @@ def test_an_untouched_fleet_passes(slurm_cluster: Cluster, tmp_path: Path):
 def test_a_throttled_node_is_named_a_killed_one_could_not_run_and_resume_completes(slurm_cluster: Cluster,
                                                                                   tmp_path: Path):
     folder = tmp_path / "faults"
-    slurm_cluster.script("throttle", "n3", "20")
+    slurm_cluster.script("throttle", "n3", "10")  # a tenth of a core: slow beside three nodes sharing two cores
     try:
         run = _fleet_in_background(slurm_cluster, folder)
         _wait_for(folder / "nodes" / "n4", 600)  # n4's check has begun: its node dies under it
