@@ -15,6 +15,7 @@ from xmfu.workloads.collectives import summary as collectives_summary
 from xmfu.workloads.inference import cases as inference_cases
 from xmfu.workloads.inference import spec as inference_spec
 from xmfu.workloads.matmul import spec as matmul_spec
+from xmfu.workloads.membw import spec as membw_spec
 from xmfu.workloads.transformer import cases as transformer_cases
 from xmfu.workloads.transformer import figures as transformer_figures
 from xmfu.workloads.transformer import spec as transformer_spec
@@ -93,6 +94,11 @@ def build_registry() -> Registry:
         "torch_triton": _impl("torch_triton", "xmfu.workloads.inference.torch_triton", TORCH),
         "jax": _impl("jax", "xmfu.workloads.inference.jax", JAX),
     }, settings=inference_spec.InferenceSettings))
+    registry.add(WorkloadDef("membw", membw_spec.expand, {
+        "torch": _impl("torch", "xmfu.workloads.membw.torch", TORCH),
+        "triton": _impl("triton", "xmfu.workloads.membw.triton", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.membw.jax", JAX),
+    }, summarize=membw_spec.summarize, settings=membw_spec.MembwSettings))
     registry.add(WorkloadDef("collectives", collectives_spec.expand, {
         "torch_dist": _impl("torch_dist", "xmfu.workloads.collectives.torch_dist", TORCH),
         "jax": _impl("jax", "xmfu.workloads.collectives.jax", JAX),

@@ -103,6 +103,12 @@ class Prepared:
     # built with capturable=False. Set: timing.cuda_graph times it with events and its row says
     # `cuda_graph: not applied: <this>`, instead of a capture error failing the row or, across ranks, the run.
     no_cuda_graph: str = ""
+    # timing.fresh_inputs: `fresh_inputs(case)` writes the inputs of `case` (the row's case at a new, unpredictable
+    # seed) into the buffers `fn` reads, so that no timed call sees the inputs of another (GPU MODE
+    # reference-kernels #160, #170: outputs replayed from a cache keyed by input identity or content). The engine
+    # calls it before every timed call, outside the timing, and re-checks the last timed output against that case.
+    # None: this backend cannot take fresh inputs (under timing.fresh_inputs=true its row is skipped, saying so).
+    fresh_inputs: Callable[[Any], None] | None = None
 
 
 class RunAborted(Exception):

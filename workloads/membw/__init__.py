@@ -1,0 +1,1 @@
+"""Memory bandwidth: the STREAM kernels, the memory roof as the mamf sweep is the compute roof."""
