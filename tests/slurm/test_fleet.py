@@ -71,15 +71,19 @@ def test_a_throttled_node_is_named_a_killed_one_could_not_run_and_resume_complet
         _wait_for(folder / "nodes" / "n4", 600)  # n4's check has begun: its node dies under it
         slurm_cluster.script("kill", "n4")
         out, _ = run.communicate(timeout=RUN_TIMEOUT_S)
+    except BaseException:
+        slurm_cluster.script("revive", "n4", check=False)  # the other tests need four nodes
+        raise
     finally:
         slurm_cluster.script("throttle", "n3", "off")
+    revived = slurm_cluster.script("revive", "n4", check=False)  # before any assertion: the other tests need n4
+    assert revived.returncode == 0, revived.stderr
     excluded = _excluded(folder)
     assert run.returncode == 1, out
     assert any(r.startswith("slow-") for r in excluded["n3"]), excluded
     assert excluded["n4"] == ["could-not-run"], excluded
     assert "failed" not in json.dumps(json.loads((folder / "excluded.json").read_text())[-1]["findings"])
     assert _bundles_valid(folder) == []
-    slurm_cluster.script("revive", "n4")
     resumed = _xmfu(slurm_cluster, "fleet", "resume", str(folder))
     assert "missing steps" in resumed.stdout, resumed.stdout + resumed.stderr
     assert "could-not-run" not in _excluded(folder).get("n4", []) and "n3" in _excluded(folder)
