@@ -32,7 +32,7 @@ def _done(series: Series, cfg: TimingConfig) -> bool:
 def rel_half_width(samples: list[float]) -> float:
     """The stop rule's precision: half the order-statistic 95% CI of the median, relative to it. Exact and
     free of resampling, so recomputing it after every round costs microseconds, not a bootstrap; the final
-    figure's interval is still the bootstrap's (xmfu.harness.results.statistics.summary.summarize)."""
+    figure's interval is the same one (xmfu.harness.results.statistics.summary.summarize, issue 42 item 17)."""
     low, high = median_ci_binomial(samples)
     median = float(np.median(samples))
     return (high - low) / 2 / median if median > 0 else float("inf")

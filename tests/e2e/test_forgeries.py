@@ -26,6 +26,8 @@ COLLECTIVES = ["workload=collectives", "workload.sizes=[1024]", "workload.ops=[a
 INFERENCE = ["workload=inference", "experiment=smoke", "backends=[torch]", "workload.batch=[2]",
              "workload.phases=[decode]", "peak_membw_gbps=50", "timing=quick", "timing.max_time_s=0.2",
              "timing.warmup_s=0"]
+# one call per sample (timing.max_inner=1), as the warm-up calls are timed: where the warm-up check applies
+SINGLE = ["workload=matmul", "workload.sizes=[32]", "backends=[torch]", "timing=quick", "timing.max_inner=1"]
 SUSTAINED = ["workload=matmul", "workload.sizes=[32]", "backends=[torch]", "timing=sustained",
              "timing.sustain_s=0.3", "timing.window_s=0.1", "timing.warmup_s=0"]
 
@@ -50,7 +52,8 @@ def _variants_run(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     made = {name: _run(tmp_path_factory.mktemp(name), o) for name, o in (
-        ("matmul", MATMUL), ("collectives", COLLECTIVES), ("inference", INFERENCE), ("sustained", SUSTAINED))}
+        ("matmul", MATMUL), ("collectives", COLLECTIVES), ("inference", INFERENCE), ("sustained", SUSTAINED),
+        ("single", SINGLE))}
     made["variants"] = _variants_run(tmp_path_factory.mktemp("variants"))
     for bundle in made.values():
         assert load_bundle(bundle, restate_rows, restate_run).problems == []
@@ -242,6 +245,51 @@ def _steady_settled_earlier(rows):
     st["first_vs_steady_time_change"] = 0.0
 
 
+TIME_FIELDS = ("median", "mean", "min", "max", "p10", "p90", "p99", "ci95_low", "ci95_high")
+RATE_FIELDS = ("tflops", "mfu", "bandwidth_gbps")
+
+
+def _rescaled(factor: float):
+    """The raw samples and every figure made from them scaled alike (times by `factor`, rates by its inverse), the
+    warm-up calls beside them left as they were: all that validate re-derives from the samples agrees."""
+    def edit(bundle: Path) -> None:
+        _rows(bundle, _samples_scaled(factor), "samples.jsonl")
+        _rows(bundle, _figures_scaled(factor))
+    return edit
+
+
+def _samples_scaled(factor: float):
+    def edit(recs):
+        for rec in recs:
+            rec["samples"] = [v * factor for v in rec["samples"]]
+    return edit
+
+
+def _figures_scaled(factor: float):
+    def edit(rows):
+        for r in rows:
+            if not r.get("time_s"):
+                continue
+            r["time_s"].update({k: r["time_s"][k] * factor for k in TIME_FIELDS})
+            r.update({k: r[k] / factor for k in RATE_FIELDS if r.get(k) is not None})
+            r["tflops_ci95"] = [v / factor for v in r["tflops_ci95"]]
+    return edit
+
+
+def _ci_narrowed(bundle: Path) -> None:
+    """The median's interval moved one order statistic inward on each side, tflops_ci95 re-made to match."""
+    recs = _lines(bundle, "samples.jsonl")
+
+    def edit(rows):
+        row = _timed(rows)
+        ordered = sorted(next(r for r in recs if r["backend"] == row["backend"])["samples"])
+        t = row["time_s"]
+        low, high = ordered.index(t["ci95_low"]) + 1, ordered.index(t["ci95_high"]) - 1
+        t["ci95_low"], t["ci95_high"] = ordered[low], ordered[high]
+        row["tflops_ci95"] = [row["flops"] / t["ci95_high"] / 1e12, row["flops"] / t["ci95_low"] / 1e12]
+    _rows(bundle, edit)
+
+
 def _manifest_key_changed(bundle: Path) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest["comparability_key"] = "0" * 16  # e.g. to pass for another configuration's run
@@ -292,6 +340,9 @@ FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
                                            "config.yaml gives"),
     "rows keyed into a suite's series": ("matmul", lambda b: _rows(b, _rekeyed(
         lambda f: f["protocol"].update(suite="nightly/1/0123456789ab"))), "comparability.protocol.suite"),
+    "samples and every figure halved, warm-up untouched": ("single", _rescaled(0.5), "faster than the fastest of its"),
+    "samples and every figure x10, warm-up untouched": ("single", _rescaled(10.0), "the median of its"),
+    "median's CI narrowed by one order statistic": ("matmul", _ci_narrowed, "binomial order-statistic bound"),
 }
 
 
@@ -304,6 +355,17 @@ def test_each_consistent_forgery_is_refused_with_the_problem_named(runs, tmp_pat
     result = cli("validate", str(bundle))
     assert result.returncode == 1, result.stdout
     assert needle.lower() in result.stdout.lower(), result.stdout
+
+
+@pytest.mark.parametrize("factor", [0.5, 10.0])
+def test_a_rescaled_bundle_disagrees_with_its_warm_up_alone(runs, tmp_path, factor):
+    """The rescaling forgery is consistent in everything re-derived from the samples (it passed before issue 42
+    item 17): only the warm-up calls it left untouched give it away."""
+    bundle = tmp_path / "b"
+    shutil.copytree(runs["single"], bundle)
+    _rescaled(factor)(bundle)
+    problems = load_bundle(bundle, restate_rows, restate_run).problems
+    assert problems and all("warm-up calls after the first" in p for p in problems), problems
 
 
 def test_comm_bytes_x10_are_refused_by_the_strategys_formula():

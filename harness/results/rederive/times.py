@@ -6,9 +6,10 @@ these checks; each returns problems naming the field, the value stated and the v
 
 What is re-derived, and from what:
 - time_s (n, median, mean, min, max, percentiles, cv) from samples.jsonl by statistics.summary.summarize, the run's own
-  function: exactly, to REL_TOL. Its CI bounds by the same seeded bootstrap; where they differ (a numpy whose
-  random streams changed), within the bootstrap's Monte Carlo error, CI_SE standard errors of the quantile's rank
-  (see ci_band);
+  function: exactly, to REL_TOL. Its CI bounds by the method time_s.ci_method names: the binomial order-statistic
+  interval (since issue 42 item 17) exactly; the seeded bootstrap of bundles written before, and the two-stage
+  bootstrap over repeats, by the same seeded draw, or where they differ (a numpy whose random streams changed),
+  within the bootstrap's Monte Carlo error, CI_SE standard errors of the quantile's rank (see ci_band);
 - tflops, tflops_ci95, bandwidth_gbps, mfu, mfu_vs_achievable, hfu, algbw/busbw, comm_achieved_gbps, flops_global
   from the row's other (themselves checked) figures, by the formulas of harness/engine/metrics.py and the workloads;
 - speedups and verdicts from both rows' samples by stats.paired_speedup_draws;
@@ -19,6 +20,7 @@ What is re-derived, and from what:
   function, and those fields' workload, params, dtype and FLOP convention against the row's own (its protocol
   against config.yaml's timing settings, by the front door's formulas; its suite tag against the manifest's
   suite) and the manifest's comparability_key from config.yaml by the run's own run_key (rederive_run.py);
+- the timed samples against the warm-up calls beside them, which a forger who rescaled the samples left (warmup.py);
 - the variants' time statistics from their own samples, and a sustained run's steady-state windows from the
   row's samples (rederive_series.py);
 - inference figures (weights and KV-cache bytes, TTFT/TPOT percentiles from the samples, MBU against the peak
@@ -40,10 +42,13 @@ from typing import Any
 import numpy as np
 import yaml
 
+from xmfu.harness.results.rederive.warmup import warmup_problems
 from xmfu.harness.results.statistics.summary import (
     BOOTSTRAP_RESAMPLES,
+    CI_BINOMIAL,
     CI_LEVEL,
     EQUIVALENCE_MARGIN,
+    LEGACY_CI_METHODS,
     Summary,
     median_draws,
     summarize,
@@ -235,7 +240,8 @@ def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: 
     """The row's time statistics against its raw samples (the same record line of samples.jsonl). `truth`: the
     samples' statistics where `time_truths` computed them already (None: computed here)."""
     t, values = row.get("time_s"), rec.get("samples")
-    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth)
+    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth) \
+        + warmup_problems(row, rec, where)
 
 
 def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
@@ -244,22 +250,31 @@ def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
 
 
 def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings) -> list[Summary | None]:
-    """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples, computed for all rows
-    at once (statistics.summary.summarize_many gives summarize's figures exactly, issue 30 item 14). None where
-    time_problems computes them itself: no time or no samples to check (it says why), or samples over several repeats
-    (the two-stage bootstrap, per row)."""
+    """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples by the CI method the row
+    states, computed for all rows at once (statistics.summary.summarize_many gives summarize's figures exactly,
+    issue 30 item 14). None where time_problems computes them itself: no time or no samples to check (it says why),
+    or samples over several repeats (the two-stage bootstrap, per row)."""
     out: list[Summary | None] = [None] * len(rows)
-    batch, at = [], []
+    batches: dict[str, tuple[list, list]] = {}
     for i, (row, rec) in enumerate(zip(rows, samples, strict=False)):
         values = rec.get("samples")
         groups = _repeats(rec, values)
         if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
                 and all(is_number(v) and math.isfinite(v) for v in values) and len(set(groups or ())) <= 1:
+            batch, at = batches.setdefault(ci_method_of(row["time_s"]), ([], []))
             batch.append(values)
             at.append(i)
-    for i, truth in zip(at, summarize_many(batch, s.resamples or BOOTSTRAP_RESAMPLES), strict=True):
-        out[i] = truth
+    for method, (batch, at) in batches.items():
+        for i, truth in zip(at, summarize_many(batch, s.resamples or BOOTSTRAP_RESAMPLES, method), strict=True):
+            out[i] = truth
     return out
+
+
+def ci_method_of(t: dict[str, Any]) -> str:
+    """The method a time_s states its interval was computed by, as `summarize` takes it: the bootstrap of rows
+    written before issue 42 item 17 ("" where they did not say), else the binomial interval."""
+    method = t.get("ci_method", "")
+    return method if method in LEGACY_CI_METHODS else CI_BINOMIAL
 
 
 def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, where: str, label: str,
@@ -279,7 +294,7 @@ def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, w
         out.append(f"{where}: {label}.ci95_low {t['ci95_low']} is above ci95_high {t['ci95_high']}")
     if is_number(t.get("median")) and is_number(t.get("max")) and t["median"] > t["max"]:
         out.append(f"{where}: {label}.median {t['median']} is above {label}.max {t['max']}")
-    truth = truth or summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups)
+    truth = truth or summarize(values, s.resamples or BOOTSTRAP_RESAMPLES, groups, ci_method_of(t))
     if t.get("n") != truth.n:
         out.append(f"{where}: {label}.n is {t.get('n')} but {source} holds {truth.n} samples")
     for name in EXACT_STATS if grouped else tuple(n for n in EXACT_STATS if n != "median"):
@@ -287,13 +302,30 @@ def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, w
             out.append(f"{where}: {label}.{name} {t[name]} is not the {name} of its {truth.n} samples in "
                        f"{source} ({getattr(truth, name)})")
     if grouped:
-        out += _ci_problems(t, truth, values, groups, s, where, label)
+        out += _method_problems(t, truth, where, label) or _ci_problems(t, truth, values, groups, s, where, label)
     return out
+
+
+IMPORTED_CI = "one sample: the figure the imported log printed"  # importers/rows.py: an imported log's one figure
+
+
+def _method_problems(t: dict[str, Any], truth: Summary, where: str, label: str) -> list[str]:
+    """A stated ci_method must be the one its samples' interval is computed by (a row that did not say is
+    re-derived as rows of its day were: the seeded bootstrap)."""
+    stated = t.get("ci_method", "")
+    if not isinstance(stated, str) or stated in ("", IMPORTED_CI, truth.ci_method):
+        return []
+    return [f"{where}: {label}.ci_method {stated!r} is not how xmfu computes the interval of these samples "
+            f"({truth.ci_method!r})"]
 
 
 def _ci_problems(t: dict[str, Any], truth: Any, values: list[float], groups: list[int] | None, s: Settings,
                  where: str, label: str) -> list[str]:
     stated = [(name, t.get(name)) for name in ("ci95_low", "ci95_high")]
+    if truth.ci_method == CI_BINOMIAL:  # exact: order statistics of the samples, no resampling
+        return [f"{where}: {label}.{name} {v} is not the binomial order-statistic bound of the median of its "
+                f"{truth.n} samples ({getattr(truth, name)})" for name, v in stated
+                if is_number(v) and not close(v, getattr(truth, name))]
     if s.resamples is None:  # the band needs the resample count: a bound of the median still lies within the samples
         return [f"{where}: {label}.{name} {v} lies outside its samples' range [{truth.min}, {truth.max}]"
                 for name, v in stated

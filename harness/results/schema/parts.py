@@ -25,7 +25,9 @@ class TimeStats(Record, kw_only=True):
     ci95_low: doc(float, "lower end of the 95% confidence interval of the median, s", ge=0)
     ci95_high: doc(float, "upper end of the 95% confidence interval of the median, s", ge=0)
     cv: doc(float, "coefficient of variation (standard deviation / mean)", ge=0) = 0.0
-    ci_method: doc(str, "how the interval was computed (bootstrap of the median; two-stage over repeats)") = ""
+    ci_method: doc(str, "how the interval was computed: binomial order statistics of the median (one repeat); "
+                        "two-stage bootstrap over repeats; bootstrap of the median (rows written before issue 42, "
+                        "and those that state no method)") = ""
 
 
 class Timer(Record, kw_only=True):

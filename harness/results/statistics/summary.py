@@ -1,11 +1,14 @@
 """Statistics of timing samples: the median and how well it is known (speedup.py compares two of them).
 
-The median is the headline statistic (robust to the occasional preempted or throttled sample). Three kinds of
+The median is the headline statistic (robust to the occasional preempted or throttled sample). Two kinds of
 interval, each for its job:
-- the order-statistic (binomial) interval of the median: exact coverage, no resampling, cheap enough for the
-  stop rule to recompute after every round;
-- the percentile bootstrap of the median, for the final figure of one run (Efron & Tibshirani, An
-  Introduction to the Bootstrap, ch. 13), vectorised with numpy;
+- the order-statistic (binomial) interval of the median: distribution-free, exact coverage of at least 95% from
+  n = 6 on, no resampling (Conover, Practical Nonparametric Statistics, 3rd ed., section 3.2; David & Nagaraja,
+  Order Statistics, 3rd ed., section 7.1). The stop rule recomputes it after every round, and it is the final
+  figure's interval of one repeat. Until issue 42 item 17 that figure was a percentile bootstrap of 500-1,000
+  resamples drawn with one seed for every row: its order statistics then depended on n alone, and at n = 24 its
+  97.5% bound sat at quantile 0.92-0.94 of the bootstrap distribution (`CI_BOOTSTRAP`, kept to re-derive the
+  bundles written before; each row records its method in time_s.ci_method);
 - the two-stage (hierarchical) bootstrap when a figure has several runs or repeats behind it: resample runs,
   then samples within each, so run-to-run variance, the quantity that decides a verdict, is in the interval
   (Davison & Hinkley, Bootstrap Methods and their Application, 1997, section 3.8).
@@ -13,6 +16,7 @@ interval, each for its job:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -24,6 +28,11 @@ CI_LEVEL = 0.95
 # harness/config/run_settings.py declare them with these values), and of the functions here that take them.
 BOOTSTRAP_RESAMPLES = 1000
 EQUIVALENCE_MARGIN = 0.02
+# time_s.ci_method of one repeat's interval: the binomial order-statistic interval (since issue 42 item 17); the
+# seeded percentile bootstrap of the median before it ("" in rows older still, which did not record a method).
+CI_BINOMIAL = "binomial order statistics of the median"
+CI_BOOTSTRAP = "bootstrap of the median"
+LEGACY_CI_METHODS = ("", CI_BOOTSTRAP)
 
 
 @dataclass(frozen=True)
@@ -39,7 +48,7 @@ class Summary:
     ci95_low: float
     ci95_high: float
     cv: float  # coefficient of variation (stdev / mean)
-    ci_method: str = "bootstrap of the median"
+    ci_method: str = CI_BINOMIAL
 
     def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
@@ -52,23 +61,29 @@ class Summary:
 
 def median_ci_binomial(samples: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float]:
     """Distribution-free CI of the median from order statistics: the number of samples below the median is
-    Binomial(n, 1/2), so [x_(j), x_(n-j+1)] covers it with probability 1 - 2 P(B <= j-1) (Conover, Practical
+    Binomial(n, 1/2), so [x_(r), x_(n-r+1)] covers it with probability 1 - 2 P(B <= r-1) (Conover, Practical
     Nonparametric Statistics, 3rd ed., section 3.2). Below n = 6 no pair reaches 95%: the range is returned."""
     x = np.sort(np.asarray(samples, dtype=np.float64))
-    n = x.size
-    if n == 0:
+    if x.size == 0:
         raise ValueError("no samples")
-    alpha = (1 - level) / 2
-    log_half = n * math.log(0.5)
-    cdf, r = 0.0, 0  # the largest r with P(B <= r - 1) <= alpha: the interval is [x_(r), x_(n-r+1)]
-    while r < n // 2:
-        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1) + log_half)  # P(B = r)
-        if cdf > alpha:
-            break
-        r += 1
+    r = binomial_rank(int(x.size), level)
     if r == 0:  # not even [x_(1), x_(n)] reaches the level
         return float(x[0]), float(x[-1])
-    return float(x[r - 1]), float(x[n - r])
+    return float(x[r - 1]), float(x[x.size - r])
+
+
+@functools.lru_cache(maxsize=4096)
+def binomial_rank(n: int, level: float = CI_LEVEL) -> int:
+    """The largest r <= n // 2 with P(B <= r - 1) <= (1 - level) / 2, B ~ Binomial(n, 1/2): the interval of the
+    median is [x_(r), x_(n-r+1)] (1-based order statistics); 0 where none reaches the level (n < 6 at 95%), and
+    the interval is then the samples' range, of coverage 1 - 2^(1-n). It depends on n alone. P(B = k) by the
+    ratio P(B = k) / P(B = k-1) = (n - k + 1) / k, summed in logs (2^-n underflows from n = 1075)."""
+    if n < 2:
+        return 0
+    k = np.arange(1, n // 2 + 1, dtype=np.float64)
+    log_pmf = np.concatenate(([0.0], np.cumsum(np.log((n - k + 1) / k)))) + n * math.log(0.5)
+    cdf = np.cumsum(np.exp(log_pmf[: n // 2]))  # P(B <= k), k = 0 .. n//2 - 1
+    return int(np.searchsorted(cdf, (1 - level) / 2, side="right"))
 
 
 def resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -143,13 +158,15 @@ def median_draws(samples: Sequence[float], resamples: int, groups: Sequence[int]
 
 
 def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
-              groups: Sequence[int] | None = None) -> Summary:
-    """Descriptive statistics of all samples; with `groups` (the repeat of each sample) naming two or more
-    repeats, the headline median is the median of the repeat medians and its CI the two-stage bootstrap."""
+              groups: Sequence[int] | None = None, ci_method: str = CI_BINOMIAL) -> Summary:
+    """Descriptive statistics of all samples and the binomial interval of their median; with `groups` (the repeat
+    of each sample) naming two or more repeats, the headline median is the median of the repeat medians and its CI
+    the two-stage bootstrap. `ci_method` CI_BOOTSTRAP (or ""): the seeded bootstrap interval rows written before
+    issue 42 item 17 state, to re-derive them."""
     x = np.asarray(samples, dtype=np.float64)
     if x.size == 0:
         raise ValueError("no samples to summarize")
-    median, method = float(np.median(x)), "bootstrap of the median"
+    median = float(np.median(x))
     ids = sorted(set(groups)) if groups is not None else []
     if len(ids) > 1:
         g = np.asarray(groups)
@@ -157,8 +174,10 @@ def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
         median = float(np.median([np.median(p) for p in parts]))
         low, high = ci_bounds(two_stage_medians(parts, resamples))
         method = f"two-stage bootstrap over {len(ids)} repeats (median of repeat medians)"
+    elif ci_method in LEGACY_CI_METHODS:
+        (low, high), method = bootstrap_median_ci(x, resamples), CI_BOOTSTRAP
     else:
-        low, high = bootstrap_median_ci(x, resamples)
+        (low, high), method = median_ci_binomial(x), CI_BINOMIAL
     mean = float(x.mean())
     cv = float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0
     p10, p90, p99 = np.percentile(x, [10, 90, 99])
@@ -166,16 +185,18 @@ def summarize(samples: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
                    p90=float(p90), p99=float(p99), ci95_low=low, ci95_high=high, cv=cv, ci_method=method)
 
 
-def summarize_many(batch: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES) -> list[Summary]:
-    """`summarize(samples, resamples)` of each list in `batch` (one repeat each), the same figures, computed for
-    all lists of one length at once: what `xmfu validate` re-derives for every row of a bundle (issue 30, item 14:
-    one call per row was most of `xmfu report`'s time over 200 bundles).
+def summarize_many(batch: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_RESAMPLES,
+                   ci_method: str = CI_BINOMIAL) -> list[Summary]:
+    """`summarize(samples, resamples, None, ci_method)` of each list in `batch` (one repeat each), the same
+    figures, computed for all lists of one length at once: what `xmfu validate` re-derives for every row of a
+    bundle (issue 30, item 14: one call per row was most of `xmfu report`'s time over 200 bundles).
 
-    Why the figures are the same: `bootstrap_median_ci` seeds each list's draw alike (default_rng(0)) and draws
-    the resampled medians' order-statistic ranks from n and `resamples` alone (`resampled_medians_sorted`: a
-    beta draw, then for even n a uniform draw, shaped (1, resamples)), never from the values; so lists of one
-    length n share those ranks, drawn here once, with the same calls in the same order. The rest are numpy's
-    reductions along each row of a (lists, n) array instead of over each list."""
+    Why the figures are the same: the binomial interval's ranks depend on n alone (`binomial_rank`). The legacy
+    `bootstrap_median_ci` seeds each list's draw alike (default_rng(0)) and draws the resampled medians'
+    order-statistic ranks from n and `resamples` alone (`resampled_medians_sorted`: a beta draw, then for even n a
+    uniform draw, shaped (1, resamples)), never from the values; so lists of one length n share those ranks,
+    drawn here once, with the same calls in the same order. The rest are numpy's reductions along each row of a
+    (lists, n) array instead of over each list."""
     out: list[Summary | None] = [None] * len(batch)
     by_length: dict[int, list[int]] = {}
     for i, samples in enumerate(batch):
@@ -183,29 +204,35 @@ def summarize_many(batch: Sequence[Sequence[float]], resamples: int = BOOTSTRAP_
     for n, where in by_length.items():
         if n < 2:  # no ranks to share (and no samples: summarize says why)
             for i in where:
-                out[i] = summarize(batch[i], resamples)
+                out[i] = summarize(batch[i], resamples, None, ci_method)
             continue
         x = np.asarray([batch[i] for i in where], dtype=np.float64)  # (lists, n), in the samples' order
-        for i, summary in zip(where, _summaries(x, resamples), strict=True):
+        for i, summary in zip(where, _summaries(x, resamples, ci_method), strict=True):
             out[i] = summary
     return out  # type: ignore[return-value]  # every index was filled above
 
 
-def _summaries(x: np.ndarray, resamples: int) -> list[Summary]:
+def _summaries(x: np.ndarray, resamples: int, ci_method: str) -> list[Summary]:
     """`summarize` of each row of `x` ((lists, n), n >= 2), as `summarize_many` explains. The mean and the
     deviation are summed in the samples' order, as summarize sums them (another order changes the last bit)."""
     mean, std = x.mean(axis=1), x.std(axis=1, ddof=1)
     x = np.sort(x, axis=1)
-    low, high = median_ranks(x.shape[1], (1, resamples), np.random.default_rng(0))  # bootstrap_median_ci's draw
-    draws = x[:, low[0]] if high is None else (x[:, low[0]] + x[:, high[0]]) / 2  # (lists, resamples)
-    alpha = (1 - CI_LEVEL) / 2
-    ci = np.quantile(draws, [alpha, 1 - alpha], axis=1)
+    n = x.shape[1]
+    if ci_method in LEGACY_CI_METHODS:
+        low, high = median_ranks(n, (1, resamples), np.random.default_rng(0))  # bootstrap_median_ci's draw
+        draws = x[:, low[0]] if high is None else (x[:, low[0]] + x[:, high[0]]) / 2  # (lists, resamples)
+        alpha = (1 - CI_LEVEL) / 2
+        ci, method = np.quantile(draws, [alpha, 1 - alpha], axis=1), CI_BOOTSTRAP
+    else:
+        r = binomial_rank(n)
+        ci, method = (x[:, [0, n - 1]] if r == 0 else x[:, [r - 1, n - r]]).T, CI_BINOMIAL
     median = np.median(x, axis=1)
     p10, p90, p99 = np.percentile(x, [10, 90, 99], axis=1)
-    return [Summary(n=int(x.shape[1]), median=float(median[j]), mean=float(mean[j]), min=float(x[j, 0]),
+    return [Summary(n=int(n), median=float(median[j]), mean=float(mean[j]), min=float(x[j, 0]),
                     max=float(x[j, -1]), p10=float(p10[j]), p90=float(p90[j]), p99=float(p99[j]),
                     ci95_low=float(ci[0, j]), ci95_high=float(ci[1, j]),
-                    cv=float(std[j] / mean[j]) if mean[j] > 0 else 0.0) for j in range(x.shape[0])]
+                    cv=float(std[j] / mean[j]) if mean[j] > 0 else 0.0, ci_method=method)
+            for j in range(x.shape[0])]
 
 
 def spread(medians: Sequence[float]) -> dict[str, float | int]:

@@ -1,0 +1,55 @@
+"""The timed samples against the warm-up calls beside them in samples.jsonl (issue 42 item 17).
+
+A forger who rescales a row's raw samples and every figure made from them (time_s, TFLOP/s, MFU, checksums) agrees
+with everything `xmfu validate` re-derives from the samples; the untouched warm-up calls then tell another story.
+Both are the same call timed by the same timer (harness/engine/timing.py: warm_up times single calls with
+`timer.measure(fn, 1)`, a sample is the mean of `inner` back-to-back calls). What a genuine run can show:
+- timed calls slower than the warm-up: contention that arrived later, throttling; in the bundles at hand (148 rows
+  of one call per sample, 14 of more, CPU runs and distributed smoke runs) the timed median reached 3.3x the
+  fastest warm-up call and 2.1x the warm-up calls' median;
+- timed calls faster than the warm-up: the warm-up still compiling or ramping clocks (torch.compile: the timed
+  median 0.78x the fastest warm-up call after the first), and, where a sample averages several calls, the launch
+  and synchronisation cost a single call pays and back-to-back calls overlap (down to 0.07x): so this side is
+  checked only where a sample is one call, and never for CUDA-graph replays.
+The bounds below leave those margins: a sample set halved (0.5x) or scaled tenfold is refused; a rescaling by less
+than the margins is not caught here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+FASTER = 1.6  # a timed median below the fastest warm-up call / FASTER is refused (one call per sample)
+SLOWER = 5.0  # a timed median above the warm-up calls' median x SLOWER is refused
+MIN_WARMUP = 3  # warm-up calls after the first (which compiles, allocates, autotunes) needed to judge
+
+
+def warmup_problems(row: dict[str, Any], rec: dict[str, Any], where: str) -> list[str]:
+    """The row's timed samples against its warm-up calls, where both are there to compare."""
+    samples, warmup = rec.get("samples"), rec.get("warmup")
+    timer = row.get("timer") if isinstance(row.get("timer"), dict) else {}
+    if row.get("status") != "ok" or not _numbers(samples) or not _numbers(warmup) \
+            or len(warmup) < MIN_WARMUP + 1 or timer.get("cuda_graph") is True:
+        return []
+    after_first = np.asarray(warmup[1:], dtype=np.float64)
+    median = float(np.median(np.asarray(samples, dtype=np.float64)))
+    fastest, typical = float(after_first.min()), float(np.median(after_first))
+    timed = f"{where}: the median of its {len(samples)} timed samples ({median:.6g} s) is"
+    calls = f"of its {len(after_first)} warm-up calls after the first"
+    out = []
+    if rec.get("inner") == 1 and fastest > 0 and median < fastest / FASTER:
+        out.append(f"{timed} {fastest / median:.3g}x faster than the fastest {calls} ({fastest:.6g} s, samples.jsonl "
+                   f"warmup), though both time one call; more than {FASTER:g}x is no warm-up effect (samples "
+                   "rescaled?)")
+    if typical > 0 and median > typical * SLOWER:
+        out.append(f"{timed} {median / typical:.3g}x the median {calls} ({typical:.6g} s, samples.jsonl warmup); "
+                   f"more than {SLOWER:g}x is no contention seen in a run (samples rescaled?)")
+    return out
+
+
+def _numbers(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
