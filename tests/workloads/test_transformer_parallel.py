@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from xmfu.harness.cli.formulas import restate_rows
 from xmfu.harness.config.hydra_app import CONFIG_DIR
 from xmfu.harness.engine.declare import ConfigError
+from xmfu.harness.results.rederive.row_checks import restated_problems
 from xmfu.workloads.transformer import figures, jax_comm, parallel, parity
 from xmfu.workloads.transformer.cases import TrainCase, expand
 
@@ -244,3 +246,22 @@ def test_step_memory_is_xlas_buffer_assignment_for_one_device():
             raise NotImplementedError
 
     assert step_memory(Unsupported()) is None
+
+
+def test_comm_bytes_x10_are_refused_by_the_strategys_formula():
+    """A distributed step's comm_bytes_per_rank against parallel.nominal (the formula its backends record)."""
+    model = yaml.safe_load((CONFIG_DIR / "model" / "tiny.yaml").read_text())
+    workload = {"name": "transformer", "model": model, "parallel": "ddp", "scaling": "weak"}
+    case = expand(workload, "fp32", 0)[1]
+    case = case.on_devices(2)
+    bytes_per_rank = parallel.nominal(case, "torch")["bytes_per_rank"]
+    row = {"workload": "transformer", "backend": "torch", "status": "ok", "case_id": case.case_id, "phase": "main",
+           "params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention, "bytes": 0.0,
+           "time_s": {"median": 0.5}, "notes": {}, "comm_bytes_per_rank": bytes_per_rank * 10,
+           "flops_global": case.flops() * 2}
+    config = yaml.safe_dump({"workload": workload, "backends": ["torch"], "dtype": "fp32"})
+    (restated,) = restate_rows(config, [], [row])
+    problems = restated_problems(row, restated, "cases.jsonl line 1")
+    assert any("comm_bytes_per_rank" in p and "formula" in p for p in problems), problems
+    row["comm_bytes_per_rank"] = bytes_per_rank
+    assert restated_problems(row, restate_rows(config, [], [row])[0], "x") == []
