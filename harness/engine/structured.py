@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING
 from typing import Any, TypeVar
 
-from xmfu.harness.engine.declare import Check, ConfigError, describe, kind, optional_inner
+from xmfu.harness.engine.declare import Check, ConfigError, Number, describe, kind, optional_inner
 
 T = TypeVar("T")
 OMEGACONF_MISSING = "???"  # omegaconf.MISSING: a required setting with no default
@@ -163,19 +163,121 @@ def _structured(cls: type) -> Any:
 
 def parse_section(prefix: str, cls: type[T], data: Any) -> T:
     """`data` (a mapping; missing settings take their declared defaults) as the declared dataclass `cls`.
-    Unknown keys, wrong types and values out of range raise a ConfigError naming `prefix.key`."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    Unknown keys, wrong types and values out of range raise a ConfigError naming `prefix.key`.
 
+    Data that is plain and already typed (see plain_values) is merged with the schema's defaults directly, giving
+    what OmegaConf's merge gives; anything else goes through OmegaConf, which converts, resolves and refuses. At
+    2,000 sizes OmegaConf's merge took 1.8 s of a bundle's validation (ListConfig.append), the plain path 0.06 s
+    (issue 42 item 5)."""
     if data is None:
         data = {}
     _check_sections(prefix, cls, data)
     try:
+        values = plain_values(cls, data if type(data) is dict else dict(data), _defaults(cls))
+    except (NotPlain, RecursionError):
+        values = _omegaconf_values(prefix, cls, data)
+    return build(prefix, cls, values)
+
+
+def _omegaconf_values(prefix: str, cls: type, data: Any) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
         merged = OmegaConf.merge(_structured(cls), dict(data))  # a copy of the cached schema, data merged in
-        values = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+        return OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise translate(exc, prefix) from None
-    return build(prefix, cls, values)
+
+
+# -- plain data, without OmegaConf ------------------------------------------------------------------------------
+
+
+class NotPlain(Exception):
+    """Data the plain path does not answer for (a conversion, an interpolation, a merge, an error): OmegaConf
+    reads it."""
+
+
+@functools.cache
+def _defaults(cls: type) -> dict[str, Any]:
+    """The schema's values as OmegaConf holds them before a merge (a required one as "???"): what a setting the
+    data leaves out takes, nested sections included. Read only: plain_values copies what it uses."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(_structured(cls), resolve=False)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return {f.name: typing.get_type_hints(cls)[f.name] for f in dataclasses.fields(cls)}
+
+
+def plain_values(cls: type, data: Any, defaults: Any) -> dict[str, Any]:
+    """What OmegaConf.to_container(OmegaConf.merge(schema, data)) gives, for data that needs none of what OmegaConf
+    does beyond a merge (each key declared, each value of exactly its declared type: int, float, bool, str, an
+    int or float for a Number, a list for a tuple, plain JSON-like data for Any, no string with an interpolation's
+    `$` or MISSING's "???"); else NotPlain. A setting left out takes `defaults`' value (a nested section's, its
+    section's), a section given is merged into its default key by key, any other value replaces its default."""
+    if type(data) is not dict or type(defaults) is not dict:
+        raise NotPlain
+    hints = _hints(cls)
+    if any(key not in hints for key in data):
+        raise NotPlain  # an unknown setting: OmegaConf's error names it
+    return {name: _plain_value(hint, data[name], defaults.get(name)) if name in data else _plain_json(defaults[name])
+            for name, hint in hints.items()}
+
+
+def _plain_value(hint: Any, value: Any, default: Any) -> Any:
+    inner = optional_inner(hint)
+    if inner is not None:
+        return None if value is None else _plain_value(inner, value, default)
+    if hint is Any:
+        if _merged_by_omegaconf(value, default):
+            raise NotPlain
+        return _plain_json(value)
+    if dataclasses.is_dataclass(hint):
+        return plain_values(hint, value, default)  # merged into its default (a section with no default: NotPlain)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and type(value) is list:
+        return [_plain_value(args[0], v, None) for v in value]
+    if type(value) in _exact(hint):
+        return _plain_json(value)
+    raise NotPlain  # a value OmegaConf would convert (2 for a float: 2.0) or refuse, or a type not handled here
+
+
+def _merged_by_omegaconf(value: Any, default: Any) -> bool:
+    """Whether OmegaConf does more with an Any setting's value than put it in its default's place: it merges a
+    mapping into a mapping, refuses a mapping into a list and a list into a mapping (OmegaConf 2.3); a required Any
+    given a list or mapping is left to it too."""
+    if type(value) not in (dict, list):
+        return False
+    if type(default) is dict or default == OMEGACONF_MISSING:
+        return True
+    return type(value) is dict and type(default) is list
+
+
+def _exact(hint: Any) -> tuple[type, ...]:
+    """The types a scalar setting's value is taken in as it is (OmegaConf's node for it keeps them unchanged)."""
+    if hint in (int, float, bool, str):
+        return (hint,)
+    return (int, float) if hint == Number else ()
+
+
+def _plain_json(value: Any) -> Any:
+    """A copy of JSON-like data OmegaConf keeps as it is; NotPlain for anything else (another type, a key that is
+    not a string, a string OmegaConf would resolve or call missing)."""
+    kind = type(value)
+    if value is None or kind in (int, float, bool):
+        return value
+    if kind is str:
+        if "$" in value or value == OMEGACONF_MISSING:
+            raise NotPlain
+        return value
+    if kind is list:
+        return [_plain_json(v) for v in value]
+    if kind is dict and all(type(k) is str and "$" not in k for k in value):
+        return {k: _plain_json(v) for k, v in value.items()}
+    raise NotPlain
 
 
 def _declaring_node(exc: Any) -> tuple[Any, Any, bool]:
