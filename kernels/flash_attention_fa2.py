@@ -1,7 +1,8 @@
 """FlashAttention-2 at the published structure, in Triton: the forward split into unmasked and masked key blocks,
 EVEN_M/EVEN_N specialisations, the delta preprocessing in Triton and a 5-GEMM backward with an atomic dQ.
 
-kernels/flash_attention.py (the `triton` backend) stays as it is, so a GPU run measures the two side by side. Both
+kernels/flash_attention.py (the `triton` backend) keeps its deterministic 7-GEMM backward, so a GPU run measures the
+two side by side; what the two share is kernels/flash_attention_common.py. Both
 take (B, H, S, D) contiguous, GQA (query head h reads kv head h // group) and both causal alignments: key j is kept
 for query i when j <= i + CAUSAL_OFFSET (0: top-left, torch SDPA's is_causal; seq_kv - seq_q: bottom-right,
 FlashAttention >= 2.1).
@@ -32,38 +33,37 @@ import torch
 import triton
 import triton.language as tl
 
-from xmfu.kernels.flash_attention import (
+from xmfu.kernels.flash_attention_common import (
+    BWD_ROWS,
+    FWD_ROWS,
     KEY,
     LOG2E,
+    Tile,
     _and_dims,
+    _bh,
     _configs,
     _head,
+    _load,
     _meta,
+    _softmax_step,
     attention_function,
+    bwd_delta,
     checked_scale,
+    pruner,
 )
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages or waves_per_eu): NOT tuned on a GPU. The forward's are tutorial 06's
 # ranges (BLOCK_M 64/128, BLOCK_N 32/64, 4 or 8 warps, 3-4 stages; one stage on AMD); the backward's keep the key
 # block large and step the query blocks small, as tutorial 06's dK/dV loop does (BLOCK_N1 128, BLOCK_M1 32).
-FWD_CONFIGS = _configs(nvidia=[(128, 64, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 3), (64, 32, 4, 3)],
-                       amd=[(128, 64, 4, 2), (128, 32, 4, 2), (64, 64, 4, 3)])
-BWD_CONFIGS = _configs(nvidia=[(32, 128, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3), (32, 64, 4, 2)],
-                       amd=[(32, 128, 4, 1), (64, 64, 4, 1), (64, 128, 8, 1)])
+FWD_TILES: dict[str, list[Tile]] = {
+    "nvidia": [(128, 64, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 3), (64, 32, 4, 3)],
+    "amd": [(128, 64, 4, 2), (128, 32, 4, 2), (64, 64, 4, 3)]}
+BWD_TILES: dict[str, list[Tile]] = {
+    "nvidia": [(32, 128, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3), (32, 64, 4, 2)],
+    "amd": [(32, 128, 4, 1), (64, 64, 4, 1), (64, 128, 8, 1)]}
+FWD_CONFIGS = _configs(**FWD_TILES)
+BWD_CONFIGS = _configs(**BWD_TILES)  # on NVIDIA sm90+ the 32-row ones are dropped (flash_attention_common.pruner)
 EVEN = {"EVEN_M": lambda a: a["SEQ_Q"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["SEQ_KV"] % a["BLOCK_N"] == 0}
-
-
-@triton.jit
-def _load(ptrs, rows, bound, d, EVEN: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
-    """The tile at ptrs, zero at rows from `bound` on (unless EVEN) and past the head dim (where padded); with no
-    mask at all when neither applies."""
-    if not EVEN:
-        x = tl.load(ptrs, mask=_and_dims(rows < bound, d, HEAD_DIM, BLOCK_D), other=0.0)
-    elif BLOCK_D != HEAD_DIM:
-        x = tl.load(ptrs, mask=d < HEAD_DIM, other=0.0)
-    else:
-        x = tl.load(ptrs)
-    return x
 
 
 @triton.jit
@@ -74,21 +74,6 @@ def _store(ptrs, x, rows, bound, d, EVEN: tl.constexpr, HEAD_DIM: tl.constexpr, 
         tl.store(ptrs, x, mask=d < HEAD_DIM)
     else:
         tl.store(ptrs, x)
-
-
-@triton.jit
-def _softmax_step(acc, l_i, m_i, s, v, PRECISION: tl.constexpr, MASKED: tl.constexpr):
-    """One key block of the online softmax (FlashAttention-2, Algorithm 1), scores s in log2 units. Only a masked
-    block can leave a row with nothing visible yet (m = -inf): it alone pays the guard."""
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_use = m_new
-    if MASKED:
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp2(s - m_use[:, None])
-    alpha = tl.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-    return acc, l_i, m_new
 
 
 @triton.jit
@@ -104,7 +89,7 @@ def _kv(k_base, v_base, cols, offs_d, SEQ_KV, stride_kn, stride_vn, EVEN: tl.con
     return k, v
 
 
-@triton.autotune(configs=FWD_CONFIGS, key=KEY)
+@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=pruner(FWD_ROWS))
 @triton.heuristics(EVEN)
 @triton.jit(do_not_specialize=["CAUSAL_OFFSET"])  # every decode position runs one kernel (flash_attention.py)
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
@@ -114,8 +99,7 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
               PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr,
               EVEN_N: tl.constexpr):
     start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b, h = bh // HEADS, bh % HEADS
+    b, h, bh = _bh(HEADS)
     m0 = start_m * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -165,24 +149,6 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
 
 
 @triton.jit
-def _attn_bwd_delta(Out, DO, DELTA, stride_ob, stride_oh, stride_om, stride_db, stride_dh, stride_dm, HEADS, SEQ_Q,
-                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
-    """delta = rowsum(dO ∘ O) in fp32, (B, H, Sq) contiguous: FlashAttention-2's D_i (Algorithm 2, line 4)."""
-    start_m = tl.program_id(0)
-    bh = tl.program_id(1)
-    b, h = bh // HEADS, bh % HEADS
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
-    keep = _and_dims(offs_m[:, None] < SEQ_Q, offs_d[None, :], HEAD_DIM, BLOCK_D)
-    o = tl.load(Out + _head(b, h, stride_ob, stride_oh) + offs_m[:, None] * stride_om + offs_d[None, :], mask=keep,
-                other=0.0)
-    do = tl.load(DO + _head(b, h, stride_db, stride_dh) + offs_m[:, None] * stride_dm + offs_d[None, :], mask=keep,
-                 other=0.0)
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-    tl.store(DELTA + bh.to(tl.int64) * SEQ_Q + offs_m, delta, mask=offs_m < SEQ_Q)
-
-
-@triton.jit
 def _bwd_block(dk, dv, k, v, Q, DO, DQ, LSE, DELTA, q_head, dq_head, row0, start_m, offs_n, offs_d, stride_qm,
                stride_dqm, SEQ_Q, SEQ_KV, CAUSAL_OFFSET, qk_scale, sm_scale, HEAD_DIM: tl.constexpr,
                BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -224,7 +190,7 @@ def _bwd_block(dk, dv, k, v, Q, DO, DQ, LSE, DELTA, q_head, dq_head, row0, start
 # DQ accumulates with atomic adds, so every config the autotuner times must start from zeros again, and so must the
 # chosen one's run after them: Triton 3.9's runtime/autotuner.py zeroes `reset_to_zero` before each timed call and
 # once more (`self.pre_hook(full_nargs, reset_only=True)`) after choosing.
-@triton.autotune(configs=BWD_CONFIGS, key=KEY, reset_to_zero=["DQ"])
+@triton.autotune(configs=BWD_CONFIGS, key=KEY, reset_to_zero=["DQ"], prune_configs_by=pruner(BWD_ROWS))
 @triton.heuristics(EVEN)
 @triton.jit(do_not_specialize=["CAUSAL_OFFSET"])
 def _attn_bwd(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm_scale,
@@ -234,8 +200,7 @@ def _attn_bwd(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm_scale,
               PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr,
               EVEN_N: tl.constexpr):
     start_n = tl.program_id(0)
-    bhk = tl.program_id(1)
-    b, hk = bhk // KV_HEADS, bhk % KV_HEADS
+    b, hk, _ = _bh(KV_HEADS)
     n0 = start_n * BLOCK_N
     offs_n = n0 + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -278,7 +243,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
     contiguous)."""
     batch, heads, seq_q, _ = q.shape
     kv_heads, seq_kv = k.shape[1], k.shape[2]
-    _attn_fwd[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), batch * heads)](
+    _attn_fwd[lambda m: (triton.cdiv(seq_q, m["BLOCK_M"]), heads, batch)](
         q, k, v, o, lse, scale * LOG2E, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), batch, heads, heads // kv_heads, seq_q, seq_kv, causal_offset,
         **_meta(q, k, causal))
@@ -292,13 +257,9 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     batch, heads, seq_q, _ = q.shape
     kv_heads, seq_kv = k.shape[1], k.shape[2]
     meta = _meta(q, k, causal)
-    delta = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-    pre_block = 128 if meta["BLOCK_D"] <= 128 else 64  # the tutorial's PRE_BLOCK; fewer rows at head dim 256
-    _attn_bwd_delta[(triton.cdiv(seq_q, pre_block), batch * heads)](
-        o, do, delta, o.stride(0), o.stride(1), o.stride(2), do.stride(0), do.stride(1), do.stride(2), heads, seq_q,
-        HEAD_DIM=meta["HEAD_DIM"], BLOCK_D=meta["BLOCK_D"], BLOCK_M=pre_block)
+    delta = bwd_delta(o, do)
     dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-    _attn_bwd[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), batch * kv_heads)](
+    _attn_bwd[lambda m: (triton.cdiv(seq_kv, m["BLOCK_N"]), kv_heads, batch)](
         q, k, v, do, lse, delta, dq, dk, dv, scale * LOG2E, scale, q.stride(0), q.stride(1), q.stride(2),
         k.stride(0), k.stride(1), k.stride(2), dq.stride(0), dq.stride(1), dq.stride(2), batch, heads, kv_heads,
         heads // kv_heads, seq_q, seq_kv, causal_offset, **meta)

@@ -7,7 +7,7 @@ to fill a GPU at small batch. Here:
   (FlashAttention-2 does the same for seqlen_q == 1: `seqlenq_ngroups_swapped` reshapes q from
   (b, 1, nheads_kv * ngroups, d) to (b, ngroups, nheads_kv, d); csrc/flash_attn/flash_api.cpp, mha_fwd,
   Dao-AILab/flash-attention 00979f57): each key block is loaded once per group, not once per query head;
-- the context is split into SPLITS ranges, one program per (range, batch x kv head), each writing its partial
+- the context is split into SPLITS ranges, one program per (range, kv head, batch), each writing its partial
   output and log-sum-exp; a second kernel combines them per query head (FlashAttention-2's split-KV forward,
   "Flash-Decoding for long-context inference", Dao, Haziza, Massa and Sizov, 2023).
 Layout (B, H, 1, D) for q and the output, (B, H_kv, S_kv, D) for the cache; keys 0..kv_len-1 are attended.
@@ -21,18 +21,36 @@ import torch
 import triton
 import triton.language as tl
 
-from xmfu.kernels.flash_attention import HEAD_DIMS, LOG2E, _and_dims, _head, _kv_block, interpreting
+from xmfu.kernels.flash_attention_common import (
+    HEAD_DIMS,
+    LOG2E,
+    _and_dims,
+    _bh,
+    _head,
+    _kv_block,
+    check_grid,
+    interpreting,
+)
+
+# (BLOCK_N, num_warps, num_stages on NVIDIA | waves_per_eu on AMD) per vendor; the M tile is fixed by the GQA group
+# (`xmfu kernels` compiles each).
+TILES: dict[str, list[tuple[int, int, int]]] = {"nvidia": [(64, 4, 3), (128, 4, 3), (64, 4, 2), (32, 4, 4)],
+                                                "amd": [(64, 4, 2), (128, 4, 2), (32, 4, 2)]}
+
+
+def vendor_configs(vendor: str, tiles: list[tuple[int, int, int]]) -> list[triton.Config]:
+    if vendor == "amd":
+        return [triton.Config({"BLOCK_N": n, "waves_per_eu": w}, num_warps=warps, num_stages=1)
+                for n, warps, w in tiles]
+    return [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s) for n, w, s in tiles]
 
 
 def _configs() -> list[triton.Config]:
-    """BLOCK_N and warps per vendor (the M tile is fixed by the GQA group); one small tile interpreted."""
+    """This machine's configs; one small tile interpreted."""
     if interpreting():
         return [triton.Config({"BLOCK_N": 16}, num_warps=4, num_stages=1)]
-    if getattr(torch.version, "hip", None):
-        return [triton.Config({"BLOCK_N": n, "waves_per_eu": w}, num_warps=4, num_stages=1)
-                for n, w in ((64, 2), (128, 2), (32, 2))]
-    return [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s) for n, w, s in ((64, 4, 3), (128, 4, 3),
-                                                                                       (64, 4, 2), (32, 4, 4))]
+    vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
+    return vendor_configs(vendor, TILES[vendor])
 
 
 # What a decode run keeps fixed from step to step: the cache's capacity and the split count are, the context
@@ -48,8 +66,7 @@ def _decode_split(Q, K, V, O_PART, LSE_PART, qk_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
                   BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
     split = tl.program_id(0)
-    bhk = tl.program_id(1)
-    b, hk = bhk // KV_HEADS, bhk % KV_HEADS
+    b, hk, bhk = _bh(KV_HEADS)
     offs_g = tl.arange(0, BLOCK_G)  # the group's query heads hk * GROUP + g, as rows of the tile
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -67,7 +84,7 @@ def _decode_split(Q, K, V, O_PART, LSE_PART, qk_scale,
     hi = tl.minimum(lo + SPLIT_LEN, KV_LEN)  # a range past the context is empty: lse -inf, output 0
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
-        k, v = _kv_block(k_base, v_base, cols, offs_d, hi, stride_kn, stride_vn, HEAD_DIM, BLOCK_D, UPCAST)
+        k, v = _kv_block(k_base, v_base, cols, offs_d, hi, stride_kn, stride_vn, HEAD_DIM, BLOCK_D, UPCAST, False)
         s = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # (BLOCK_G, BLOCK_N), log2 units
         s = tl.where(cols[None, :] < hi, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -145,6 +162,7 @@ def flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_len: int,
     if seq_q != 1 or dim not in HEAD_DIMS or k.shape[-1] != dim or heads % kv_heads:
         raise ValueError(f"flash_decode takes one query token of head dim in {HEAD_DIMS} and H a multiple of H_kv; "
                          f"got q {tuple(q.shape)}, k {tuple(k.shape)}")
+    check_grid(batch, heads)  # the split kernel's grid is (splits, kv heads, batch); the combine's batch x heads
     if k.stride(-1) != 1 or v.stride(-1) != 1 or v.stride() != k.stride():
         raise ValueError("the cache's K and V need the same strides, unit along D")
     q = q.contiguous()
@@ -156,7 +174,7 @@ def flash_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_len: int,
     lse_part = torch.empty((batch, kv_heads, splits, group), device=q.device, dtype=torch.float32)
     out = torch.empty_like(q)
     scale = dim ** -0.5 if scale is None else scale
-    _decode_split[(splits, batch * kv_heads)](
+    _decode_split[(splits, kv_heads, batch)](
         q, k, v, o_part, lse_part, scale * LOG2E, q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), batch, kv_heads, group, capacity, kv_len, split_len, splits,
         HEAD_DIM=dim, BLOCK_D=block_d, UPCAST=interpreting() and q.dtype == torch.bfloat16,

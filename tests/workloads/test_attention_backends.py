@@ -173,6 +173,9 @@ def test_triton_runs_a_one_token_forward_through_the_split_kv_decode_kernel(alig
     assert "flash_decoding" in prepared.notes["library"]
     _, tiled = _check("triton", _case((8, 2, 1, 45, 32, True, alignment), mode="fwd_bwd"), cpu_ctx)
     assert "flash_attention" in tiled.notes["library"]  # gradients: the tiled kernels
+    # issue 41 item 5: the row says its backward spends 7 GEMMs per block pair where its FLOPs count 5
+    assert tiled.notes["backward_gemms"].startswith("7 per") and "credits 5" in tiled.notes["backward_gemms"]
+    assert "delta kernel" in tiled.notes["kernel"] and "split-KV" in prepared.notes["kernel"]
 
 
 def test_triton_fa2_records_its_kernel_and_checks_large_cases_at_the_interpreters_size(cpu_ctx):

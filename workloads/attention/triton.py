@@ -14,6 +14,12 @@ from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
 
 HEAD_DIMS = (16, 32, 64, 80, 96, 128, 256)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton
+KERNEL = ("forward: unmasked key blocks, then the masked diagonal band; backward: delta kernel, then dK/dV per key "
+          "block and dQ per query block, deterministic (no atomics)")
+# kernels/flash_attention.py: the dQ kernel recomputes Q Kᵀ and dO Vᵀ, which the dK/dV kernel also computes; the row's
+# FLOPs count the backward as 2.5 forwards (workloads/attention/spec.py flops), FlashAttention-2's 5 GEMMs.
+BACKWARD_GEMMS = "7 per (key block, query block) pair, of which the FLOP count credits 5 (2.5x the forward's 2)"
+DECODE_KERNEL = "split-KV: the GQA group's query heads in one tile, context ranges combined by a second kernel"
 
 
 def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
@@ -44,8 +50,10 @@ def _attend(checked: AttentionCase) -> tuple[Callable, dict[str, Any]]:
             return flash_decode(q, k, v, kv_len, checked.scale)
         return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
-    library = "xmfu.kernels.flash_decoding (Triton, split-KV)" if decode else "xmfu.kernels.flash_attention (Triton)"
-    return attend, {"library": library}
+    if decode:
+        return attend, {"library": "xmfu.kernels.flash_decoding (Triton, split-KV)", "kernel": DECODE_KERNEL}
+    return attend, {"library": "xmfu.kernels.flash_attention (Triton)", "kernel": KERNEL,
+                    "backward_gemms": BACKWARD_GEMMS}
 
 
 def prepare_interpreted(case: AttentionCase, ctx: RunContext,
