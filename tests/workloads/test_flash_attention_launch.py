@@ -111,3 +111,16 @@ def test_the_autotuners_prune_for_the_device_and_leave_the_interpreter_alone(mon
     cuda_tensor = type("T", (), {"device": torch.device("cuda", 0)})()
     assert prune(backward, {"Q": cuda_tensor}) == common.for_capability(backward, 9, common.BWD_ROWS)
     assert fa._attn_bwd_dq.early_config_prune is not None and fa2._attn_bwd.early_config_prune is not None
+
+
+@pytest.mark.parametrize("batch, heads", [(65_536, 1), (1, 65_536)])
+def test_the_triton_backends_skip_a_case_past_the_grid_before_any_kernel_runs(batch, heads, cpu_ctx):
+    from xmfu.workloads.attention import triton as backend
+    from xmfu.workloads.attention.spec import AttentionCase
+
+    assert backend.GRID_YZ_MAX == common.GRID_YZ_MAX
+    case = AttentionCase(batch, heads, 1, 16, 16, 64, False, "top_left", 0.125, "bf16", "fwd")
+    ok, why = backend.available(case, cpu_ctx)
+    assert not ok and "65535 programs" in why
+    assert backend.available(AttentionCase(2048, 32, 8, 1, 4096, 128, False, "top_left", 0.1, "bf16", "fwd"),
+                             cpu_ctx) == (True, "")

@@ -14,6 +14,7 @@ from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
 
 HEAD_DIMS = (16, 32, 64, 80, 96, 128, 256)  # xmfu.kernels.flash_attention.HEAD_DIMS, without importing triton
+GRID_YZ_MAX = 65535  # xmfu.kernels.flash_attention_common.GRID_YZ_MAX: the heads and the batch each on a grid axis
 KERNEL = ("forward: unmasked key blocks, then the masked diagonal band; backward: delta kernel, then dK/dV per key "
           "block and dQ per query block, deterministic (no atomics)")
 # kernels/flash_attention.py: the dQ kernel recomputes Q Kᵀ and dO Vᵀ, which the dK/dV kernel also computes; the row's
@@ -28,6 +29,10 @@ def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if case.head_dim not in HEAD_DIMS:
         return False, f"head_dim {case.head_dim} is not supported by the Triton kernel; allowed: {HEAD_DIMS}"
+    for name, n in (("batch", case.batch), ("heads", case.heads)):
+        if n > GRID_YZ_MAX:  # on a CPU the interpreter's smaller case would pass; a GPU launch would not
+            return False, (f"{name} {n} is more than the {GRID_YZ_MAX} programs a GPU grid axis past the first takes "
+                           "(the Triton kernels launch one program per head on axis 1 and per batch on axis 2)")
     if case.dtype == "tf32":
         return False, "tf32 is not offered by xmfu's Triton attention (fp32 runs with ieee precision)"
     return True, ""

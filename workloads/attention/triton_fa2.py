@@ -1,9 +1,10 @@
 """xmfu's Triton FlashAttention at the published structure (kernels/flash_attention_fa2.py): the forward's key blocks
 split into unmasked ones and the masked diagonal band (Triton tutorial 06's stages), EVEN_M/EVEN_N specialisations,
 the delta preprocessing in Triton and a 5-GEMM backward with an atomic dQ (FlashAttention-2). It runs beside
-`triton` (the tutorial-structure kernels/flash_attention.py, 7 GEMMs per backward block pair) so one GPU run
-measures the old kernel against the new; every shape, one query token included, runs the tiled kernel here. The
-checks, refusals and the interpreter's smaller case are the `triton` backend's (workloads/attention/triton.py)."""
+`triton` (kernels/flash_attention.py: the same split forward without the EVEN specialisations, a deterministic
+backward of 7 GEMMs per block pair) so one GPU run measures the two; every shape, one query token included, runs
+the tiled kernel here. The checks, refusals and the interpreter's smaller case are the `triton` backend's
+(workloads/attention/triton.py)."""
 
 from __future__ import annotations
 
