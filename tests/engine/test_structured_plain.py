@@ -58,14 +58,17 @@ def _sections() -> dict[type, str]:
     return out
 
 
-COMPOSED = [["workload=matmul"], ["workload=matmul", "workload.sizes=[16,32]", "dtype=fp32"],
-            ["workload=collectives"], ["workload=allreduce"], ["workload=attention"], ["workload=inference"],
-            ["workload=transformer"], ["workload=membw"], ["workload=transformer", "model=8b"],
-            ["experiment=smoke"], ["experiment=mamf"], ["experiment=attention-shootout"], ["timing=sustained"],
-            ["workload=matmul", "backends=[torch,jax]", "baseline=torch", "timing=quick", "repeats=3"]]
+# Each composes with Hydra and plans twice (seconds apiece): four in make test, the rest in the slow group.
+COMPOSED = [["workload=matmul", "workload.sizes=[16,32]", "dtype=fp32"], ["workload=transformer"],
+            ["experiment=smoke"],
+            ["workload=matmul", "backends=[torch,jax]", "baseline=torch", "timing=quick", "repeats=3"],
+            *(pytest.param(job, marks=pytest.mark.trials) for job in (
+                ["workload=matmul"], ["workload=collectives"], ["workload=allreduce"], ["workload=attention"],
+                ["workload=inference"], ["workload=membw"], ["workload=transformer", "model=8b"],
+                ["experiment=mamf"], ["experiment=attention-shootout"], ["timing=sustained"]))]
 
 
-@pytest.mark.parametrize("job", COMPOSED, ids=" ".join)
+@pytest.mark.parametrize("job", COMPOSED, ids=lambda job: " ".join(job))
 def test_a_composed_config_parses_and_plans_as_omegaconf_reads_it(monkeypatch, job):
     """What `xmfu run` and the validator parse (the composed config as plain data) takes the plain path, and its
     RunConfig and planned cases are OmegaConf's."""
