@@ -246,7 +246,8 @@ RATE_FIELDS = ("tflops", "mfu", "bandwidth_gbps")
 
 def _rescaled(factor: float):
     """The raw samples and every figure made from them scaled alike (times by `factor`, rates by its inverse), the
-    warm-up calls beside them left as they were: all that validate re-derives from the samples agrees."""
+    warm-up calls beside them left as they were: all that validate re-derives from the samples agrees. The factors
+    leave margin for a loaded machine, where a genuine tiny call's timed median reached 11.8x its warm-up's."""
     def edit(bundle: Path) -> None:
         _rows(bundle, _samples_scaled(factor), "samples.jsonl")
         _rows(bundle, _figures_scaled(factor))
@@ -268,6 +269,8 @@ def _figures_scaled(factor: float):
             r["time_s"].update({k: r["time_s"][k] * factor for k in TIME_FIELDS})
             r.update({k: r[k] / factor for k in RATE_FIELDS if r.get(k) is not None})
             r["tflops_ci95"] = [v / factor for v in r["tflops_ci95"]]
+            if r.get("contention"):  # claimed quiet: a contended row is not held to the slower bound
+                r["contention"].update(contended=False, reason=None)
     return edit
 
 
@@ -335,7 +338,7 @@ FORGERIES = {  # name: (run, edit of the bundle, words the problem must contain)
                                            "config.yaml gives"),
     "rows keyed into a suite's series": ("matmul", lambda b: _rows(b, _rekeyed(
         lambda f: f["protocol"].update(suite="nightly/1/0123456789ab"))), "comparability.protocol.suite"),
-    "samples and every figure cut tenfold, warm-up untouched": ("single", _rescaled(0.1),
+    "samples and every figure cut 100-fold, warm-up untouched": ("single", _rescaled(0.01),
                                                                 "faster than the fastest of its"),
     "samples and every figure x10, warm-up untouched": ("single", _rescaled(10.0), "the median of its"),
     "median's CI narrowed by one order statistic": ("matmul", _ci_narrowed, "binomial order-statistic bound"),
@@ -353,7 +356,7 @@ def test_each_consistent_forgery_is_refused_with_the_problem_named(runs, tmp_pat
     assert needle.lower() in result.stdout.lower(), result.stdout
 
 
-@pytest.mark.parametrize("factor", [0.1, 10.0])
+@pytest.mark.parametrize("factor", [0.01, 10.0])
 def test_a_rescaled_bundle_disagrees_with_its_warm_up_alone(runs, tmp_path, factor):
     """The rescaling forgery is consistent in everything re-derived from the samples (it passed before issue 42
     item 17): only the warm-up calls it left untouched give it away."""

@@ -11,8 +11,14 @@ Both are the same call timed by the same timer (harness/engine/timing.py: warm_u
   median 0.78x the fastest warm-up call after the first), and, where a sample averages several calls, the launch
   and synchronisation cost a single call pays and back-to-back calls overlap (down to 0.07x): so this side is
   checked only where a sample is one call, and never for CUDA-graph replays.
-The bounds below leave those margins: a sample set halved (0.5x) or scaled tenfold is refused; a rescaling by less
-than the margins is not caught here.
+A run that its own contention check flagged (row.contention.contended: other processes took the CPU or the device)
+is not held to the slower bound: on a shared 2-core machine under a load of 20, a genuine 33 us call's timed median
+reached 11.8x its warm-up calls' median, the scheduler's time slices and not the kernel. Such a row is no evidence in
+a verdict either (xmfu compare: inconclusive, contended), so a forger gains nothing by claiming contention.
+The bounds below leave those margins: a sample set scaled tenfold is refused (its row claiming no contention), a
+cut by a factor k only where the genuine timed median lay within k/1.6 of the fastest warm-up call (tenfold: 6.25x;
+a loaded machine does not promise that, a hundredfold cut it does); a rescaling by less than the margins is not
+caught here.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ def warmup_problems(row: dict[str, Any], rec: dict[str, Any], where: str) -> lis
         out.append(f"{timed} {fastest / median:.3g}x faster than the fastest {calls} ({fastest:.6g} s, samples.jsonl "
                    f"warmup), though both time one call; more than {FASTER:g}x is no warm-up effect (samples "
                    "rescaled?)")
-    if typical > 0 and median > typical * SLOWER:
+    contention = row.get("contention") if isinstance(row.get("contention"), dict) else {}
+    if typical > 0 and median > typical * SLOWER and contention.get("contended") is not True:
         out.append(f"{timed} {median / typical:.3g}x the median {calls} ({typical:.6g} s, samples.jsonl warmup); "
                    f"more than {SLOWER:g}x is no contention seen in a run (samples rescaled?)")
     return out
