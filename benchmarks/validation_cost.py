@@ -127,11 +127,12 @@ def copy_bundle(small: Path, folder: Path, run_id: str, n_sizes: int, seed: int)
         group = list(zip(out_rows[at:at + per_size], out_recs[at:at + per_size], strict=True))
         for row, rec in group:
             if isinstance(row.get("speedup"), dict):
-                base = next(r for w, r in group if w["backend"] == row["speedup"]["baseline"])
+                base_row, base = next((w, r) for w, r in group if w["backend"] == row["speedup"]["baseline"])
+                contended = any((w.get("contention") or {}).get("contended") for w in (row, base_row))
                 row["speedup"] = paired_speedup(row["speedup"]["baseline"],
                                                 (base["samples"], base["rounds"], base["repeats"]),
                                                 (rec["samples"], rec["rounds"], rec["repeats"]), margin,
-                                                resamples).as_dict()
+                                                resamples, contended=contended).as_dict()
     man = {**manifest, "run_id": run_id, "counts": dict.fromkeys(schema.ROW_STATUSES, 0)}
     for row in out_rows:
         man["counts"][row["status"]] += 1

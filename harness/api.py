@@ -193,6 +193,7 @@ def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
 
 
 RUN_DEFAULTS = RunSettings()  # `xmfu run`'s declared defaults: benchmark()'s results_dir, device and repeats too
+DEFAULT_TIMING = {"warmup_s": 0.2, "max_time_s": 5.0, "target_rel_ci": 0.02}
 
 
 def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[], Any] | Any, *,
@@ -204,6 +205,10 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
 
     `repeats` runs the whole measurement that many times (interleaved): the CI then includes the spread
     between repeats, and `xmfu compare` has run-to-run variance to base its verdict on.
+
+    With `baseline`, every candidate is sampled for at least stats.MIN_ROUNDS interleaved rounds (within
+    `timing.max_samples`); a speedup's verdict is `inconclusive`, with `verdict_reason`, where the case was
+    contended or fewer rounds were paired.
 
     `device` says where the candidates' work runs: "auto" (the accelerator torch or JAX sees, else the host),
     "cpu", or "gpu" (xmfu.harness.machine.platform.NoAcceleratorError where there is none).
@@ -224,7 +229,7 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     registry.add(WorkloadDef("custom", lambda cfg, dt, seed: [case],
                              {n: _implementation(n, fn) for n, fn in candidates.items()}))
     data = {"workload": {"name": "custom"}, "backends": names, "dtype": dtype, "baseline": baseline,
-            "timing": dict(timing or {"warmup_s": 0.2, "max_time_s": 5.0, "target_rel_ci": 0.02}), "mamf": {},
+            "timing": dict(timing or DEFAULT_TIMING), "mamf": {},
             "results_dir": results_dir, "device": device, "repeats": repeats}
     cfg = parse_run_config(data, registry.backends_by_workload())
     outcome = execute(cfg, registry, f"# xmfu.benchmark: {name}\n", ["xmfu.benchmark"], [])

@@ -18,7 +18,7 @@ from xmfu.harness.engine import stall
 from xmfu.harness.engine.case import Case, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.registry import WorkloadDef
-from xmfu.harness.engine.sampler import sample_fixed_group, sample_interleaved
+from xmfu.harness.engine.sampler import for_a_verdict, sample_fixed_group, sample_interleaved
 from xmfu.harness.engine.timers import timer_for
 from xmfu.harness.engine.timing import Series, merged_series
 from xmfu.harness.machine.jax_distributed import jax_processes_joined
@@ -132,6 +132,8 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
                           for name, fn in p.variants.items()}
     # Variants take turns with their step: in the interleaved rounds, or sample by sample under a fixed plan.
     adaptive = [s for a in attempts if a.series and not a.series.fixed for s in (a.series, *a.variants.values())]
+    if _compared(attempts, ctx.config.baseline):  # a speedup's verdict needs MIN_ROUNDS paired rounds
+        cfg = for_a_verdict(cfg, ctx.config.repeats)
     timed_out = sample_interleaved(adaptive, cfg) if adaptive else False
     for a in attempts:
         if a.series and a.series.fixed:
@@ -140,6 +142,12 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
         if a.series and a.series.error:
             a.status, a.reason = "failed", a.series.error
     return timed_out
+
+
+def _compared(attempts: list[Attempt], baseline: str | None) -> bool:
+    """Whether the case gives a speedup: the baseline and another backend are timed adaptively."""
+    timed = [a.backend for a in attempts if a.series and not a.series.fixed]
+    return baseline in timed and len(timed) > 1
 
 
 def gather_ranks(attempts: list[Attempt]) -> None:

@@ -250,8 +250,9 @@ class CaseRunner:
         return recorder
 
     def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
-        """Each timed backend against the configured baseline, paired by interleaving round."""
-        cfg = self.ctx.config
+        """Each timed backend against the configured baseline, paired by interleaving round; no verdict where the
+        case was contended (its rows say so: self.contention) or too few rounds were paired (stats.judge)."""
+        cfg, contended = self.ctx.config, bool(self.contention and self.contention.get("contended"))
         base = next((a for a in attempts if a.backend == cfg.baseline), None)
         if base is None or base.status != "ok" or not base.series or not base.prepared.timing_valid:
             return {}
@@ -260,7 +261,7 @@ class CaseRunner:
             if a is base or a.status != "ok" or not a.series or not a.prepared.timing_valid:
                 continue
             result = paired_speedup(base.backend, _paired(base.series), _paired(a.series), cfg.equivalence_margin,
-                                    cfg.timing.bootstrap_resamples)
+                                    cfg.timing.bootstrap_resamples, contended=contended)
             out[a.backend] = result.as_dict() if result else None
         return out
 

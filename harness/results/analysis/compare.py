@@ -24,7 +24,7 @@ import numpy as np
 
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.schema.row import Row
-from xmfu.harness.results.statistics.speedup import runs_ratio_ci, runs_ratio_ci_store, verdict
+from xmfu.harness.results.statistics.speedup import judge, runs_ratio_ci, runs_ratio_ci_store, verdict
 from xmfu.harness.results.statistics.summary import BOOTSTRAP_RESAMPLES, EQUIVALENCE_MARGIN, resampled_medians_sorted
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
@@ -220,8 +220,9 @@ def compare_sides(base: Side, other: Side, result: Comparison, allow_incomparabl
         if noise and estimate is None:  # --noise-from was given: say why it did not decide this row
             stats["variance_source"] += " (--noise-from: too few runs of this series in the history store)"
         contended = _contended(ref_entries + entries)
-        if contended and not strict:  # a run that says it was disturbed is no evidence either way
-            stats.update(verdict="inconclusive", verdict_reason="contended")
+        if contended and not strict:  # a run that says it was disturbed is no evidence either way (stats.judge)
+            word, why = judge(stats["ci95_low"], stats["ci95_high"], margin, contended=True)
+            stats.update(verdict=word, verdict_reason=why)
         ref, row = ref_entries[0][0], entries[0][0]
         result.rows.append({"case_id": key[0], "backend": key[1], "baseline_run": base.label, "run": other.label,
                             "baseline_median_s": ref.time_s.median, "median_s": row.time_s.median,

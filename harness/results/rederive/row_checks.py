@@ -27,7 +27,7 @@ from xmfu.harness.results.rederive.times import (
     within,
 )
 from xmfu.harness.results.schema.comparability import comparability_key
-from xmfu.harness.results.statistics.speedup import paired_speedup_draws, verdict
+from xmfu.harness.results.statistics.speedup import MIN_ROUNDS, judge, paired_speedup_draws, verdict
 from xmfu.harness.results.statistics.summary import (
     CI_LEVEL,
 )
@@ -138,7 +138,8 @@ def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], 
         if j is None or j >= len(samples):
             out.append(f"{where}: speedup against {sp.get('baseline')!r}, which has no row of this case")
             continue
-        out += _one_speedup(sp, _paired(samples[j]), _paired(rec), s, where)
+        contended = any((r.get("contention") or {}).get("contended") for r in (row, rows[j]))
+        out += _one_speedup(sp, _paired(samples[j]), _paired(rec), s, where, contended)
     return out
 
 
@@ -149,7 +150,8 @@ def _paired(rec: dict[str, Any]) -> tuple | None:
     return (x, rounds, repeats) if len(repeats) == len(x) else (x, rounds)
 
 
-def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: Settings, where: str) -> list[str]:
+def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: Settings, where: str,
+                 contended: bool = False) -> list[str]:
     # The run's own seeded bootstrap first (stats.paired_speedup: seed 0, the config's resamples): its value and
     # paired rounds do not depend on the draws, and a genuine CI is its quantiles. The 8,000-draw reference the
     # tolerance band is read from is drawn only for a CI it does not reproduce (drawn for every row, it was 8 of
@@ -165,10 +167,7 @@ def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: 
         out.append(f"{where}: speedup.rounds {sp.get('rounds')} but the samples pair {rounds} rounds")
     low, high = sp.get("ci95_low"), sp.get("ci95_high")
     if is_number(low) and is_number(high):
-        said = verdict(low, high, s.margin)
-        if sp.get("verdict") != said:
-            out.append(f"{where}: speedup.verdict {sp.get('verdict')!r} but its CI [{low}, {high}] against "
-                       f"1 +- {s.margin} says {said!r}")
+        out += _verdict_problems(sp, low, high, rounds, contended, s.margin, where)
         if not s.resamples:
             return out  # the band needs the resample count
         tail = (1 - CI_LEVEL) / 2
@@ -181,6 +180,23 @@ def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: 
                 out.append(f"{where}: speedup.{label} {bound} is not a bootstrap bound of the paired samples: it "
                            f"lies in [{band[0]:.6g}, {band[1]:.6g}] (tolerance: {CI_SE:g} standard errors)")
     return out
+
+
+def _verdict_problems(sp: dict[str, Any], low: float, high: float, rounds: int, contended: bool, margin: float,
+                      where: str) -> list[str]:
+    """The stated verdict against the rule it was drawn under: stats.judge (no verdict when contended or from fewer
+    than min_rounds rounds, at least MIN_ROUNDS) where the row names min_rounds; the CI alone in rows before it."""
+    if "min_rounds" not in sp:
+        said, why = verdict(low, high, margin), None
+    elif not (isinstance(sp["min_rounds"], int) and sp["min_rounds"] >= MIN_ROUNDS):
+        return [f"{where}: speedup.min_rounds {sp['min_rounds']!r} is below the rule's {MIN_ROUNDS}"]
+    else:
+        said, why = judge(low, high, margin, rounds, contended, sp["min_rounds"])
+    if sp.get("verdict") != said or sp.get("verdict_reason") != why:
+        return [f"{where}: speedup.verdict {sp.get('verdict')!r} ({sp.get('verdict_reason') or 'no reason'}) but its "
+                f"CI [{low}, {high}] against 1 +- {margin}, {rounds} rounds"
+                f"{', contended' if contended else ''} say {said!r} ({why or 'no reason'})"]
+    return []
 
 
 _DEVICE_FIELDS = frozenset(f.name for f in fields(DeviceInfo))

@@ -15,6 +15,7 @@ from xmfu.harness.results.analysis.flags import row_flags
 from xmfu.harness.results.render.text_table import Column, paragraph, render, wrap_cell
 from xmfu.harness.results.schema.parts import Latency
 from xmfu.harness.results.schema.row import Row
+from xmfu.harness.results.statistics.speedup import reread
 
 WIDTH = 120  # a terminal's width the default table fits (issue 30 item 9)
 WIDE_HINT = ("every column: output.wide=true (xmfu run) or xmfu table --wide BUNDLE; every field: the bundle's "
@@ -57,14 +58,25 @@ def _note(row: Row) -> str:
     why_no_mbu = row.mbu_reason if row.tpot_s is not None and row.mbu is None else None
     if why_no_mbu and why_no_mbu not in note:  # a decode row's MBU column reads "-": say why
         note = f"{note}; MBU: {why_no_mbu}".lstrip("; ")
+    if (why_no_verdict := _verdict(row)[1]) is not None:
+        note = f"{note}; no speedup verdict: {why_no_verdict}".lstrip("; ")
     if _ci_missed(row):  # a figure less precise than asked for must not read like one that made it
         note = f"CI target missed: {row.timer.stop}; {note}".rstrip("; ")
     return note
 
 
+def _verdict(row: Row) -> tuple[str, str | None]:
+    """The speedup's verdict as the one rule reads it (stats.reread: none where the case was contended or too few
+    rounds were paired, in bundles written before the rule too) and why there is none; the note gives the why."""
+    sp = row.speedup
+    if sp is None:
+        return "", None
+    return reread(sp.verdict, sp.verdict_reason, sp.rounds, bool(row.contention and row.contention.contended))
+
+
 def _speedup(row: Row) -> str:
     sp = row.speedup
-    return f"{sp.value:.2f}x [{sp.ci95_low:.2f},{sp.ci95_high:.2f}] {sp.verdict}" if sp is not None else "-"
+    return f"{sp.value:.2f}x [{sp.ci95_low:.2f},{sp.ci95_high:.2f}] {_verdict(row)[0]}" if sp is not None else "-"
 
 
 def _latency_ms(latency: Latency | None) -> str:

@@ -77,8 +77,12 @@ class Speedup(Record, kw_only=True):
     ci95_high: doc(float, "upper end of its 95% CI")
     rounds: doc(int, "paired rounds the CI was computed from", ge=0)
     verdict: doc(Literal["faster", "slower", "equivalent", "inconclusive"],
-                 "the CI against 1 +- equivalence_margin")
+                 "the CI against 1 +- equivalence_margin; inconclusive, with verdict_reason, where the case was "
+                 "contended or fewer than min_rounds rounds were paired")
     variance_source: doc(str, "where the variance came from") = "interleaved rounds of one run"
+    verdict_reason: maybe(str, "why no verdict was drawn: contended, or too few rounds: N < min_rounds") = None
+    min_rounds: maybe(int, "the fewest paired rounds a verdict is drawn from (stats.MIN_ROUNDS); absent in rows "
+                           "written before that rule, whose verdict reads the CI alone", ge=1) = None
 
 
 class Repeats(Record, kw_only=True):

@@ -18,6 +18,12 @@ from xmfu.harness.results.statistics.summary import (
 )
 
 VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
+# The fewest paired rounds a verdict is drawn from (issue 42 item 1). A block bootstrap over k rounds has few
+# distinct resamples when k is small (over 2 rounds, 3): planted-noise trials of paired_speedup (round drift,
+# turn-to-turn load, sample noise, outliers: tests/results/test_verdict_rule.py) held the truth in 49% of 2-round
+# intervals, 86-90% at 4 and 93% or more from 6 on; 8 leaves a margin.
+MIN_ROUNDS = 8
+CONTENDED = "contended"
 
 
 @dataclass(frozen=True)
@@ -31,9 +37,11 @@ class Speedup:
     rounds: int
     verdict: str
     variance_source: str = "interleaved rounds of one run"
+    verdict_reason: str | None = None  # why no verdict was drawn (judge), where none was
+    min_rounds: int | None = None  # the rule's MIN_ROUNDS the verdict was judged under
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def verdict(low: float, high: float, margin: float) -> str:
@@ -45,6 +53,34 @@ def verdict(low: float, high: float, margin: float) -> str:
     if low >= 1 - margin and high <= 1 + margin:
         return "equivalent"
     return "inconclusive"
+
+
+def few_rounds(rounds: int, min_rounds: int = MIN_ROUNDS) -> str:
+    return f"too few rounds: {rounds} < {min_rounds}"
+
+
+def judge(low: float, high: float, margin: float, rounds: int | None = None, contended: bool = False,
+          min_rounds: int = MIN_ROUNDS) -> tuple[str, str | None]:
+    """One rule for a verdict everywhere (a run's rows and end table, xmfu.benchmark, xmfu compare, the suites):
+    (verdict, why none was drawn). A measurement its own run marked contended is no evidence either way, nor is
+    an interval from fewer than `min_rounds` paired rounds (`rounds` None: not a paired interval, e.g. compare's
+    runs): both are `inconclusive`, with the reason; else the CI against 1 +- margin (`verdict`)."""
+    if contended:
+        return "inconclusive", CONTENDED
+    if rounds is not None and rounds < min_rounds:
+        return "inconclusive", few_rounds(rounds, min_rounds)
+    return verdict(low, high, margin), None
+
+
+def reread(stated: str, reason: str | None, rounds: int, contended: bool) -> tuple[str, str | None]:
+    """A stored in-run verdict as the rule reads it: one a bundle written before the rule (or edited) gives where
+    the rule gives none is shown as none, with the reason; otherwise the stated verdict (judged at the run's own
+    equivalence margin, which a reader does not have)."""
+    if contended:
+        return "inconclusive", CONTENDED
+    if rounds < MIN_ROUNDS:
+        return "inconclusive", few_rounds(rounds)
+    return stated, reason
 
 
 def _blocks(samples: Sequence[float], rounds: Sequence[int],
@@ -74,15 +110,17 @@ def _paired_draws(base: np.ndarray, cand: np.ndarray, draws: int, rng: np.random
 
 
 def paired_speedup(baseline: str, base: tuple, cand: tuple, margin: float = 0.02, resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = 0) -> Speedup | None:
-    """The speedup of `paired_speedup_draws`, summarised: its value, percentile CI and verdict."""
+                   seed: int = 0, contended: bool = False) -> Speedup | None:
+    """The speedup of `paired_speedup_draws`, summarised: its value, percentile CI and verdict (`judge`: none
+    where the run was `contended` or paired fewer than MIN_ROUNDS rounds)."""
     found = paired_speedup_draws(base, cand, resamples, seed)
     if found is None:
         return None
     value, draws, rounds, repeats = found
     low, high = (math.exp(v) for v in ci_bounds(draws))
     source = "interleaved rounds of one run" if repeats == 1 else f"{repeats} repeats of interleaved rounds"
-    return Speedup(baseline, value, low, high, rounds, verdict(low, high, margin), source)
+    word, why = judge(low, high, margin, rounds, contended)
+    return Speedup(baseline, value, low, high, rounds, word, source, why, MIN_ROUNDS)
 
 
 def paired_speedup_draws(base: tuple, cand: tuple, resamples: int = BOOTSTRAP_RESAMPLES,
