@@ -188,7 +188,7 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")
     a = runner.achievable
     if a and a.get("source", "").startswith("mamf"):
-        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.3f} TFLOP/s ({a['backend']}, {a['case_id']}; "
+        print(f"maximum achievable {a['dtype']} matmul: {a['tflops']:.4g} TFLOP/s ({a['backend']}, {a['case_id']}; "
               f"{METHOD_WORDS.get(a['method'], a['method'])})")
     elif a:  # a denominator says how it was measured, wherever it is used
         print(f"vs achievable: divided by achievable_tflops={a['tflops']:g} TFLOP/s (from the config; "

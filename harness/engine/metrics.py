@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.machine.peaks import Peak
+from xmfu.harness.results.schema import achievable as achievable_caveats
 from xmfu.harness.results.statistics.summary import Summary
 
 
@@ -18,13 +19,16 @@ def throughput(flops: float, bytes_moved: float, t: Summary) -> dict[str, Any]:
 
 
 def utilization(tflops: float | None, peak: Peak, invalid_timing: str | None,
-                achievable: dict[str, Any] | None) -> dict[str, Any]:
+                achievable: dict[str, Any] | None, timed_method: str | None = None) -> dict[str, Any]:
     """MFU against the datasheet peak, and against the achievable (best measured matmul) peak.
 
     MFU = achieved FLOP/s / peak FLOP/s of the device used; null, with the reason, when either side of the
     division cannot be trusted. `invalid_timing` is the reason a time does not represent the hardware.
+    `timed_method` (flushed or warm) is how this row's calls were timed: a ratio against an achievable figure
+    measured otherwise, or above 1, says so in `mfu_vs_achievable_reason` (issue 42 item 2).
     """
     out: dict[str, Any] = {**peak.as_row(), "mfu": None, "mfu_reason": None, "mfu_vs_achievable": None,
+                           "mfu_vs_achievable_reason": None,
                            "achievable_tflops": achievable["tflops"] if achievable else None}
     if invalid_timing is not None:
         out["mfu_reason"] = f"timing not valid: {invalid_timing}"
@@ -38,5 +42,6 @@ def utilization(tflops: float | None, peak: Peak, invalid_timing: str | None,
             out["mfu_reason"] = ("above 1: the peak is an underestimate (e.g. a CPU clock below the real "
                                  "boost clock) or the FLOP count is too high; check peak_note")
     if tflops is not None and invalid_timing is None and achievable:
-        out["mfu_vs_achievable"] = tflops / achievable["tflops"]
+        out["mfu_vs_achievable"] = ratio = tflops / achievable["tflops"]
+        out["mfu_vs_achievable_reason"] = achievable_caveats.reason(ratio, timed_method, achievable.get("method"))
     return out

@@ -312,7 +312,8 @@ class CaseRunner:
             out["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
                                                flops)
-        out.update(utilization(tput["tflops"], peak, note if p and not timing_valid else None, self.achievable))
+        out.update(utilization(tput["tflops"], peak, note if p and not timing_valid else None, self.achievable,
+                               "flushed" if self._flushed(phase, p) else "warm"))
         out.update(self._achievable_method(phase, p, {**row, **out}))
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
         out["telemetry"] = run_telemetry.of_backend(self.sampler, self.readings, cfg.telemetry.rate_hz, a.series,
@@ -353,18 +354,22 @@ class CaseRunner:
                                  else "not applied: mamf.method=flushed times each call alone after a cache flush "
                                       "(mamf.method=warm replays graphs)" if flushed else True)
         if flushed:
-            out["flush_l2_bytes"] = self.flush_bytes if p.framework != "jax" else (
-                "not applied: JAX runs whole compiled programs, which a flush cannot split")
-            if sync_rule(p.framework, self.ctx.platform.kind).method == READ_BACK:  # ReadBackTimer times whole samples
-                out["flush_l2_bytes"] = "not applied: a read-back timer times whole samples, which a flush cannot split"
+            out["flush_l2_bytes"] = self.flush_bytes if self._flushed(phase, p) else (
+                "not applied: JAX runs whole compiled programs, which a flush cannot split" if p.framework == "jax"
+                else "not applied: a read-back timer times whole samples, which a flush cannot split")
         return out
+
+    def _flushed(self, phase: Phase, p: Prepared | None) -> bool:
+        """Whether this backend's calls were each timed after a cache flush: the phase flushes, and neither JAX
+        (whole compiled programs) nor a read-back timer (whole samples) is in the way."""
+        return self._flushes(phase) and p is not None and p.framework != "jax" and \
+            sync_rule(p.framework, self.ctx.platform.kind).method != READ_BACK
 
     def _achievable_method(self, phase: Phase, p: Prepared | None, row: dict[str, Any]) -> dict[str, Any]:
         """A sweep row: how it was timed (`flushed` only where the flush ran: never for JAX). A row divided by an
         achievable peak: how that peak was measured, beside the figure it divides by."""
         if phase.name == "mamf":
-            flushed = self._flushes(phase) and p is not None and p.framework != "jax"
-            return {"achievable_method": "flushed" if flushed else "warm"}
+            return {"achievable_method": "flushed" if self._flushed(phase, p) else "warm"}
         if row.get("achievable_tflops") is not None and self.achievable:
             return {"achievable_method": self.achievable.get("method", "not stated")}
         return {}

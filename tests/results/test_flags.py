@@ -17,12 +17,13 @@ def test_every_flag_is_read_from_the_row_record_in_one_order():
                            "host_launch_s": 2e-5},
                     steady_state={"reached": False}, mfu=1.3, mfu_reason="above 1: peak too low",
                     non_finite_fields=["tflops"], scaling_efficiency=16.7, scaling_credible=False,
-                    scaling_note="above 1: not credible")
+                    scaling_note="above 1: not credible", mfu_vs_achievable=2.976, achievable_method="flushed")
     assert flags.row_flags(row) == list(flags.ORDER)
     why = {f.name: f.why for f in flags.flags_of(row)}
     assert why["contended"] == "pid 7 (yes) used 95% of a core" and why["CI missed"] == "max_samples=10 reached"
     assert why["timing not valid"] == "Triton interpreter" and "20 us per call" in why["launch-bound"]
     assert why["scaling above 1"] == "above 1: not credible"
+    assert why["method unmatched"].startswith("timed warm against an achievable figure measured flushed")
     assert flags.unjudged(row) == ["contended"]  # timing not valid is by design (the interpreter): a caveat
     assert flags.flags_text(row).startswith("contended, timing not valid, CI missed, launch-bound")
 

@@ -17,7 +17,13 @@ The flags, in the order they are shown, and the row fields they are read from:
 - `MFU above 1`: `mfu` > 1: the peak is an underestimate or the FLOP count too high (harness/engine/metrics.py);
 - `non-finite`: `non_finite_fields`: figures a backend returned as NaN or infinity, kept as null (writer.py);
 - `scaling above 1`: `scaling_credible` false: a distributed step's scaling efficiency above 100%, which no
-  parallel strategy can reach (workloads/transformer/figures.py says why in `scaling_note`).
+  parallel strategy can reach (workloads/transformer/figures.py says why in `scaling_note`);
+- `method unmatched`: `mfu_vs_achievable` divides a row timed one way (`timer.flush_l2_bytes` a byte count:
+  flushed, else warm) by an achievable figure measured another (`achievable_method`), or measured by a method not
+  stated: not a like-for-like fraction (issue 42 item 2: warm rows of a CPU read 3x a flushed sweep's best);
+- `above achievable`: `mfu_vs_achievable` > 1: the row beat the figure that is meant to be the most its device
+  achieves. The row's `mfu_vs_achievable_reason` states both (harness/results/schema/achievable.py), and the end
+  table never prints such a fraction as a plain percentage.
 
 `contended` makes a figure no evidence at all (UNJUDGED): a verdict resting on such a row is NOT JUDGED, never a
 pass. `timing not valid` is set only by design (a backend that is checked but never timed on this device: Triton's
@@ -33,12 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from xmfu.harness.results.bundle.reader import typed
+from xmfu.harness.results.schema import achievable
 from xmfu.harness.results.schema.row import Row
 
 ORDER = ("contended", "timing not valid", "CI missed", "launch-bound", "not steady", "MFU above 1", "non-finite",
-         "scaling above 1")
+         "scaling above 1", "method unmatched", "above achievable")
 # Flags that make a row's figure no evidence either way (a verdict over such rows is NOT JUDGED).
 UNJUDGED = ORDER[:1]
+ACHIEVABLE_FLAGS = (achievable.UNMATCHED, achievable.ABOVE)  # what makes mfu_vs_achievable no plain fraction
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,9 @@ def flags_of(row: Row | Mapping[str, Any]) -> list[Flag]:
         found.append(Flag("non-finite", "NaN or infinity from the backend: " + ", ".join(row.non_finite_fields)))
     if scaling_not_credible(row):
         found.append(Flag("scaling above 1", str(row.scaling_note or "scaling efficiency above 100%")))
-    return found
+    timed = achievable.timed_method(timer.flush_l2_bytes if timer else None, timer is not None)
+    return found + [Flag(name, why) for name, why in achievable.caveats(row.mfu_vs_achievable, timed,
+                                                                        row.achievable_method)]
 
 
 def scaling_not_credible(row: Row | Mapping[str, Any]) -> bool:

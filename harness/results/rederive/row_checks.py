@@ -26,6 +26,7 @@ from xmfu.harness.results.rederive.times import (
     same,
     within,
 )
+from xmfu.harness.results.schema import achievable
 from xmfu.harness.results.schema.comparability import comparability_key
 from xmfu.harness.results.statistics.speedup import MIN_ROUNDS, judge, paired_speedup_draws, verdict
 from xmfu.harness.results.statistics.summary import (
@@ -69,7 +70,23 @@ def derived_problems(row: dict[str, Any], where: str) -> list[str]:
                    f"({row['algbw_gbps'] * row['bus_factor']})")
     out += _ratio("comm_achieved_gbps", row.get("comm_achieved_gbps"), row.get("comm_bytes_per_rank"),
                   row.get("comm_total_s"), 1e9, where, "comm_bytes_per_rank / comm_total_s / 1e9")
-    return out
+    return out + _achievable_problems(row, where)
+
+
+def _achievable_problems(row: dict[str, Any], where: str) -> list[str]:
+    """`mfu_vs_achievable_reason` as the row's own fields give it (schema.achievable.reason: the row's timing
+    method against the achievable figure's, a ratio above 1): a caveat edited away, or one stated falsely, is
+    named. Rows written before the field have no key, and their flags are read from the figures alone."""
+    if "mfu_vs_achievable_reason" not in row:
+        return []
+    ratio, timer = row.get("mfu_vs_achievable"), row.get("timer")
+    timed = achievable.timed_method(timer.get("flush_l2_bytes") if isinstance(timer, dict) else None,
+                                    isinstance(timer, dict))
+    said = achievable.reason(ratio if is_number(ratio) else None, timed, row.get("achievable_method"))
+    if row["mfu_vs_achievable_reason"] == said:
+        return []
+    return [f"{where}: mfu_vs_achievable_reason {row['mfu_vs_achievable_reason']!r} but the row's figures (mfu_vs_"
+            f"achievable {ratio}, timed {timed}, achievable_method {row.get('achievable_method')!r}) say {said!r}"]
 
 
 def status_problems(row: dict[str, Any], where: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from xmfu.harness.results.analysis.flags import row_flags
+from xmfu.harness.results.analysis.flags import ACHIEVABLE_FLAGS, flags_of, row_flags
 from xmfu.harness.results.render.text_table import Column, paragraph, render, wrap_cell
 from xmfu.harness.results.schema.parts import Latency
 from xmfu.harness.results.schema.row import Row
@@ -58,11 +58,26 @@ def _note(row: Row) -> str:
     why_no_mbu = row.mbu_reason if row.tpot_s is not None and row.mbu is None else None
     if why_no_mbu and why_no_mbu not in note:  # a decode row's MBU column reads "-": say why
         note = f"{note}; MBU: {why_no_mbu}".lstrip("; ")
+    if said := _achievable_caveats(row):  # the "?" after the vs achievable figure: why it is no plain fraction
+        note = f"{note}; vs achievable: {said}".lstrip("; ")
     if (why_no_verdict := _verdict(row)[1]) is not None:
         note = f"{note}; no speedup verdict: {why_no_verdict}".lstrip("; ")
     if _ci_missed(row):  # a figure less precise than asked for must not read like one that made it
         note = f"CI target missed: {row.timer.stop}; {note}".rstrip("; ")
     return note
+
+
+def _achievable_caveats(row: Row) -> str:
+    """Why the row's vs-achievable figure is no plain fraction (another method, above 1: flags.achievable_caveats);
+    '' for one that is."""
+    return "; ".join(f"{f.name}: {f.why}" for f in flags_of(row) if f.name in ACHIEVABLE_FLAGS)
+
+
+def _vs_achievable(row: Row) -> str:
+    """The fraction of the achievable figure; marked `?` (the note says why) where it is not like for like or
+    above 100%: never a plain percentage then (issue 42 item 2)."""
+    return _pct(row.mfu_vs_achievable) + ("?" if row.mfu_vs_achievable is not None and _achievable_caveats(row)
+                                          else "")
 
 
 def _verdict(row: Row) -> tuple[str, str | None]:
@@ -134,7 +149,7 @@ FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("±CI95", _ci, "", True),
     ("TFLOP/s", _tflops, "", True),
     ("MFU", lambda r: _pct(r.mfu), "", True),
-    ("vs achievable", lambda r: _pct(r.mfu_vs_achievable), "", True),
+    ("vs achievable", _vs_achievable, "", True),
     ("speedup", _speedup, "] ", False),  # wraps before its verdict only: the value and its CI stay together
     ("TTFT ms", lambda r: _latency_ms(r.ttft_s), "", True),
     ("TPOT ms", lambda r: _latency_ms(r.tpot_s), "", True),

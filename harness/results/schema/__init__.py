@@ -2,7 +2,8 @@
 records.py (built on types.py); the published JSON Schema generated from them by generate.py.
 
 A bundle is a folder `<results_dir>/<run_id>/` of plain files. The writer, the reader and the validator all take
-their names and records from here, so the three cannot drift apart. comparability.py holds the comparability key.
+their names and records from here, so the three cannot drift apart. comparability.py holds the comparability key;
+achievable.py what keeps a row's mfu_vs_achievable from being a plain fraction (its mfu_vs_achievable_reason).
 Imports nothing of xmfu's but msgspec's records.
 """
 

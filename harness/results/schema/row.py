@@ -100,6 +100,9 @@ class Row(Record, kw_only=True):
                                   "peak was measured. flushed: the cache overwritten before every call "
                                   "(mamf-finder's method, which the published table uses); warm: back-to-back "
                                   "calls; not stated: given as achievable_tflops without achievable_method") = None
+    mfu_vs_achievable_reason: maybe(str, "why mfu_vs_achievable is no plain fraction of the achievable figure: the "
+                                         "row timed by another method than that figure was measured by (or it "
+                                         "states none), or above 1; null: like for like") = None
     speedup: maybe(Speedup, "against the run's baseline backend; null for the baseline itself, or without "
                             "one") = None
     telemetry: maybe(Telemetry, "power, clocks, temperature over this backend's timed window; null when not "
