@@ -44,11 +44,26 @@ def _best(items: Sequence[T], key: Callable[[T], Any]) -> T | None:
 
 
 def achievable(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
-    """The best mamf figure among the bundles (manifest `achievable`, found by a mamf sweep)."""
+    """The best mamf figure among the bundles (manifest `achievable`, found by a mamf sweep; or an imported
+    mamf-finder log's: `imported_achievable`)."""
     found = [b.manifest["achievable"] for b in bundles
              if isinstance(b.manifest.get("achievable"), dict)
              and str(b.manifest["achievable"].get("source", "")).startswith("mamf")]
+    found += [a for b in bundles if (a := imported_achievable(b)) is not None]
     return _best(found, lambda a: a["tflops"])
+
+
+def imported_achievable(bundle: Bundle) -> dict[str, Any] | None:
+    """An imported mamf-finder log's achievable figure, as a run's manifest states its sweep's: the best of the
+    shapes' medians the log printed (importers/rows.py times each shape by its median). None where the log printed
+    none (a release before 2024-12 printed only the fastest iteration's rate, a max) or the bundle is not one."""
+    rows = [r for r in bundle.rows if r.imported is not None and r.phase == "mamf" and timed(r)]
+    best = _best(rows, lambda r: r.tflops)
+    if best is None:
+        return None
+    return {"tflops": best.tflops, "source": f"mamf sweep: {best.backend} log (imported)", "dtype": best.dtype,
+            "backend": best.backend, "case_id": best.case_id, "params": best.params,
+            "method": best.achievable_method, "device_id": device_id(best)}
 
 
 def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
@@ -77,6 +92,12 @@ def device_id(row: Row) -> str | None:
     from xmfu.harness.machine.peaks import load_table
 
     entry = row.peak_entry
+    if entry is None and row.imported is not None:  # another tool's log: the device it names, read as xmfu reads one
+        from xmfu.harness.machine.peaks import match_device
+        from xmfu.harness.machine.platform import DeviceInfo
+
+        found, _ = match_device(DeviceInfo(kind=row.platform, name=row.device, vendor=""))
+        return found["id"] if found else None
     return entry if entry in {e["id"] for e in load_table()["devices"]} else None
 
 
@@ -204,9 +225,10 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     out = []
     for b in bundles:
         ids = {device_id(r) for r in b.rows}
-        spanned = nodes.of_manifest(b.manifest)  # the hosts the run's ranks ran on, where the bundle records them
+        # the hosts the run's ranks ran on, where the bundle records them (an imported log: its rank map)
+        spanned = nodes.of_manifest(b.manifest) or _imported_nodes(b)
         device = ids.pop() if len(ids) == 1 else None  # ranks on different parts: no one device id
-        for series, s in ((b.manifest.get("summary") or {}).get("collectives") or {}).items():
+        for series, s in ((b.manifest.get("summary") or {}).get("collectives") or imported_collectives(b)).items():
             if s.get("peak_busbw_gbps") is None:
                 continue
             of_link = s.get("peak_busbw_of_link")
@@ -217,6 +239,28 @@ def collectives(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
                         "of_link": of_link if isinstance(of_link, (int, float)) else None,
                         "link_note": of_link if isinstance(of_link, str) else ""})
     return sorted(out, key=lambda d: -d["peak_busbw_gbps"])
+
+
+def imported_collectives(bundle: Bundle) -> dict[str, dict[str, Any]]:
+    """An imported nccl-tests / rccl-tests log's series as a run's summary states its own (workloads/collectives/
+    summary.py): per tool, op and out-of-place / in-place, the peak bus bandwidth over the sizes the log printed."""
+    series: dict[str, list[Row]] = {}
+    for r in bundle.rows:
+        if r.imported is not None and r.workload == "collectives" and r.status == "ok" and r.busbw_gbps is not None:
+            place = "inplace" if r.params.get("in_place") else "outofplace"
+            series.setdefault(f"{r.backend}/{r.params.get('op')}/{place}", []).append(r)
+    out = {}
+    for name, rows in sorted(series.items()):
+        best = max(rows, key=lambda r: r.busbw_gbps or 0.0)
+        out[name] = {"ranks": best.ranks, "peak_busbw_gbps": best.busbw_gbps, "peak_at_bytes": best.size_bytes_actual,
+                     "link_gbps": None, "peak_busbw_of_link": "not compared: an imported log's link is not known"}
+    return out
+
+
+def _imported_nodes(bundle: Bundle) -> int | None:
+    """The hosts an imported log's ranks ran on (its rows' rank maps: bundle/nodes.py), or None: not listed."""
+    counts = {nodes.of_row(r) for r in bundle.rows if r.imported is not None and r.workload == "collectives"}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,

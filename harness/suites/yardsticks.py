@@ -114,7 +114,8 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
     out += of_attention(node, f, bands)
     if m.get("achievable"):
         a = m["achievable"]
-        out.append(_one(node, f"achievable matmul {a.get('dtype')} (mamf)", "matmul_achievable", a["tflops"],
+        sweep = f"{a['backend']} log" if str(a.get("source", "")).endswith("(imported)") else "mamf"
+        out.append(_one(node, f"achievable matmul {a.get('dtype')} ({sweep})", "matmul_achievable", a["tflops"],
                         "TFLOP/s", m.get("achievable_ci95"), m.get("device_id"),
                         {"dtype": a.get("dtype"), "world_size": 1}, bands))
     for t in f.get("training") or []:
@@ -126,8 +127,9 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
     return out
 
 
-def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands) -> list[Yardstick]:
-    return [_one("suite", f"collective {c['series']} peak busbw ({c['ranks']} ranks)", "collective_busbw",
+def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands,
+                   node: str = "suite") -> list[Yardstick]:
+    return [_one(node, f"collective {c['series']} peak busbw ({c['ranks']} ranks)", "collective_busbw",
                  c["peak_busbw_gbps"], "GB/s busbw", None, c.get("device_id"),
                  {"op": c.get("op"), "ranks": c.get("ranks"), "nodes": _nodes(c, nodes)}, bands) for c in items]
 
@@ -150,11 +152,55 @@ def of_verdict(v: Mapping[str, Any], bands: Bands) -> list[Yardstick]:
 
 
 def of_bundles(bundles: Sequence[Bundle], bands: Bands) -> list[Yardstick]:
-    """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`). A multi-device figure's
-    node count is its bundle's own (manifest process.nodes, the hosts its ranks exchanged); where a bundle does not
-    record it (a JAX multi-process run, an older bundle), the figure finds no reference matched on nodes."""
+    """The headline figures of loose bundles (`xmfu report`, `xmfu compare --references`): xmfu's own as one node
+    ("bundles": each figure the best over them), each imported log as its own (its run id: logs come from any
+    machine), and a line for each bundle that gives no figure. A multi-device figure's node count is its bundle's
+    own (manifest process.nodes, the hosts its ranks exchanged; an imported log: its rank map); where a bundle does
+    not record it (a JAX multi-process run, an older bundle), the figure finds no reference matched on nodes."""
+    own = [b for b in bundles if not _imported(b)]
+    out = _figures("bundles", own, "suite", bands) if own else []
+    for b in bundles:
+        if _imported(b):
+            out += _figures(_name(b), [b], _name(b), bands)
+    return out + [y for b in bundles if (y := _unfigured(b)) is not None]
+
+
+def _imported(bundle: Bundle) -> bool:
+    return any(r.imported is not None for r in bundle.rows)
+
+
+def _name(bundle: Bundle) -> str:
+    return str(bundle.manifest.get("run_id") or bundle.folder.name)
+
+
+def _figures(node: str, bundles: Sequence[Bundle], collective_node: str, bands: Bands) -> list[Yardstick]:
+    """One node's headline figures from `bundles`; a sweep without main-phase matmul rows (an imported mamf-finder
+    log) still gives its achievable figure."""
     f = verdict.node({"bundles": ("run", list(bundles))}, None)
-    return of_node("bundles", f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands)
+    if f["matmul"] is None and (mamf := verdict.achievable(bundles)) is not None:
+        f["matmul"] = {"dtype": mamf.get("dtype"), "achievable": mamf, "best": None,
+                       "device_id": mamf.get("device_id"), "achievable_ci95": None}
+    return of_node(node, f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands, collective_node)
+
+
+HEADLINE_WORKLOADS = ("matmul", "attention", "transformer", "collectives")  # the workloads of_node's figures read
+NOT_MEASURED = "not measured"
+
+
+def _unfigured(bundle: Bundle) -> Yardstick | None:
+    """A bundle none of whose rows can give a headline figure, said as one (no bundle passes in silence, issue 42
+    item 3): its workloads have no headline figure, or none of its rows was validly timed. None for the others."""
+    workloads = ", ".join(sorted({r.workload for r in bundle.rows})) or "no rows"
+    node, label = (_name(bundle), workloads) if _imported(bundle) else ("bundles", f"{workloads} ({_name(bundle)})")
+    if not {r.workload for r in bundle.rows} & set(HEADLINE_WORKLOADS):
+        return _unpublished(node, label, None, "", f"for {workloads}: headline figures are of the kinds "
+                                                   f"{', '.join(references.FIGURES)}")
+    if any(verdict.timed(r) or r.busbw_gbps is not None for r in bundle.rows):
+        return None
+    reasons = sorted({r.reason for r in bundle.rows if r.reason})
+    why = f" ({reasons[0]}{f'; and {len(reasons) - 1} more' if len(reasons) > 1 else ''})" if reasons else ""
+    return Yardstick(node, label, None, "", None, {},
+                     source=f"{references.NO_REFERENCE}: {NOT_MEASURED}, no row was validly timed{why}")
 
 
 def problems(figures: Sequence[Yardstick]) -> list[str]:
@@ -207,7 +253,9 @@ def unreferenced_html(figures: Sequence[Yardstick]) -> str:
 
 
 def cells(y: Yardstick) -> list[str]:
-    value = "not measured" if y.value is None else f"{y.value:.4g}"
+    # no value: not measured, or a bundle whose workload has no headline figure at all (no unit: "-")
+    value = f"{y.value:.4g}" if y.value is not None else "-" if not y.unit and NOT_MEASURED not in y.source \
+        else NOT_MEASURED
     ref = "" if y.reference is None else f"{y.reference:g} ({y.reference_id})"
     ci = y.ratio_ci95
     return [y.node, y.figure, value, y.unit, ref, "" if y.ratio is None else f"{100 * y.ratio:.1f}%",

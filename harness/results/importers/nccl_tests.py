@@ -53,7 +53,7 @@ TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint6
               "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
 DTYPES = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp64"}
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|inf)"
-_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+"
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[[^\]]*\]\s+(.+?)\s*$")
 
 
@@ -87,6 +87,8 @@ class Parsed:
     settings: dict[str, Any]
     entries: list[Entry] = field(default_factory=list)
     avg_busbw: float | None = None
+    # rank -> [host, device index, device name], from the `Rank N ... on HOST device D [...] NAME` lines (text logs)
+    rank_map: dict[int, list[Any]] = field(default_factory=dict)
 
 
 def half_unit(text: str) -> float:
@@ -132,7 +134,8 @@ def _op(text: str, given: str | None) -> str:
     return found.group(1)
 
 
-def _header(lines: list[str]) -> tuple[str, str | None, str | None, dict[str, Any], dict[int, str]]:
+def _header(lines: list[str]) -> tuple[str, str | None, str | None, dict[str, Any], dict[int, list[Any]]]:
+    """(tool, version, command, settings, rank -> [host, device index, device name])."""
     tool, version, command, settings, devices = "nccl-tests", None, None, {}, {}
     for line in lines:
         s = line.strip()
@@ -146,7 +149,7 @@ def _header(lines: list[str]) -> tuple[str, str | None, str | None, dict[str, An
             if g := re.search(r"graph: (\d+)", s):
                 settings["graph"] = int(g.group(1))
         elif m := _RANK.match(s):
-            devices[int(m.group(1))] = m.group(2)
+            devices[int(m.group(1))] = [m.group(2), int(m.group(3)), m.group(4)]
         elif command is None and re.search(r"\b\w+_perf(_mpi)?\b", s) and not s.startswith("#"):
             command = s.lstrip("$> ").strip()
     if re.search(r"\bRCCL\b|\brccl-tests\b", "\n".join(lines[:80])) and tool == "nccl-tests" and version is None:
@@ -173,7 +176,8 @@ def parse_text(text: str, op: str | None = None, ranks: int | None = None) -> Pa
     n = ranks or (max(devices) + 1 if devices else None)
     if not n:
         raise LogError("the log lists no `Rank N ... device` lines, so its rank count is unknown: give --ranks N")
-    parsed = Parsed(tool, _op(text, op), n, devices.get(min(devices)) if devices else None, version, command, settings)
+    parsed = Parsed(tool, _op(text, op), n, devices[min(devices)][2] if devices else None, version, command, settings,
+                    rank_map=devices)
     ended = False
     for number, line in enumerate(lines[header_at + 1:], header_at + 2):
         s = re.sub(r"^\[[^\]]*\]<stdout>:", "", line).strip()

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.results.importers import mamf_finder, nccl_tests
+from xmfu.harness.results.importers import LogError, mamf_finder, nccl_tests
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.statistics.summary import summarize
 
 TOOLS = ("nccl-tests", "mamf-finder")
+# What an import's rows hold, named in its config.yaml (`import.rows`), so that a bundle imported before a change
+# re-derives as it was written: 1 (no `rows` key): as first written; 2: an nccl-tests row's notes keep the log's
+# rank map (rank -> [host, device index, device name]) where the log lists every rank, which gives the node count
+# public references are matched on (bundle/nodes.py; issue 42 item 3).
+ROWS = 2
 NCCL_CONVENTION = "nccl-tests-busbw/1"  # the collectives workload's convention (workloads/collectives/spec.py)
 
 
@@ -38,8 +43,18 @@ def _imported(tool: str, version: str | None, command: str | None, log: str, lin
             "precision": precision, "rederived": rederived, "disagreements": said}
 
 
-def nccl_rows(p: nccl_tests.Parsed, log: str) -> list[tuple[dict[str, Any], list[float]]]:
-    """(row, samples) per out-of-place and in-place half of every table line."""
+def _notes(p: nccl_tests.Parsed, version: int) -> dict[str, Any]:
+    """An nccl row's notes: its rank count, and (rows 2 on) the log's rank map where it lists every rank (a log
+    that shows only some of its `Rank` lines says nothing of the others' hosts)."""
+    notes: dict[str, Any] = {"ranks": p.ranks}
+    if version >= 2 and sorted(p.rank_map) == list(range(p.ranks)):
+        notes["rank_map"] = [p.rank_map[rank] for rank in range(p.ranks)]
+    return notes
+
+
+def nccl_rows(p: nccl_tests.Parsed, log: str, version: int = 1) -> list[tuple[dict[str, Any], list[float]]]:
+    """(row, samples) per out-of-place and in-place half of every table line; `version`: the import's rows
+    (ROWS)."""
     out, seen = [], {}
     protocol = {"imported": p.tool, "version": p.version,
                 **{k: p.settings.get(k) for k in ("iters", "warmup", "graph")}}
@@ -62,7 +77,7 @@ def nccl_rows(p: nccl_tests.Parsed, log: str) -> list[tuple[dict[str, Any], list
                "timing_note": f"imported: {p.tool}'s printed mean time per operation, one figure per case (no "
                               "per-iteration samples in the log)",
                "mfu_reason": "collectives have no FLOPs", "phase": "main", "ranks": p.ranks,
-               "notes": {"ranks": p.ranks}, "busbw_note": None,
+               "notes": _notes(p, version), "busbw_note": None,
                "imported": _imported(p.tool, p.version, p.command, log, e.line,
                                      {"time_us": e.time_us, "algbw_gbps": e.algbw, "busbw_gbps": e.busbw,
                                       e.wrong_kind: e.wrong},
@@ -106,15 +121,18 @@ def mamf_rows(p: mamf_finder.Parsed, log: str) -> list[tuple[dict[str, Any], lis
 
 
 def settings(tool: str, log: str, op: str | None, ranks: int | None) -> dict[str, Any]:
-    return {"import": {"tool": tool, "log": log, "op": op, "ranks": ranks}}
+    return {"import": {"tool": tool, "log": log, "op": op, "ranks": ranks, "rows": ROWS}}
 
 
 def rows_of(config: dict[str, Any], text: str) -> list[tuple[dict[str, Any], list[float]]]:
     """The rows an import config gives for a log's text (the writer's, and `xmfu validate`'s re-derivation)."""
     spec = config["import"]
+    version = spec.get("rows", 1)
+    if type(version) is not int or not 1 <= version <= ROWS:
+        raise LogError(f"config.yaml's import.rows {version!r} is not a rows version this xmfu writes (1 to {ROWS})")
     if spec["tool"] == "mamf-finder":
         return mamf_rows(mamf_finder.parse(text), spec["log"])
-    return nccl_rows(nccl_tests.parse(text, spec.get("op"), spec.get("ranks")), spec["log"])
+    return nccl_rows(nccl_tests.parse(text, spec.get("op"), spec.get("ranks")), spec["log"], version)
 
 
 def run_key(config: dict[str, Any]) -> str:

@@ -292,14 +292,17 @@ def _pair_flags(pair: dict[str, Row]) -> str:
     return ",".join(both + rest) or "-"
 
 
+IMPORTED_MODE = "as the log timed it"  # an imported nccl-tests row: its tool's mean time per operation
+
+
 def collectives_table(rows: list[Row], width: int | None = WIDTH) -> str:
     """nccl-tests' table per (backend, operation, mode, type): size, count, type, redop, then time, algbw,
     busbw and #wrong out of place and in place side by side, and the average bus bandwidth; a `flags` column
     when a row has quality flags."""
     groups: dict[tuple, dict[int, dict[str, Row]]] = {}
     for r in rows:
-        p = r.params  # the collective's own parameters (an open map)
-        key = (r.backend, p["op"], p["mode"], r.dtype)
+        p = r.params  # the collective's own parameters (an open map); an imported log's have no mode
+        key = (r.backend, p["op"], p.get("mode", IMPORTED_MODE), r.dtype)
         groups.setdefault(key, {}).setdefault(p["size_bytes"], {})["in" if p["in_place"] else "out"] = r
     out = []
     for (backend, op, mode, dtype), sizes in sorted(groups.items()):
@@ -308,7 +311,10 @@ def collectives_table(rows: list[Row], width: int | None = WIDTH) -> str:
         for size, pair in sorted(sizes.items()):
             any_row = pair.get("out") or pair.get("in")
             actual = any_row.size_bytes_actual or size
-            body.append([str(actual), str(actual // item), NCCL_TYPES.get(dtype, dtype), REDOPS.get(op, "none"),
+            said = any_row.params  # an imported row keeps what its log printed: count, type, redop
+            body.append([str(actual), str(said.get("count", actual // item)),
+                         str(said.get("type") or NCCL_TYPES.get(dtype, dtype)), str(said.get("redop") or
+                                                                                    REDOPS.get(op, "none")),
                          *_side(pair.get("out")), *_side(pair.get("in"))])
             busbw += [r.busbw_gbps for r in pair.values() if r.busbw_gbps is not None]
             flags.append(_pair_flags(pair))
