@@ -24,7 +24,7 @@ def cmd_import(args: Sequence[str]) -> int:
     parser.add_argument("logs", nargs="+", help="the tool's output: a text log (nccl-tests: or its -J JSON file)")
     parser.add_argument("--results-dir", default="results", help="where the bundles go (default %(default)s)")
     parser.add_argument("--op", choices=tuple(OPS), help="nccl-tests: the operation, for a log that does not name "
-                                                          "its <op>_perf test")
+                                                          "its <op>_perf test and whose lines do not tell it")
     parser.add_argument("--ranks", type=int, help="nccl-tests: the rank count, for a log without `Rank N` lines")
     ns = parser.parse_args(args)
     if ns.ranks is not None and ns.ranks < 1:

@@ -79,7 +79,7 @@ class Entry:
 @dataclass
 class Parsed:
     tool: str  # nccl-tests or rccl-tests
-    op: str
+    op: str | None  # None only while a log that names none is parsed (then infer_op)
     ranks: int
     device: str | None
     version: str | None
@@ -87,6 +87,7 @@ class Parsed:
     settings: dict[str, Any]
     entries: list[Entry] = field(default_factory=list)
     avg_busbw: float | None = None
+    op_inferred: str | None = None  # how the op was inferred, where the log does not name it (infer_op)
     # rank -> [host, device index, device name], from the `Rank N ... on HOST device D [...] NAME` lines (text logs)
     rank_map: dict[int, list[Any]] = field(default_factory=dict)
 
@@ -124,14 +125,58 @@ def disagreements(op: str, e: Entry, ranks: int) -> tuple[dict[str, float], list
     return {"algbw_gbps": algbw, "busbw_gbps": algbw * factor, "bus_factor": factor, "size_bytes": size}, said
 
 
-def _op(text: str, given: str | None) -> str:
+def _op(text: str, given: str | None) -> str | None:
+    """The op named (--op), or the one the log names (`<op>_perf`); None: neither (`infer_op` then)."""
     if given:
         return given
     found = re.search(r"\b(" + "|".join(OPS) + r")_perf\b", text)
-    if not found:
-        raise LogError("the log does not name its test (no `<op>_perf` in it, e.g. all_reduce_perf): name it with "
-                       f"--op ({', '.join(OPS)})")
-    return found.group(1)
+    return found.group(1) if found else None
+
+
+# What else an op's table line shows (src/<op>.cu at v2.19.6: RunTest's TimeTest arguments, GetCollByteCount):
+# (a reduction: redop other than "none"; a root: root >= 0; the printed size over count x type size: 1, or n where
+# count is per rank). With the bus factor F(n) of OPS they tell the ops apart, but for all_gather and alltoall
+# (alike in all four) and gather and scatter.
+SIGNATURES = {"all_reduce": (True, False, 1), "all_gather": (False, False, "n"), "reduce_scatter": (True, False, "n"),
+              "alltoall": (False, False, "n"), "gather": (False, True, "n"), "scatter": (False, True, "n"),
+              "broadcast": (False, True, 1), "reduce": (True, True, 1), "sendrecv": (True, False, 1),
+              "hypercube": (False, False, "n")}
+FACTOR_WORDS = {"all_reduce": "2(n-1)/n", "broadcast": "1", "reduce": "1", "sendrecv": "1", "hypercube": "1"}
+
+
+def _fits(factor: float, e: Entry) -> bool:
+    """Whether the printed busbw is factor x the printed algbw, within both figures' printed rounding."""
+    da, db = e.precision["algbw_gbps"], e.precision["busbw_gbps"]
+    return factor * (e.algbw - da) - db <= e.busbw <= factor * (e.algbw + da) + db
+
+
+def _signature(op: str, e: Entry, n: int) -> bool:
+    reduces, rooted, multiple = SIGNATURES[op]
+    size = e.count * TYPE_BYTES[e.type] * (n if multiple == "n" else 1)
+    return (e.redop != "none") == reduces and (e.root >= 0) == rooted and (e.count == 0 or size == e.size)
+
+
+def infer_op(entries: list[Entry], n: int, columns: bool) -> tuple[str, str]:
+    """(op, how it was inferred) for a log that names no test (issue 42 item 4): the op whose bus factor F(n)
+    (GetBw, above) every printed busbw/algbw pair fits within its rounding, and whose line signature (SIGNATURES)
+    every line has. LogError, saying why, where none or several fit."""
+    ask = f"name it with --op ({', '.join(OPS)})"
+    if not columns:
+        raise LogError("the log does not name its test (no `<op>_perf` in it), and its table has no redop and root "
+                       f"columns (a release before 2020, whose bus factors differed): {ask}")
+    if n < 2:
+        raise LogError(f"the log does not name its test, and on one rank every op's busbw is 0 or algbw: {ask}")
+    fits = [op for op, (_, factor) in OPS.items() if all(_fits(factor(n), e) for e in entries)]
+    found = [op for op in fits if all(_signature(op, e, n) for e in entries)]
+    if len(found) != 1:
+        said = f"{' and '.join(found)} fit alike" if found else "no op's bus factor and line layout fit every line"
+        raise LogError(f"the log does not name its test, and its op cannot be told from its lines ({said}): {ask}")
+    op, top = found[0], max(entries, key=lambda e: e.algbw)
+    ratio = f"{top.busbw / top.algbw:.4g}" if top.algbw else "n/a"
+    return op, (f"{op} inferred (the log names no test): printed busbw/algbw {ratio} at {top.size} B is "
+                f"{FACTOR_WORDS.get(op, '(n-1)/n')} at n = {n} ranks (= {OPS[op][1](n):.4g}) within its printed "
+                f"rounding on every line, with redop {top.redop}, root {top.root} and size = "
+                f"{SIGNATURES[op][2]} x count x type size, as {op}_perf prints them")
 
 
 def _header(lines: list[str]) -> tuple[str, str | None, str | None, dict[str, Any], dict[int, list[Any]]]:
@@ -196,6 +241,8 @@ def parse_text(text: str, op: str | None = None, ranks: int | None = None) -> Pa
         raise LogError("the nccl-tests table has no rows")
     if not ended:
         raise LogError("the table does not end with nccl-tests' `# Avg bus bandwidth` line: the log is truncated")
+    if parsed.op is None:
+        parsed.op, parsed.op_inferred = infer_op(parsed.entries, n, {"redop", "root"} <= set(keys))
     return parsed
 
 
@@ -247,6 +294,8 @@ def parse_json(text: str, op: str | None = None) -> Parsed:
         raise LogError(f"not an nccl-tests JSON result file ({type(exc).__name__}: {exc})"[:300]) from None
     if not parsed.entries:
         raise LogError("the nccl-tests JSON file holds no results")
+    if parsed.op is None:
+        parsed.op, parsed.op_inferred = infer_op(parsed.entries, parsed.ranks, True)
     return parsed
 
 

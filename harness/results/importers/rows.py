@@ -47,6 +47,8 @@ def _notes(p: nccl_tests.Parsed, version: int) -> dict[str, Any]:
     """An nccl row's notes: its rank count, and (rows 2 on) the log's rank map where it lists every rank (a log
     that shows only some of its `Rank` lines says nothing of the others' hosts)."""
     notes: dict[str, Any] = {"ranks": p.ranks}
+    if p.op_inferred:  # a log that names no test: its op from its lines (nccl_tests.infer_op), said in every row
+        notes["op_inferred"] = p.op_inferred
     if version >= 2 and sorted(p.rank_map) == list(range(p.ranks)):
         notes["rank_map"] = [p.rank_map[rank] for rank in range(p.ranks)]
     return notes

@@ -318,7 +318,8 @@ def collectives_table(rows: list[Row], width: int | None = WIDTH) -> str:
                          *_side(pair.get("out")), *_side(pair.get("in"))])
             busbw += [r.busbw_gbps for r in pair.values() if r.busbw_gbps is not None]
             flags.append(_pair_flags(pair))
-        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.ranks or any_row.notes.get('ranks')}")
+        inferred = " (op inferred from the log's lines: notes.op_inferred)" if any_row.notes.get("op_inferred") else ""
+        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.ranks or any_row.notes.get('ranks')}{inferred}")
         out += _nccl_lines(body, flags if any(f != "-" for f in flags) else None, width)
         avg = f"{sum(busbw) / len(busbw):.3g} GB/s" if busbw else "n/a (one rank)"
         out.append(f"# Avg bus bandwidth: {avg} (over this sweep's sizes: it depends on the range chosen)")
