@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from xmfu.kernels.matmul_persistent import FP8_PROMOTION, fp8_promotes
+
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -74,13 +76,29 @@ def autotune_configs() -> list[triton.Config]:
 KEY = ["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn", "INPUT_PRECISION"]
 
 
+def _imprecise(args: dict) -> int:
+    """max_num_imprecise_acc: min(128, BLOCK_K) for fp8 on an NVIDIA GPU (FP8_WGMMA), else 0.
+
+    fp8 products then join the fp32 accumulator every min(128, BLOCK_K) of K (CUTLASS's promotion interval for its
+    sm90 fp8 GEMM without fast accumulation, the mode torch._scaled_mm uses by default), not once over the whole K
+    as Triton's sm90 default 2**30 would (backends/nvidia/compiler.py, max_num_imprecise_acc_default). Not 0: Triton
+    will not use wgmma for an fp8 dot into fp32 with max_num_imprecise_acc < 32 (supportMMA, lib/Analysis/
+    Utility.cpp: "We cannot use MMA_V3 if we need to accumulate in F32 within the MMA op") and falls back to mma.sync
+    on operands widened to fp16 (decomposeMixedModeDotOp), a fraction of Hopper's fp8 rate. kernels/
+    matmul_persistent.py's FP8_PROMOTION says the same; 0 elsewhere (AMD's MFMA accumulates fp8 in fp32, and 0 is
+    Triton's own default for every other dtype, semantic.dot)."""
+    return min(FP8_PROMOTION, args["BLOCK_K"]) if args["FP8_WGMMA"] else 0
+
+
 @triton.autotune(configs=autotune_configs(), key=KEY)
+@triton.heuristics({"IMPRECISE": _imprecise})
 @triton.jit
 def _matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, FP8_WGMMA: tl.constexpr,
+    IMPRECISE: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -120,11 +138,8 @@ def _matmul_kernel(
             # exact in fp32, so widening first gives the same fp32-accumulated result.
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        # max_num_imprecise_acc=0: fp8 products are added into the fp32 accumulator after every MMA instruction.
-        # Triton's default on sm90 is 2**30 (backends/nvidia/compiler.py, max_num_imprecise_acc_default), i.e. the
-        # whole K in Hopper's reduced-precision fp8 accumulator, which torch._scaled_mm does only when asked
-        # (use_fast_accum, default False). Other dtypes and targets: 0 is Triton's own default (semantic.dot).
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=0)
+        # IMPRECISE (_imprecise): fp8 on Hopper promotes to fp32 every min(128, BLOCK_K) products, wgmma between
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, max_num_imprecise_acc=IMPRECISE)
         a_ptrs += step_a
         b_ptrs += step_b
 
@@ -168,7 +183,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
 
     _matmul_kernel[grid](
         a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        INPUT_PRECISION=input_precision, UPCAST=upcast, INT64=int64,
+        INPUT_PRECISION=input_precision, UPCAST=upcast, INT64=int64, FP8_WGMMA=fp8_promotes(a),
     )
     return out
 

@@ -1,18 +1,26 @@
 """What torch.compile's Inductor did: the code it generated and, for a GEMM, its max-autotune choice and time.
 
-Read from Inductor's own hooks in torch 2.13 (the ones its tests use), never from its logs:
+Read from Inductor's own hooks (the ones its tests use), never from its logs. Each named as torch 2.13 has it, with
+what torch 2.6.0 (the declared floor and AMD's rocm/pytorch image; its wheel's torch/_inductor/select_algorithm.py)
+has instead:
 - `torch._inductor.graph.GraphLowering.save_output_code`: a static hook called with each compiled graph's wrapper
   code, also when the FX graph cache answers (codecache.py, after_deserialization; torch._inductor.utils
   .run_and_get_code patches it the same way). The wrapper is what runs: `extern_kernels.mm(...)` for ATen, a
-  generated kernel's name otherwise.
+  generated kernel's name otherwise. Inductor's final pick is read here (`CompileRecord.gemm_pick`): with epilogue
+  fusion benchmarked (return_multi_template) the scheduler may keep another candidate than autotune's fastest.
 - `AlgorithmSelectorCache.add_preprocessing_fn` (select_algorithm.py): called with every candidate list of an
   autotuned op before selection, also with a single candidate, which is returned without benchmarking
-  (`if len(choices) == 1: ... return node, choices[0]`).
-- `select_algorithm.add_feedback_saver`: called after autotuning with {choice: time in ms}; `__call__` keeps the
-  fastest (`best_choice = min(timings, key=timings.__getitem__)`).
+  (`if len(choices) == 1: ... return node, choices[0]`). torch 2.6 has no preprocessing hook (and no
+  `get_algorithm_selector_cache()`: the cache is the module global `_ALGORITHM_SELECTOR_CACHE`, made by the
+  module's `add_feedback_saver` or the first `autotune_select_algorithm`); there the candidates are read where the
+  cache is called, `AlgorithmSelectorCache.__call__(self, name, choices, input_nodes, layout, ...)`, whose first
+  two arguments are the same in 2.6 and 2.13.
+- `add_feedback_saver`: called after autotuning with {choice: time in ms} (2.6: `(timings, name, input_nodes,
+  choices)`; 2.13 adds two more arguments); `__call__` keeps the fastest (`best_choice = min(timings,
+  key=timings.__getitem__)`).
 - `torch._dynamo.utils.compilation_time_metrics`: the seconds of every `dynamo_timed` block; autotuning is timed as
-  f"{name}_template_precompiling" and f"{name}_template_autotuning" (do_autotuning, autotune). No new entry while the
-  local autotune cache answers: nothing was benchmarked.
+  f"{name}_template_precompiling" and f"{name}_template_autotuning" (do_autotuning, autotune; in 2.6 too). No new
+  entry while the local autotune cache answers: nothing was benchmarked.
 """
 
 from __future__ import annotations
@@ -43,6 +51,15 @@ GEMM_KINDS = {
 # define_kernel: "triton", the category's first 3 letters, e.g. "tem" for a template; cpp_fused_... on a CPU).
 KERNEL_NAME = re.compile(r"\b(?:triton|cpp|cuda|rocm|cutlass|cutedsl)_[A-Za-z0-9_]*[0-9]\b")
 EXTERN_CALL = re.compile(r"\bextern_kernels\.(\w+)\(")
+# ATen's GEMMs as the wrapper calls them (torch/_inductor/kernel/mm.py, bmm.py, mm_scaled*.py: aten_mm, aten_addmm,
+# aten_bmm, aten_baddbmm, aten__scaled_mm, aten__int_mm are ExternKernelChoice(torch.mm, ...) and the like).
+EXTERN_GEMMS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "_addmm_activation")
+# A generated GEMM kernel's prefix -> the candidate kind it came from: codegen/triton.py names a template's kernel
+# triton_tem_<ops>_<n> ("tem": the first 3 letters of its category); cutlass/template.py cutlass_<hash> (2.13),
+# cuda/cuda_template.py cuda_<name> (2.6); rocm/rocm_template.py rocm_<name>; cpp_gemm_template.py's code calls
+# its micro-GEMM (cpp_micro_gemm.py), which no other C++ kernel does.
+GENERATED_GEMMS = (("triton_tem_", "TritonTemplateCaller"), ("cutlass_", "CUTLASSTemplateCaller"),
+                   ("cuda_", "CUTLASSTemplateCaller"), ("rocm_", "ROCmTemplateCaller"))
 
 
 def cpp_compiler_missing(platform_kind: str) -> str | None:
@@ -73,6 +90,19 @@ class CompileRecord:
     def kernels(self) -> list[str]:
         return sorted({m for c in self.code for m in KERNEL_NAME.findall(_call_body(c))})
 
+    def gemm_pick(self) -> str | None:
+        """The GEMM implementation the compiled code runs (a GEMM_KINDS value), None where it names none: what
+        Inductor finally kept, which autotune's fastest need not be."""
+        if any(call.split(".", 1)[1] in EXTERN_GEMMS for call in self.extern_calls()):
+            return GEMM_KINDS["ExternKernelCaller"]
+        for kernel in self.kernels():
+            for prefix, caller in GENERATED_GEMMS:
+                if kernel.startswith(prefix):
+                    return GEMM_KINDS[caller]
+        if any("micro_gemm" in c for c in self.code):
+            return GEMM_KINDS["CppTemplateCaller"]
+        return None
+
 
 def _call_body(code: str) -> str:
     """The part of a wrapper that runs (its `def call(`), not the kernels' definitions above it."""
@@ -86,6 +116,40 @@ def _autotune_seconds(metrics: dict[str, list[float]], before: dict[str, int]) -
     return sum(new) if new else None
 
 
+def _selector_cache(select_algorithm: Any) -> Any:
+    """The process's AlgorithmSelectorCache: torch 2.13's getter, else (2.6) the module global, made here as 2.6's
+    own add_feedback_saver and autotune_select_algorithm make it when it is still None."""
+    getter = getattr(select_algorithm, "get_algorithm_selector_cache", None)
+    if getter is not None:
+        return getter()
+    if select_algorithm._ALGORITHM_SELECTOR_CACHE is None:
+        select_algorithm._ALGORITHM_SELECTOR_CACHE = select_algorithm.AlgorithmSelectorCache()
+    return select_algorithm._ALGORITHM_SELECTOR_CACHE
+
+
+@contextmanager
+def _candidates_seen(cache: Any, offered: Callable[[list], list]) -> Iterator[None]:
+    """`offered` sees every candidate list: through the preprocessing hook where this torch has one, else (2.6)
+    through the cache's own __call__, patched on its class for the block."""
+    from unittest import mock
+
+    if hasattr(cache, "add_preprocessing_fn"):
+        cache.add_preprocessing_fn(offered)
+        try:
+            yield
+        finally:
+            cache.preprocessing_fns.remove(offered)
+        return
+    select = type(cache).__call__
+
+    def call(self: Any, name: str, choices: list, *args: Any, **kwargs: Any) -> Any:
+        offered([c for c in choices if c is not None])  # 2.6's __call__ drops None choices first, too
+        return select(self, name, choices, *args, **kwargs)
+
+    with mock.patch.object(type(cache), "__call__", call):
+        yield
+
+
 @contextmanager
 def record() -> Iterator[CompileRecord]:
     """Record what Inductor generates and autotunes inside the block (call the compiled function once in it)."""
@@ -96,7 +160,7 @@ def record() -> Iterator[CompileRecord]:
     from torch._inductor.graph import GraphLowering
 
     rec = CompileRecord()
-    cache = select_algorithm.get_algorithm_selector_cache()
+    cache = _selector_cache(select_algorithm)
 
     def offered(choices: list) -> list:
         rec.offered.append([gemm_kind(c) for c in choices])
@@ -113,15 +177,13 @@ def record() -> Iterator[CompileRecord]:
 
     metrics = dynamo_utils.compilation_time_metrics
     before = {k: len(v) for k, v in metrics.items()}
-    cache.add_preprocessing_fn(offered)
     cache.add_feedback_saver(feedback)
     start = time.perf_counter()
     try:
-        with mock.patch.object(GraphLowering, "save_output_code", rec.code.append):
+        with _candidates_seen(cache, offered), mock.patch.object(GraphLowering, "save_output_code", rec.code.append):
             yield rec
     finally:
         rec.compile_s = time.perf_counter() - start
-        cache.preprocessing_fns.remove(offered)
         cache.feedback_saver_fns.remove(feedback)
         rec.autotune_s = _autotune_seconds(metrics, before)
 

@@ -24,38 +24,121 @@ class ExternKernelCaller:
     name, description = "mm", ""
 
 
+# The wrapper code Inductor generates (its `call`): a Triton template's kernel, or ATen's mm.
+TRITON_CALL = "def call(args):\n    triton_tem_fused_mm_0.run(arg0_1, arg1_1, buf0, grid=grid(8), stream=stream0)\n"
+ATEN_CALL = "def call(args):\n    extern_kernels.mm(arg0_1, arg1_1, out=buf0)\n"
+
+
+def inductor_version():
+    from torch._inductor import select_algorithm
+
+    return select_algorithm
+
+
 def test_both_backends_are_in_the_catalog():
     registry = build_registry()
     assert "torch_compile" in registry.workload("matmul").implementations
     assert "torch_flex" in registry.workload("attention").implementations
 
 
+def _run_hooks(cache, choices, timings):
+    """What torch 2.13's AlgorithmSelectorCache.__call__ does with its hooks: preprocessing, then feedback."""
+    for fn in cache.preprocessing_fns:
+        choices = fn(choices)
+    for fn in cache.feedback_saver_fns:
+        fn({c: t for c, t in zip(choices, timings, strict=True)}, "mm", [], choices, lambda: {}, {})
+
+
+@pytest.mark.skipif(not hasattr(inductor_version(), "get_algorithm_selector_cache"),
+                    reason="torch 2.6 has no preprocessing hook (its own test below)")
 def test_the_autotune_winner_and_candidates_come_from_inductors_selection_hooks():
     """A GPU-like autotune, fed through the hooks Inductor calls (preprocessing with every candidate list, feedback
-    with the benchmarked times): the fastest is the winner, ATen's time is kept beside it."""
+    with the benchmarked times): the fastest is autotune's, the compiled code's call the winner."""
     from torch._inductor import select_algorithm
+    from torch._inductor.graph import GraphLowering
 
     cache = select_algorithm.get_algorithm_selector_cache()
-    choices = [ExternKernelCaller(), TritonTemplateCaller()]
     with inductor.record() as rec:
-        for fn in cache.preprocessing_fns:
-            choices = fn(choices)
-        for fn in cache.feedback_saver_fns:
-            fn({choices[0]: 0.50, choices[1]: 0.42}, "mm", [], choices, lambda: {}, {})
+        _run_hooks(cache, [ExternKernelCaller(), TritonTemplateCaller()], [0.50, 0.42])
+        GraphLowering.save_output_code(TRITON_CALL)
     assert not any(f.__name__ == "feedback" for f in cache.feedback_saver_fns)  # removed on leaving
+    assert not any(f.__name__ == "offered" for f in cache.preprocessing_fns)
     notes = torch_compile.autotune_notes(rec, "ATEN,TRITON")
     assert notes["gemm_winner"] == "Triton template" and "BLOCK_K=64" in notes["gemm_winner_choice"]
+    assert notes["autotune_fastest"] == "Triton template" and "gemm_winner_differs" not in notes
     assert notes["autotune_candidates"] == {inductor.GEMM_KINDS["ExternKernelCaller"]: 1, "Triton template": 1}
     assert notes["autotune_best_ms_by_kind"][inductor.GEMM_KINDS["ExternKernelCaller"]] == 0.5
     assert notes["autotune"].startswith("from Inductor's autotune cache")  # nothing benchmarked in this block
 
 
+def test_on_torch_2_6_the_candidates_are_read_where_its_cache_is_called(monkeypatch):
+    """torch 2.6.0 has no get_algorithm_selector_cache nor preprocessing hook (tests/fakes names what it has): the
+    record reads the candidates at the cache's __call__, the times from its four-argument feedback, and leaves
+    both as they were. A single candidate is taken unbenchmarked, as 2.6 does."""
+    import torch._inductor
+    from torch._inductor.graph import GraphLowering
+
+    from tests.fakes import inductor_select_algorithm_26 as sa26
+
+    monkeypatch.setattr(sa26, "_ALGORITHM_SELECTOR_CACHE", None)
+    monkeypatch.setattr(torch._inductor, "select_algorithm", sa26)
+    aten, triton = ExternKernelCaller(), TritonTemplateCaller()
+    with inductor.record() as rec:
+        cache = sa26._ALGORITHM_SELECTOR_CACHE
+        cache.timings = {aten: 0.50, triton: 0.42}
+        assert sa26.autotune_select_algorithm("mm", [aten, None, triton], [], None) is triton
+        GraphLowering.save_output_code(TRITON_CALL)
+    assert cache.feedback_saver_fns == [] and sa26.AlgorithmSelectorCache.__call__.__name__ == "__call__"
+    notes = torch_compile.autotune_notes(rec, "ATEN,TRITON")
+    assert notes["autotune_candidates"] == {inductor.GEMM_KINDS["ExternKernelCaller"]: 1, "Triton template": 1}
+    assert notes["gemm_winner"] == notes["autotune_fastest"] == "Triton template"
+    with inductor.record() as rec:
+        sa26.autotune_select_algorithm("mm", [aten], [], None)
+        GraphLowering.save_output_code(ATEN_CALL)
+    notes = torch_compile.autotune_notes(rec, "ATEN")
+    assert notes["autotune"].startswith("not run: one candidate") and "autotune_fastest" not in notes
+    assert notes["gemm_winner"] == inductor.GEMM_KINDS["ExternKernelCaller"]
+
+
+def test_the_winner_is_what_the_compiled_code_calls_when_autotunes_fastest_was_not_kept():
+    """With epilogue fusion benchmarked Inductor's scheduler may keep ATen after a Triton template timed fastest:
+    the row names the code's call and says that it differs."""
+    rec = inductor.CompileRecord(code=[ATEN_CALL], offered=[["Triton template", "Triton template"]],
+                                 winners=[{"op": "mm", "kind": "Triton template", "choice": "triton_mm_3", "ms": 0.4,
+                                           "benchmarked": 2, "best_ms_by_kind": {"Triton template": 0.4}}])
+    notes = torch_compile.autotune_notes(rec, "ATEN,TRITON")
+    assert notes["gemm_winner"] == inductor.GEMM_KINDS["ExternKernelCaller"] and "gemm_winner_choice" not in notes
+    assert notes["gemm_winner_differs"].startswith("autotune's fastest was Triton template (0.4 ms)")
+    for code, kind in ((TRITON_CALL, "Triton template"),
+                       ("def call(args):\n    cutlass_1a2b3c_0.run(buf0)\n", "CUTLASS"),
+                       ("def call(args):\n    rocm_ck_gemm_template_3(buf0)\n", "CK (Composable Kernel)"),
+                       ("def call(args):\n    triton_poi_fused_0.run(buf0)\n", None)):
+        assert inductor.CompileRecord(code=[code]).gemm_pick() == kind
+
+
 def test_a_cached_compile_reads_the_winner_from_the_compiled_code():
-    rec = inductor.CompileRecord(code=["def call(args):\n    extern_kernels.mm(arg0_1, arg1_1, out=buf0)\n"])
+    rec = inductor.CompileRecord(code=[ATEN_CALL])
     notes = torch_compile.autotune_notes(rec, "ATEN,TRITON,CPP")
     assert notes["gemm_winner"] == inductor.GEMM_KINDS["ExternKernelCaller"]
     assert notes["autotune"].startswith("not run: Inductor's FX graph cache answered")
     assert notes["compiled_calls"] == ["extern_kernels.mm"] and notes["autotune_s"].startswith("not measured")
+
+
+def test_flex_on_torch_2_6_finds_its_cpu_check_in_flex_attention_and_refuses_fp16(monkeypatch):
+    """torch 2.6.0 has no torch._inductor.kernel.flex package: check_cpu_supported is in kernel/flex_attention.py,
+    whose lower_cpu takes fp32 and bf16 only."""
+    import sys
+    import types
+
+    old = types.ModuleType("torch._inductor.kernel.flex_attention")
+    old.check_cpu_supported = lambda: True
+    monkeypatch.setitem(sys.modules, "torch._inductor.kernel.flex.flex_cpu", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "torch._inductor.kernel.flex_attention", old)
+    torch26 = types.SimpleNamespace(__version__="2.6.0+cu124")
+    assert torch_flex._cpu_unsupported(torch26, "bf16") is None
+    assert "fp32 and bf16 only" in torch_flex._cpu_unsupported(torch26, "fp16")
+    old.check_cpu_supported = lambda: False
+    assert "needs AVX2" in torch_flex._cpu_unsupported(torch26, "fp32")
 
 
 def test_skips_name_their_reason(cpu_ctx, monkeypatch):

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import gpu_device, run_config
 from tests.fakes.fake_gpu import fake_gpu
-from tests.workloads.triton_front_end import compile_errors, lowered
+from tests.workloads.triton_front_end import compile_errors, compiled, lowered
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine import compat
 from xmfu.harness.machine.platform import Platform
@@ -44,8 +44,12 @@ def _available(case: MatmulCase, device) -> tuple[bool, str]:
 def _gemm(device: str, operand: str, output: str, precision: str | None) -> dict:
     signature = {"a_ptr": f"*{operand}", "b_ptr": f"*{operand}", "c_ptr": f"*{output}",
                  **{name: "i32" for name in INT_ARGS}}
+    from xmfu.kernels import matmul as gemm  # after the module's skip: an old Triton's autotuner wants a GPU
+
+    fp8_wgmma = operand.startswith("fp8") and device.startswith("sm")  # as kernels/matmul.py fp8_promotes
     constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "INPUT_PRECISION": precision,
-                 "UPCAST": False, "INT64": False}
+                 "UPCAST": False, "INT64": False, "FP8_WGMMA": fp8_wgmma,
+                 "IMPRECISE": gemm._imprecise({"BLOCK_K": 32, "FP8_WGMMA": fp8_wgmma})}
     return {"device": device, "signature": signature, "constants": constants}
 
 
@@ -87,7 +91,32 @@ def test_fp8_is_offered_where_triton_compiles_the_devices_format_natively():
     # gfx90a would compile (Triton emulates fp8 there) but has no fp8 matrix units: skipped, not timed as fp8
     assert offered == {"gfx90a": False, "gfx942": True, "gfx950": True, "sm75": False, "sm80": False, "sm89": True,
                        "sm90": True}
-    # no whole-K reduced-precision fp8 accumulation on Hopper (Triton's default there is 2**30), as torch._scaled_mm
-    # (Triton prints the attribute only when it is not 0: `{maxNumImpreciseAcc = 1073741824 : i32}` by default)
+    # no whole-K reduced-precision fp8 accumulation on Hopper (Triton's default there is 2**30), as torch._scaled_mm:
+    # promoted every min(128, BLOCK_K) products (Triton prints the attribute only when it is not 0)
     dots = [line for line in results[list(DEVICES).index("sm90")]["ttir"].splitlines() if "tt.dot" in line]
-    assert dots and all("f8E4M3FN" in d and "maxNumImpreciseAcc" not in d for d in dots), dots
+    assert dots and all("f8E4M3FN" in d and "maxNumImpreciseAcc = 32" in d for d in dots), dots
+
+
+@pytest.mark.long  # the slow group (make test-slow): Triton's whole compiler to a cubin, twice
+@pytest.mark.slow(seconds=20)
+def test_fp8_multiplies_by_wgmma_on_hopper():
+    """Compiled for sm90 through ptxas, one of the NVIDIA configs (128x256x64, 8 warps, 3 stages) on fp8 operands
+    as the workload stores them (A row-major, B (K, N) row-major): the PTX multiplies by wgmma with the kernel's
+    max_num_imprecise_acc (min(128, BLOCK_K) = 64); with 0, which it passed before, Triton refuses wgmma
+    (supportMMA) and the PTX has mma.sync on operands widened to fp16."""
+    def case(imprecise: int) -> dict:
+        ints = ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")
+        return {"kernel": "_matmul_kernel", "device": "sm90", "compile": {"num_warps": 8, "num_stages": 3},
+                "signature": {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", **{n: "i32" for n in ints}},
+                "constants": {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 256,
+                              "BLOCK_K": 64, "GROUP_M": 8, "INPUT_PRECISION": None, "UPCAST": False, "INT64": False,
+                              "FP8_WGMMA": imprecise > 0, "IMPRECISE": imprecise},
+                "divisible": ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]}
+
+    from xmfu.kernels import matmul as gemm
+
+    ours = gemm._imprecise({"BLOCK_K": 64, "FP8_WGMMA": True})
+    assert ours == 64
+    now, before = compiled("xmfu.kernels.matmul", [case(ours), case(0)])
+    assert now["error"] is None and "wgmma.mma_async" in now["ptx"] and "mma.sync" not in now["ptx"]
+    assert before["error"] is None and "wgmma" not in before["ptx"] and "mma.sync" in before["ptx"]

@@ -100,6 +100,6 @@ def test_the_int64_variant_compiles_for_nvidia_and_amd():
             signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16",
                          **{n: "i32" for n in ints if n not in unit}}
             constants = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4, "INPUT_PRECISION": None,
-                         "UPCAST": False, "INT64": True, **{n: 1 for n in unit}}
+                         "UPCAST": False, "INT64": True, "FP8_WGMMA": False, "IMPRECISE": 0, **{n: 1 for n in unit}}
             cases.append({"device": device, "signature": signature, "constants": constants})
     assert compile_errors("xmfu.kernels.matmul", "_matmul_kernel", cases) == [None] * len(cases)

@@ -76,12 +76,14 @@ def _compile(fn: Any, case: dict[str, Any]) -> dict[str, Any]:
     source = ASTSource(fn, {**signature, **{name: "constexpr" for name in constants}}, constants, attrs)
     compiled = triton.compile(source, target=target, options=case["compile"])
     return {"error": None, "ttir": compiled.asm["ttir"], "ttgir": compiled.asm["ttgir"],
-            "shared": compiled.metadata.shared, "binary": next(k for k in ("cubin", "hsaco") if k in compiled.asm)}
+            "shared": compiled.metadata.shared, "binary": next(k for k in ("cubin", "hsaco") if k in compiled.asm),
+            "ptx": compiled.asm.get("ptx")}
 
 
 def compiled(module: str, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each case as in compile_errors, plus "kernel" (its name in `module`), "compile" and "divisible" (_compile):
-    {"error", "ttir", "ttgir", "shared" (bytes), "binary" ("cubin" | "hsaco")}. One process for all of them."""
+    {"error", "ttir", "ttgir", "shared" (bytes), "binary" ("cubin" | "hsaco"), "ptx" (NVIDIA's, else None)}. One
+    process for all of them."""
     with tempfile.TemporaryDirectory() as cache:  # the compiler's cache, never the user's ~/.triton
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env.update(PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]), TRITON_CACHE_DIR=cache,

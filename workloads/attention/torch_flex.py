@@ -14,6 +14,7 @@ from typing import Any
 from xmfu.harness.engine.case import Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine import inductor
+from xmfu.harness.machine.compat import release
 from xmfu.harness.machine.frameworks import torch_unavailable
 from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.attention.torch_modes import prepare_torch
@@ -45,13 +46,21 @@ def available(case: AttentionCase, ctx: RunContext) -> tuple[bool, str]:
     return True, ""
 
 
-def _cpu_unsupported(torch: Any) -> str | None:
-    """torch/_inductor/kernel/flex/flex_cpu.py check_cpu_supported: AVX2 (and ATEN_CPU_CAPABILITY not "default"),
-    no XPU, not macOS; otherwise lowering raises "torch.compile on current platform is not supported for CPU"."""
-    from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
-
+def _cpu_unsupported(torch: Any, dtype: str) -> str | None:
+    """Inductor's CPU FlexAttention lowering refuses a machine without AVX2 (check_cpu_supported: AVX2 and
+    ATEN_CPU_CAPABILITY not "default", no XPU, not macOS; "torch.compile on current platform is not supported for
+    CPU"). torch 2.13 keeps it in torch/_inductor/kernel/flex/flex_cpu.py, torch 2.6.0 in kernel/flex_attention.py,
+    whose lower_cpu also takes fp32 and bf16 only ("`torch.float` and `torch.bfloat16` are supported in
+    FlexAttention for CPU device")."""
+    try:
+        from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
+    except ImportError:  # torch 2.6: no flex/ package
+        from torch._inductor.kernel.flex_attention import check_cpu_supported
+    if release(torch.__version__)[:2] <= (2, 6) and dtype not in ("fp32", "bf16"):
+        return (f"torch {torch.__version__}'s CPU FlexAttention takes fp32 and bf16 only "
+                f"(torch/_inductor/kernel/flex_attention.py lower_cpu); this case is {dtype}")
     return None if check_cpu_supported() else ("Inductor's CPU FlexAttention needs AVX2 on Linux/Windows "
-                                                "(torch._inductor.kernel.flex.flex_cpu.check_cpu_supported)")
+                                                "(torch._inductor check_cpu_supported)")
 
 
 def block_mask(case: AttentionCase, device: str) -> Any:
@@ -74,7 +83,7 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     from torch.nn.attention.flex_attention import flex_attention
 
     if ctx.platform.kind == "cpu":
-        why = _cpu_unsupported(torch)
+        why = _cpu_unsupported(torch, case.dtype)
         if why:
             raise Unavailable(why)
     compiled = inductor.compiled_with(torch, flex_attention, dynamic=False)

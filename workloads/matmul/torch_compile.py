@@ -67,26 +67,35 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
 
 
 def autotune_notes(rec: inductor.CompileRecord, backends: str) -> dict[str, Any]:
-    """The row's record of the autotune: candidates, winner (and what the compiled code calls), seconds."""
+    """The row's record of the autotune: candidates, autotune's fastest, the winner (what the compiled code calls:
+    Inductor's final pick, which its fastest need not be), seconds."""
     offered = rec.offered[0] if rec.offered else []
+    picked = rec.gemm_pick()
     notes: dict[str, Any] = {"gemm_backends_allowed": backends, "compile_s": round(rec.compile_s, 3),
-                             "compiled_calls": rec.extern_calls() + rec.kernels()}
+                             "compiled_calls": rec.extern_calls() + rec.kernels(),
+                             "gemm_winner": picked or "unknown (no GEMM call found in the compiled code)",
+                             "gemm_winner_from": "the compiled code"}
+    if offered:
+        notes["autotune_candidates"] = _count(offered)
     if rec.winners:
         win = rec.winners[0]
-        notes.update(gemm_winner=win["kind"], gemm_winner_choice=win["choice"], autotune_candidates=_count(offered),
+        notes.update(autotune_fastest=win["kind"], autotune_fastest_choice=win["choice"],
+                     autotune_fastest_ms=round(win["ms"], 6),
                      autotune_best_ms_by_kind={k: round(v, 6) for k, v in win["best_ms_by_kind"].items()})
+        if picked == win["kind"]:
+            notes["gemm_winner_choice"] = win["choice"]
+        elif picked is not None:
+            notes["gemm_winner_differs"] = (f"autotune's fastest was {win['kind']} ({win['ms']:.4g} ms) but the "
+                                            f"compiled code calls {picked}")
         notes["autotune"] = (f"ran: {win['benchmarked']} candidates benchmarked in {rec.autotune_s:.2f} s"
                              if rec.autotune_s is not None else
                              f"from Inductor's autotune cache: {win['benchmarked']} candidates' earlier timings")
     elif len(offered) == 1:
-        notes.update(gemm_winner=offered[0], autotune_candidates=_count(offered),
-                     autotune=f"not run: one candidate ({offered[0]}), which Inductor takes without benchmarking")
+        notes["autotune"] = f"not run: one candidate ({offered[0]}), which Inductor takes without benchmarking"
     elif offered:  # every candidate failed to build or to run: Inductor falls back (ATen where it was offered)
-        notes.update(gemm_winner=_from_code(rec), autotune_candidates=_count(offered),
-                     autotune="gave no finite timing; the winner is read from the compiled code")
+        notes["autotune"] = "gave no finite timing; the winner is read from the compiled code"
     else:  # the FX graph cache answered: nothing was lowered, the compiled code is what runs
-        notes.update(gemm_winner=_from_code(rec), autotune="not run: Inductor's FX graph cache answered; the winner "
-                     "is read from the cached compiled code")
+        notes["autotune"] = "not run: Inductor's FX graph cache answered; the winner is read from the cached code"
     notes["autotune_s"] = round(rec.autotune_s, 3) if rec.autotune_s is not None else "not measured (not run here)"
     return notes
 
@@ -96,10 +105,3 @@ def _count(kinds: list[str]) -> dict[str, int]:
     for k in kinds:
         out[k] = out.get(k, 0) + 1
     return out
-
-
-def _from_code(rec: inductor.CompileRecord) -> str:
-    if any(c.endswith((".mm", ".bmm", ".addmm")) for c in rec.extern_calls()):
-        return inductor.GEMM_KINDS["ExternKernelCaller"]
-    kernels = rec.kernels()
-    return f"generated kernel {', '.join(kernels)}" if kernels else "unknown (no GEMM call found in the compiled code)"

@@ -120,6 +120,7 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
     import torch
 
     from xmfu.kernels import matmul as kernel
+    from xmfu.kernels.matmul_persistent import fp8_promotes
     a_np, b_np = case.stored_inputs()
     device, precision = ctx.torch_device, INPUT_PRECISION.get(case.dtype)
     out = torch.empty((case.m, case.n), device=device, dtype=torch_dtype(OUTPUT_DTYPE.get(case.dtype, case.dtype)))
@@ -133,7 +134,10 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
              "int64_offsets": kernel.needs_int64_offsets(a, b, out)}  # the variant for offsets past 2**31
     if case.dtype == "fp8":
         # as torch._scaled_mm without use_fast_accum: no whole-K reduced-precision accumulation (kernels/matmul.py)
-        notes.update(fp8_format=case.fp8_format, fp8_accumulation="fp32 after every MMA (max_num_imprecise_acc=0)")
+        promoted = ("fp32 every min(128, BLOCK_K) products of K (max_num_imprecise_acc; CUTLASS's promotion without "
+                    "fast accumulation), wgmma between" if fp8_promotes(a) else
+                    "fp32 after every MMA (max_num_imprecise_acc=0)")
+        notes.update(fp8_format=case.fp8_format, fp8_accumulation=promoted)
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()
