@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,8 @@ from xmfu.harness.engine.timing import rotate
 from xmfu.harness.machine.frameworks import jax_rows, local_jax_device, to_jax, xla_cost_flops
 from xmfu.harness.machine.jax_distributed import jax_unavailable
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.workloads.matmul.spec import MatmulCase, fp8_gemm_refused
+from xmfu.harness.machine.xla_gemm import Gemm, compiled_gemms
+from xmfu.workloads.matmul.spec import MatmulCase, Operands, fp8_gemm_refused
 
 
 def available(case: MatmulCase, ctx: RunContext) -> tuple[bool, str]:
@@ -45,7 +47,7 @@ def fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | No
     return fp8_gemm_refused(case, kind, device, engine="XLA", min_cc=(9, 0), amd_arches=FP8_AMD_ARCHES)
 
 
-def _dot(case: MatmulCase):
+def _dot(case: MatmulCase, ops: Operands):
     import jax
     import jax.numpy as jnp
 
@@ -65,8 +67,7 @@ def _dot(case: MatmulCase):
         kwargs = {"preferred_element_type": jnp.float32}
 
     def dot(a, b):
-        a = a.T if case.transpose_a else a
-        b = b.T if case.transpose_b else b
+        a, b = ops.used(a, b)  # a transpose folds into the dot's dimension numbers (no copy in the program)
         return jnp.dot(a, b, **kwargs).astype(out_dtype)
 
     return dot, str(kwargs)
@@ -76,11 +77,11 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     import jax
 
     device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
-    a_np, b_np = case.stored_inputs()
+    ops = case.operands()  # fp8: spec.FP8_LAYOUT, B K-major as for every fp8 backend
     copies = ctx.input_copies(case.input_bytes())
-    a0, b0 = (to_jax(x, case.dtype, device, case.fp8_format) for x in (a_np, b_np))
+    a0, b0 = (to_jax(x, case.dtype, device, case.fp8_format) for x in (ops.a, ops.b))
     pairs = [(a0, b0)] + [(a0.copy(), b0.copy()) for _ in range(copies - 1)]
-    dot, precision = _dot(case)
+    dot, precision = _dot(case, ops)
     start = time.perf_counter()
     compiled = jax.jit(dot).lower(a0, b0).compile()
     compile_s = time.perf_counter() - start
@@ -91,7 +92,24 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
 
     notes = {"library": "jnp.dot (XLA)", "precision": precision, "compile_s": compile_s,
              "xla_cost_flops": xla_cost_flops(compiled),
-             "jax_device": str(device), "jax_device_kind": device.device_kind, "input_copies": len(calls)}
+             "jax_device": str(device), "jax_device_kind": device.device_kind, "input_copies": len(calls),
+             **gemm_notes(compiled_gemms(compiled), case.dtype)}
     if case.dtype == "fp8":
-        notes["fp8_format"] = case.fp8_format
+        notes.update(fp8_format=case.fp8_format, fp8_layout=ops.fp8_layout)
     return Prepared(rotate(calls), result, "jax", notes=notes)
+
+
+def gemm_notes(found: list[Gemm] | None, dtype: str) -> dict[str, Any]:
+    """The row's record of the GEMM XLA compiled (harness/machine/xla_gemm.py): its call target or emitter and its
+    operand types; for fp8, whether the operands reach it as fp8 or widened (an upcast: an f16/bf16/f32 GEMM timed
+    under the fp8 name)."""
+    if found is None:
+        return {"xla_gemm": "not read (this backend gives no HLO text)"}
+    if not found:
+        return {"xla_gemm": "none found in the compiled HLO"}
+    notes: dict[str, Any] = {"xla_gemm": "; ".join(str(g) for g in found)}
+    if dtype == "fp8":
+        widened = sorted({t for g in found for t in g.operand_types if not t.startswith("f8")})
+        notes["fp8_gemm"] = (f"upcast: XLA converts the fp8 operands to {'/'.join(widened)} before the GEMM"
+                             if widened else "fp8 operands reach the GEMM")
+    return notes

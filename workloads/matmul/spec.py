@@ -27,6 +27,13 @@ TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 1.6e-2, "fp16": 2e-3}
 # so what remains is the bf16 output's rounding plus accumulation order, as for bf16: the same bound for both.
 FP8_TOLERANCE = {"e4m3fn": 1.6e-2, "e4m3fnuz": 1.6e-2, "e5m2": 1.6e-2}
 DEFAULT_SIZES = (2048, 4096, 8192)
+# fp8 operands as every fp8 backend holds them for its timed calls, whatever the case stores: A row-major and B
+# K-major, i.e. B held as (N, K) row-major and used transposed. The one layout cuBLASLt's fp8 GEMM takes (TN):
+# torch._scaled_mm asks B column-major, and XLA's GemmRewriter otherwise puts a transpose of B before its
+# __cublas$lt$matmul$f8 call, inside the timed program (xla gemm_rewrite_test.cc, the fp8 cases' CHECK lines). For
+# Triton it is the layout its fp8 tutorial pre-transposes B to (triton-lang/triton#3546: wgmma reads an fp8 operand
+# from shared memory K-major only, "In MMAV3 transpose is only supported for f16 and bf16").
+FP8_LAYOUT = "A (M, K) row-major, B K-major (held (N, K) row-major, used transposed)"
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,18 @@ class MatmulCase:
         """A and B as float32 arrays in their stored layout (transposed storage where asked)."""
         return _stored_inputs(self)
 
+    def operands(self) -> Operands:
+        """A and B as a backend holds them for its timed calls: as stored, except fp8 (FP8_LAYOUT)."""
+        a, b = _stored_inputs(self)
+        if self.dtype != "fp8":
+            return Operands(a, b, self.transpose_a, self.transpose_b, None)
+        a = np.ascontiguousarray(a.T) if self.transpose_a else a
+        b = b if self.transpose_b else np.ascontiguousarray(b.T)
+        stored = f"A {'(K, M)' if self.transpose_a else '(M, K)'}, B {'(N, K)' if self.transpose_b else '(K, N)'}"
+        moved = self.transpose_a or not self.transpose_b
+        note = FP8_LAYOUT + (f"; the case stores {stored}, relaid out at set-up (untimed)" if moved else "")
+        return Operands(a, b, False, True, note)
+
     def check_rows(self) -> np.ndarray | None:
         if self.m * self.n * self.k <= FULL_CHECK_LIMIT:
             return None
@@ -105,6 +124,21 @@ class MatmulCase:
         if self.dtype == "fp8":
             checked += f", inputs in {self.fp8_format}"
         return Check(error <= self.tolerance, error, self.tolerance, "max|C-Cref|/max|Cref|", checked)
+
+
+@dataclass(frozen=True)
+class Operands:
+    """A and B as float32 arrays, each used transposed where its flag says so; fp8_layout: the row's note (fp8)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    transpose_a: bool
+    transpose_b: bool
+    fp8_layout: str | None
+
+    def used(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """`a` and `b` (these arrays as any framework's tensors) as op(A), op(B): transposed views where flagged."""
+        return (a.T if self.transpose_a else a), (b.T if self.transpose_b else b)
 
 
 @lru_cache(maxsize=1)

@@ -44,22 +44,19 @@ def _fp8_unavailable(case: MatmulCase, kind: str, device: DeviceInfo) -> str | N
 
 
 def _operands(case: MatmulCase, ctx: RunContext) -> list[tuple]:
-    a_np, b_np = case.stored_inputs()
+    ops = case.operands()  # fp8: spec.FP8_LAYOUT, A row-major and B column-major, as _scaled_mm asks
     copies = ctx.input_copies(case.input_bytes())
-    a0 = to_torch(a_np, case.dtype, ctx.torch_device, case.fp8_format)
-    b0 = to_torch(b_np, case.dtype, ctx.torch_device, case.fp8_format)
+    a0 = to_torch(ops.a, case.dtype, ctx.torch_device, case.fp8_format)
+    b0 = to_torch(ops.b, case.dtype, ctx.torch_device, case.fp8_format)
     pairs = [(a0, b0)] + [(a0.clone(), b0.clone()) for _ in range(copies - 1)]
     # Transposed storage is used through a view, so the library sees the layout flag, not a copy.
-    return [(a.T if case.transpose_a else a, b.T if case.transpose_b else b) for a, b in pairs]
+    return [ops.used(a, b) for a, b in pairs]
 
 
 def _fp8_call(a, b):
     import torch
 
     one = torch.ones((), device=a.device, dtype=torch.float32)
-    # _scaled_mm wants A row-major and B column-major; relayout once here (set-up is not timed).
-    a = a.contiguous()
-    b = b.t().contiguous().t()
     return partial(torch._scaled_mm, a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
 
@@ -87,7 +84,7 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
              "fp32_matmul_precision": torch.get_float32_matmul_precision(), "input_copies": len(calls),
              "torch_threads": torch.get_num_threads() if ctx.platform.kind == "cpu" else None}
     if case.dtype == "fp8":
-        notes["fp8_format"] = case.fp8_format
+        notes.update(fp8_format=case.fp8_format, fp8_layout=case.operands().fp8_layout)
     if tf32_state is not None:
         notes["tf32"] = tf32_state
     return Prepared(rotate(calls), result, "torch", notes=notes)

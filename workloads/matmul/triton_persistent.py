@@ -49,15 +49,14 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
     import torch
 
     from xmfu.kernels import matmul_persistent as kernel
-    a_np, b_np = case.stored_inputs()
+    ops = case.operands()  # fp8: spec.FP8_LAYOUT, B K-major as for every fp8 backend
     device, precision = ctx.torch_device, tutorial.INPUT_PRECISION.get(case.dtype)
     out_dtype = torch_dtype(tutorial.OUTPUT_DTYPE.get(case.dtype, case.dtype))
     out = torch.empty((case.m, case.n), device=device, dtype=out_dtype)
     xcds, xcd_why = xcd_count(ctx.device)
     calls, plans = [], []
     for _ in range(ctx.input_copies(case.input_bytes())):
-        a, b = (to_torch(x, case.dtype, device, case.fp8_format) for x in (a_np, b_np))
-        a, b = (a.T if case.transpose_a else a), (b.T if case.transpose_b else b)
+        a, b = ops.used(*(to_torch(x, case.dtype, device, case.fp8_format) for x in (ops.a, ops.b)))
         plan = kernel.plan(a, b, out, num_xcds=xcds)
         plans.append(plan)
         calls.append(lambda a=a, b=b, plan=plan: kernel.matmul(a, b, out, precision, plan))
@@ -75,7 +74,7 @@ def _prepare(case: MatmulCase, ctx: RunContext, on_cpu: bool) -> Prepared:
         promoted = ("fp32 every min(128, BLOCK_K) products of K (max_num_imprecise_acc; CUTLASS's promotion without "
                     "fast accumulation), wgmma between" if kernel.fp8_promotes(a) else
                     "fp32 after every MMA (max_num_imprecise_acc=0)")
-        notes.update(fp8_format=case.fp8_format, fp8_accumulation=promoted)
+        notes.update(fp8_format=case.fp8_format, fp8_accumulation=promoted, fp8_layout=ops.fp8_layout)
 
     def result(rows: np.ndarray | None) -> np.ndarray:
         calls[0]()
