@@ -16,6 +16,7 @@
 The math follows the documented semantics (layout B, S, H, D; GQA by fewer K/V heads; query i sees keys in
 [i + seqlen_k - seqlen_q - window[0], i + seqlen_k - seqlen_q + window[1]], -1 infinite, causal = right window 0),
 in torch on whatever device the tensors claim, so a backend's calls can be checked against xmfu's fp64 reference.
+Each call's arguments past q, k, v, as the caller named them, are kept in CALLS (the test reads what was passed).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import types
 from typing import Any
 
 import torch
+
+CALLS: list[dict[str, Any]] = []  # the keyword arguments of each call, in order
 
 
 def _attention(q, k, v, scale, causal, window):
@@ -47,12 +50,23 @@ def _attention(q, k, v, scale, causal, window):
     return (torch.softmax(s, -1) @ vf).to(q.dtype).transpose(1, 2)
 
 
+def _kept(fn):
+    def call(q, k, v, **kwargs):
+        CALLS.append(kwargs)
+        return fn(q, k, v, **kwargs)
+
+    call.__name__ = fn.__name__
+    return call
+
+
+@_kept
 def flash_attn_2_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                       alibi_slopes=None, deterministic=False, return_attn_probs=False):
     assert dropout_p == 0.0 and q.stride(-1) == 1
     return _attention(q, k, v, softmax_scale, causal, window_size)
 
 
+@_kept
 def flash_attn_3_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                       v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
                       pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False):
@@ -60,6 +74,7 @@ def flash_attn_3_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_desc
     return out, torch.zeros(1)  # FA3 3.0.0b1 returned (out, softmax_lse) whatever return_attn_probs said
 
 
+@_kept
 def aiter_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1, 0),
                           bias=None, alibi_slopes=None, deterministic=True, return_lse=False,
                           return_attn_probs=False, how_v3_bf16_cvt=1, cu_seqlens_q=None, cu_seqlens_kv=None,

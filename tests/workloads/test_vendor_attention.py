@@ -148,3 +148,26 @@ def test_aiter_refuses_fp32(monkeypatch):
     with fake_gpu(0, "rocm"):
         ok, why = amd_aiter.available(_case(dtype="fp32"), _ctx(MI300X))
     assert not ok and "fp16 and bf16" in why
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_deterministic_is_passed_to_every_flash_library_and_recorded(monkeypatch, deterministic):
+    """AITER's flash_attn_func defaults to deterministic=True (aiter/ops/mha.py at e4048607), FA2's and FA3's to
+    False: every call names it as workload.deterministic says, and the row records it."""
+    from xmfu.workloads.attention.spec import expand
+
+    fakes.install_flash_attn(monkeypatch)
+    fakes.install_flash_attn_3(monkeypatch)
+    fakes.install_amd_aiter(monkeypatch)
+    (case,) = expand({"name": "attention", "batch": 1, "heads": 4, "kv_heads": 2, "seq_q": 19, "seq_kv": 37,
+                      "head_dim": 64, "causal": True, "alignment": "bottom_right", "mode": "fwd_bwd",
+                      "deterministic": deterministic}, "bf16", 0)
+    assert case.deterministic is deterministic and case.params().get("deterministic") == (deterministic or None)
+    for module, device, library in ((flash_attn, A100, "FlashAttention-2"), (flash_attn, H100, "FlashAttention-3"),
+                                    (amd_aiter, MI300X, "AITER")):
+        fakes.CALLS.clear()
+        check, notes = _run(module, case, device)
+        assert check.ok, check
+        assert library in notes["library"]
+        assert fakes.CALLS and all(call["deterministic"] is deterministic for call in fakes.CALLS), library
+        assert notes["deterministic"] is deterministic

@@ -6,6 +6,8 @@ aiter/jit/core.py:
   layout (batch, seqlen, nheads, headdim), GQA by K/V with fewer heads, causal aligned bottom-right, the same
   docstring as FlashAttention's: the mask mapping is flash_attn.mask_arguments's, the window with a third element,
   the sink size 0 (`window_size=(-1, -1, 0),  # -1 means infinite context window, 0 means no sink`).
+- `deterministic=True` by default, in aiter/ops/mha.py and in aiter/ops/triton/attention/mha.py alike, where
+  FlashAttention's default is False: xmfu passes `workload.deterministic` (default false) to both libraries.
 - Which kernels: `if not ENABLE_CK:` it calls AITER's Triton attention (aiter.ops.triton.attention.mha), else its
   CK/assembly path (FlashAttnFunc); ENABLE_CK is `int(os.environ.get("ENABLE_CK", "1")) != 0` (jit/core.py). With
   AITER_TRITON_ONLY=1 `import aiter` skips the CK/HIP ops and aiter.flash_attn_func is absent; the Triton one is
@@ -108,11 +110,14 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
         raise Unavailable(mask)
     if "window_size" in kwargs and notes["window_elements"] == "3":
         kwargs["window_size"] = (*kwargs["window_size"], 0)  # no sink
-    kwargs["softmax_scale"] = case.scale
+    # AITER's default is deterministic=True (both flash_attn_funcs), FlashAttention's False: passed explicitly, so
+    # the two libraries' backward rows time the same mode (workload.deterministic, recorded in the row)
+    kwargs.update(softmax_scale=case.scale, deterministic=case.deterministic)
 
     def attend(q, k, v):
         out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kwargs)
         return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
 
-    notes = {**notes, "mask": mask, "call_layout": "B,S,H,D (transposed views, no copy)"}
+    notes = {**notes, "mask": mask, "call_layout": "B,S,H,D (transposed views, no copy)",
+             "deterministic": case.deterministic}
     return prepare_torch(case, ctx, attend, notes)

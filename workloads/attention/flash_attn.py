@@ -14,6 +14,8 @@ and hopper/setup.py.
   `if (window_size_left >= 0 && window_size_right < 0) { window_size_right = seqlen_k; }`): skipped.
 - fp16 and bf16 only ("FlashAttention only supports fp16 and bf16 data type"), head_dim a multiple of 8 and at most
   256, compute capability 8.0+ ("FlashAttention only supports Ampere GPUs or newer").
+- `deterministic=False` is both FA2's and FA3's default (the backward's deterministic mode, "slightly slower and
+  uses more memory"); AITER's is True. xmfu passes `workload.deterministic` to every one of them and records it.
 - On ROCm, flash_attn_2_cuda is the Composable Kernel build (csrc/flash_attn_ck); with
   FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE, or when that extension is missing, flash_attn_interface imports AITER's
   Triton kernels instead and says so in its module global USE_TRITON_ROCM, which the row records.
@@ -126,12 +128,14 @@ def prepare(case: AttentionCase, ctx: RunContext) -> Prepared:
     kwargs, mask = mask_arguments(case)
     if kwargs is None:
         raise Unavailable(mask)
-    kwargs["softmax_scale"] = case.scale
+    # the backward's deterministic mode, passed explicitly: AITER's default differs (workloads/attention/amd_aiter.py)
+    kwargs.update(softmax_scale=case.scale, deterministic=case.deterministic)
 
     def attend(q, k, v):
         out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kwargs)
         out = out[0] if isinstance(out, tuple) else out  # FA3 before 3.0 stable returned (out, softmax_lse)
         return out.transpose(1, 2)
 
-    notes = {**notes, "mask": mask, "call_layout": "B,S,H,D (transposed views, no copy)"}
+    notes = {**notes, "mask": mask, "call_layout": "B,S,H,D (transposed views, no copy)",
+             "deterministic": case.deterministic}
     return prepare_torch(case, ctx, attend, notes)

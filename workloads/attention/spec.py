@@ -58,6 +58,9 @@ class AttentionSettings:
     flop_convention: str = setting("exact", "exact (the score entries the causal mask keeps, per alignment) | fa2 "
                                    "(FlashAttention-2's benchmark: causal = half of seq_q x seq_kv, whatever the "
                                    "shape)", OneOf(CONVENTIONS))
+    deterministic: bool = setting(False, "the deterministic backward of FlashAttention and AITER (their "
+                                  "`deterministic=`, passed to both and recorded in their rows; AITER's own default "
+                                  "is true, FlashAttention's false); other backends have no such switch")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class AttentionCase:
     mode: str  # fwd | bwd | fwd_bwd
     flop_convention: str = AttentionSettings.flop_convention
     seed: int = 0
+    deterministic: bool = AttentionSettings.deterministic  # FlashAttention's and AITER's deterministic= (backward)
 
     workload: ClassVar[str] = "attention"
 
@@ -94,9 +98,10 @@ class AttentionCase:
                 f"q{self.seq_q}-k{self.seq_kv}-d{self.head_dim}-{mask}")
 
     def params(self) -> dict[str, Any]:
-        return {"batch": self.batch, "heads": self.heads, "kv_heads": self.kv_heads, "seq_q": self.seq_q,
-                "seq_kv": self.seq_kv, "head_dim": self.head_dim, "causal": self.causal,
-                "alignment": self.alignment if self.causal else None, "scale": self.scale, "mode": self.mode}
+        out = {"batch": self.batch, "heads": self.heads, "kv_heads": self.kv_heads, "seq_q": self.seq_q,
+               "seq_kv": self.seq_kv, "head_dim": self.head_dim, "causal": self.causal,
+               "alignment": self.alignment if self.causal else None, "scale": self.scale, "mode": self.mode}
+        return {**out, "deterministic": True} if self.deterministic else out  # named only where asked
 
     def visible_scores(self) -> int:
         """Score entries (i, j) the mask keeps, per (batch, head)."""
@@ -226,6 +231,7 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Atten
     if dtype not in TOLERANCE:
         raise ConfigError("dtype", f"{dtype} is not an attention dtype", ", ".join(TOLERANCE))
     sweep = _sweep(s)
+    deterministic = boolean("workload.deterministic", s.deterministic)
     cases = []
     for (batch, sq), skv, d, causal, mode in product(_batch_seq(s, sweep), sweep["seq_kv"], sweep["head_dim"],
                                                      sweep["causal"], sweep["mode"]):
@@ -236,5 +242,5 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Atten
         heads, kv_heads = _heads(s, d)
         scale = float(s.scale) if s.scale is not None else 1 / math.sqrt(d)
         cases.append(AttentionCase(batch, heads, kv_heads, sq, skv, d, causal, s.alignment, scale, dtype, mode,
-                                   s.flop_convention, seed))
+                                   s.flop_convention, seed, deterministic))
     return cases
