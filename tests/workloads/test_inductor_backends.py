@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from xmfu.harness.machine import inductor
+from xmfu.harness.machine.compat import release
 from xmfu.workloads.attention import torch_flex
 from xmfu.workloads.attention.spec import AttentionCase
 from xmfu.workloads.catalog import build_registry
@@ -141,6 +142,21 @@ def test_flex_on_torch_2_6_finds_its_cpu_check_in_flex_attention_and_refuses_fp1
     assert "needs AVX2" in torch_flex._cpu_unsupported(torch26, "fp32")
 
 
+@pytest.mark.slow(seconds=10)  # a fresh interpreter importing torch and Inductor's lowering
+def test_the_cpu_check_leaves_flex_attention_its_lowering_in_a_fresh_process():
+    """On torch 2.6 importing an Inductor kernel module before torch._inductor.lowering stops in a circular import
+    that leaves flex_attention without its lowering; the check is the first thing a torch_flex row does in a fresh
+    `xmfu run`, so it must not be what breaks the compile."""
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom xmfu.workloads.attention import torch_flex\n"
+            "torch_flex._cpu_unsupported(torch, 'bf16')\nfrom torch._inductor.lowering import lowerings\n"
+            "print(torch.ops.higher_order.flex_attention in lowerings)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stderr[-2000:]
+
+
 def test_skips_name_their_reason(cpu_ctx, monkeypatch):
     ok, why = torch_compile.available(MatmulCase(32, 32, 32, "fp8", fp8_format="e4m3fn"), cpu_ctx)
     assert not ok and "_scaled_mm" in why
@@ -181,5 +197,10 @@ def test_flex_attention_is_correct_on_a_cpu_with_gqa_and_either_causal_alignment
     prepared.fn()
     check = case.check(prepared.result(case.check_rows()))
     assert check.ok, check
-    assert prepared.notes["block_mask"].startswith("causal")
-    assert any("flex_attention" in k for k in prepared.notes["compiled_kernels"]), prepared.notes
+    notes = prepared.notes
+    assert notes["block_mask"].startswith("causal")
+    if release(notes["torch_version"]) >= (2, 7):  # the kernel is named after the template
+        assert any("flex_attention" in k for k in notes["compiled_kernels"]), notes
+    else:  # torch 2.6 names its C++ template's kernel cpp_fused_N; the template shows among the candidates
+        assert notes["compiled_kernels"] and all(k.startswith("cpp_fused") for k in notes["compiled_kernels"]), notes
+        assert notes["flex_templates"] == ["cpp_flex_attention"] or "cache answered" in notes["flex_templates"]

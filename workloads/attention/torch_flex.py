@@ -7,6 +7,7 @@ the compiled code calls (harness/machine/inductor.py); compiling is set-up, not 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from typing import Any
@@ -52,6 +53,12 @@ def _cpu_unsupported(torch: Any, dtype: str) -> str | None:
     CPU"). torch 2.13 keeps it in torch/_inductor/kernel/flex/flex_cpu.py, torch 2.6.0 in kernel/flex_attention.py,
     whose lower_cpu also takes fp32 and bf16 only ("`torch.float` and `torch.bfloat16` are supported in
     FlexAttention for CPU device")."""
+    # Inductor's lowering module first: it imports the kernel modules in their order (`from . import kernel`,
+    # import_submodule(kernel)). On torch 2.6 importing a kernel module before it stops in a circular import
+    # (codegen/cpp_gemm_template.py) that leaves flex_attention without its lowering ("flex_attention is not an
+    # OpOverload" when compiled).
+    importlib.import_module("torch._inductor.lowering")
+
     try:
         from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
     except ImportError:  # torch 2.6: no flex/ package
