@@ -20,6 +20,7 @@ What the ops can express (jax 0.10.2, read in the installed sources):
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,22 @@ def tpu_blocks(seq_q: int, seq_kv: int) -> dict[str, int] | str:
             "block_k_dq": bk, "block_q_dq": bq}
 
 
+@lru_cache(maxsize=1)
+def gpu_mha_too_old() -> str | None:
+    """Why this jax's Pallas GPU mha cannot take xmfu's blocks, or None. jax 0.4.38's takes block_q and block_k
+    arguments, one pair for the forward and the backward (its signature: mha(q, k, v, segment_ids, sm_scale, causal,
+    block_q=128, block_k=128, backward_pass_impl, ...)); the BlockSizes record xmfu passes, with the backward's
+    blocks apart, came later."""
+    import jax
+    from jax.experimental.pallas.ops.gpu import attention as gpu
+
+    if hasattr(gpu, "BlockSizes"):
+        return None
+    return (f"jax {jax.__version__}'s Pallas GPU attention (jax.experimental.pallas.ops.gpu.attention.mha) has no "
+            "BlockSizes (it takes one block_q/block_k pair for the forward and the backward); xmfu passes "
+            "BlockSizes: a newer jax has it")
+
+
 def case_unavailable(case: AttentionCase, kind: str) -> str | None:
     """Why the Pallas op cannot run this case on a `kind` device, or None."""
     if case.dtype == "tf32":
@@ -94,6 +111,9 @@ def case_unavailable(case: AttentionCase, kind: str) -> str | None:
     if case.causal and case.seq_q > case.seq_kv:
         return ("jax's Pallas mha runs its causal K loop to ceil(block_q*(i+1)/block_k) blocks, past the keys when "
                 f"seq_q ({case.seq_q}) > seq_kv ({case.seq_kv})")
+    old = gpu_mha_too_old()
+    if old:
+        return old
     blocks = mha_blocks(case.seq_q, case.seq_kv, how, case.mode != "fwd")
     return blocks if isinstance(blocks, str) else None
 

@@ -15,6 +15,7 @@ declare is refused), so no value matches two of them. Where a file must be of on
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -37,6 +38,9 @@ BEGIN, END = "<!-- BEGIN generated: bundle fields -->", "<!-- END generated: bun
 def bundle_schema() -> dict[str, Any]:
     """The JSON Schema of every record of a bundle, as published in SCHEMA_FILE."""
     _, defs = msgspec.json.schema_components(list(RECORDS.values()), ref_template="#/$defs/{name}")
+    for node in defs.values():  # a record's docstring: msgspec 0.23 cleans its indentation, 0.22 keeps it
+        if "description" in node:
+            node["description"] = inspect.cleandoc(node["description"])
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"https://xmfu.dev/schema/{SCHEMA.replace('/', '-')}.schema.json",
             "title": f"xmfu result bundle, schema {SCHEMA}",
