@@ -72,6 +72,19 @@ def test_the_autotune_winner_and_candidates_come_from_inductors_selection_hooks(
     assert notes["autotune"].startswith("from Inductor's autotune cache")  # nothing benchmarked in this block
 
 
+def test_the_record_hooks_into_the_installed_torch_and_unhooks():
+    """Against this stack's own Inductor (the floor profile: torch 2.6, which has neither
+    get_algorithm_selector_cache nor the preprocessing hook): entering and leaving the record leaves no hook."""
+    from torch._inductor import select_algorithm
+
+    with inductor.record() as rec:
+        cache = inductor._selector_cache(select_algorithm)
+        assert any(f.__name__ == "feedback" for f in cache.feedback_saver_fns)
+    assert not any(f.__name__ == "feedback" for f in cache.feedback_saver_fns)
+    assert not any(f.__name__ == "offered" for f in getattr(cache, "preprocessing_fns", []))
+    assert type(cache).__call__.__name__ == "__call__" and rec.code == [] and rec.autotune_s is None
+
+
 def test_on_torch_2_6_the_candidates_are_read_where_its_cache_is_called(monkeypatch):
     """torch 2.6.0 has no get_algorithm_selector_cache nor preprocessing hook (tests/fakes names what it has): the
     record reads the candidates at the cache's __call__, the times from its four-argument feedback, and leaves
