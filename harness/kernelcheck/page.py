@@ -81,8 +81,18 @@ def to_json(sweep: Sweep) -> dict[str, Any]:
                 else None, "problems": [asdict(p) for p in r.problems]}
 
     return {"triton": sweep.triton, "targets": {t: asdict(TARGETS[t]) for t in sweep.targets},
-            "quick": sweep.quick, "jobs": sweep.jobs, "seconds": sweep.seconds, "target_notes": sweep.target_notes(),
-            "stale_marks": list(sweep.stale), "rows": [row(r) for r in sweep.rows]}
+            "entries": list(sweep.entries), "quick": sweep.quick, "dtypes": sweep.dtypes, "jobs": sweep.jobs,
+            "seconds": sweep.seconds, "target_notes": sweep.target_notes(), "stale_marks": list(sweep.stale),
+            "rows": [row(r) for r in sweep.rows]}
+
+
+def from_json(data: dict[str, Any]) -> Sweep:
+    """A sweep saved by `xmfu kernels --json`, judged again against today's marks."""
+    from xmfu.harness.kernelcheck.sweep import judge
+
+    return judge(data["rows"], tuple(data["targets"]), tuple(data["entries"]), data["quick"],
+                 tuple(data["dtypes"]) if data.get("dtypes") else None, data["triton"], data["seconds"], data["jobs"],
+                 MARKS)
 
 
 def markdown(sweep: Sweep) -> str:

@@ -46,6 +46,8 @@ class Row:
     problems: tuple[Problem, ...]
     warnings: tuple[str, ...]
     seconds: float
+    config_index: int = 0  # its place among the launch's configs
+    seq: int = 0  # its place in its vendor's plan: the launch order
 
     @property
     def new_problems(self) -> tuple[Problem, ...]:
@@ -88,7 +90,7 @@ def row_of(raw: dict[str, Any], marks: tuple[Mark, ...]) -> Row:
     compiled = Compiled(raw["entry"], raw["kernel"], raw["params"], raw["dtype"], target, facts, raw["error"])
     return Row(raw["entry"], raw["kernel"], raw["config"], raw["params"], raw["dtype"], raw["target"], raw["error"],
                facts, occupancy(facts, target) if facts else None, judged(compiled, marks),
-               tuple(raw.get("warnings", ())), raw["seconds"])
+               tuple(raw.get("warnings", ())), raw["seconds"], raw["config_index"], raw["seq"])
 
 
 def _environment(home: str) -> dict[str, str]:
@@ -117,15 +119,18 @@ def run(targets: tuple[Target, ...], entries: tuple[Entry, ...], dtypes: tuple[s
                          for i in range(jobs)]
     with tempfile.TemporaryDirectory(prefix="xmfu-kernels-") as home:
         raws = _run_workers(requests, jobs, _environment(home), progress)
-    order = {(t.name): i for i, t in enumerate(targets)}
-    raws.sort(key=lambda r: (order[r["target"]], [e.name for e in entries].index(r["entry"]), r["kernel"],
-                             r["dtype"], r["config_index"]))
+    return judge(raws, tuple(t.name for t in targets), tuple(e.name for e in entries), quick, dtypes,
+                 triton.__version__, round(time.perf_counter() - start, 1), jobs, marks)
+
+
+def judge(raws: list[dict[str, Any]], targets: tuple[str, ...], entries: tuple[str, ...], quick: bool,
+          dtypes: tuple[str, ...] | None, triton: str, seconds: float, jobs: int, marks: tuple[Mark, ...]) -> Sweep:
+    """The workers' rows (or a saved sweep's: page.from_json), judged against `marks`, in launch order per target."""
+    raws = sorted(raws, key=lambda r: (targets.index(r["target"]), r["seq"]))
     rows = tuple(row_of(r, marks) for r in raws)
-    whole = not quick and dtypes is None and {t.name for t in targets} >= set(DEFAULT_TARGETS) \
-        and {e.name for e in entries} == set(ENTRIES)
+    whole = not quick and dtypes is None and set(targets) >= set(DEFAULT_TARGETS) and set(entries) == set(ENTRIES)
     stale = tuple(m.label() for m in stale_marks(_compiled(rows), marks)) if whole else ()
-    return Sweep(rows, tuple(t.name for t in targets), tuple(e.name for e in entries), quick, dtypes,
-                 triton.__version__, round(time.perf_counter() - start, 1), jobs, stale)
+    return Sweep(rows, targets, entries, quick, dtypes, triton, seconds, jobs, stale)
 
 
 def _compiled(rows: tuple[Row, ...]) -> list[Compiled]:

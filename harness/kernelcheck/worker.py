@@ -244,11 +244,11 @@ def main() -> None:
     targets = [TARGETS[name] for name in request["targets"]]
     entries = [ENTRIES[name] for name in request["entries"]]
     jobs = plan(entries, targets, set(request["dtypes"]) if request.get("dtypes") else None, request["quick"])
-    mine = jobs[request["shard"]::request["shards"]]
+    mine = list(enumerate(jobs))[request["shard"]::request["shards"]]
     print(json.dumps({"planned": len(mine)}), file=out)
     with tempfile.TemporaryDirectory(dir=os.environ.get("TRITON_HOME")) as scratch:
-        for job in mine:
-            print(json.dumps(compile_job(job, scratch)), file=out)
+        for seq, job in mine:
+            print(json.dumps({"seq": seq, **compile_job(job, scratch)}), file=out)
 
 
 if __name__ == "__main__":
