@@ -11,7 +11,7 @@ a 4096-slot cache, 32 query heads on 8 kv heads, the split count FlashAttention-
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xmfu.harness.kernelcheck.targets import Target
@@ -150,6 +150,24 @@ ENTRIES = {e.name: e for e in (
           "launch as workloads/matmul/jax_pallas.py; compiled by the installed Triton, not XLA's",
           attention_dtypes, _pallas_placeholder),
 )}
+
+
+@dataclass
+class Job:
+    """One compile: a kernel's launch with one config, dtype and target (worker.py makes and runs them)."""
+
+    entry: str
+    kernel: str  # the launch's label: the jit function's name, with what tells repeated launches apart
+    config: str
+    config_index: int
+    dtype: str
+    target: str
+    compile: Any = field(default=None, repr=False)  # () -> the CompiledKernel
+    params: dict = field(default_factory=dict)  # the config's values by name (BLOCK_M, warps, stages...)
+
+
+def label(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "launch defaults"
 
 
 class EntryError(ValueError):

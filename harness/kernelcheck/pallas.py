@@ -14,7 +14,7 @@ import os
 import tempfile
 from typing import Any
 
-from xmfu.harness.kernelcheck.catalog import GEMM, Entry
+from xmfu.harness.kernelcheck.catalog import GEMM, Entry, Job, label
 from xmfu.harness.kernelcheck.targets import Target
 
 JAX_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -54,7 +54,6 @@ def lowered_ttir(dtype: str, target: Target) -> str:
 
 
 def jobs(entry: Entry, dtype: str, target: Target) -> list[Any]:
-    from xmfu.harness.kernelcheck.worker import Job, label
     from xmfu.workloads.matmul.jax_pallas import TRITON_LAUNCH, blocks
 
     bm, bn, bk = blocks("cuda", dtype)

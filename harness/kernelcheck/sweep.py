@@ -95,7 +95,7 @@ def row_of(raw: dict[str, Any], marks: tuple[Mark, ...]) -> Row:
 
 def _environment(home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the tests' setting: not here
-    env.update(TRITON_CACHE_DIR=os.path.join(home, "cache"), TRITON_HOME=home, TRITON_ALWAYS_COMPILE="1",
+    env.update(TRITON_CACHE_DIR=os.path.join(home, "cache"), TRITON_HOME=home, TMPDIR=home, TRITON_ALWAYS_COMPILE="1",
                TRITON_DUMP_PTXAS_LOG="1", TRITON_DEFAULT_FP_FUSION="1")  # Triton 3.9's default, stated
     return env
 

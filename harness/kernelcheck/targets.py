@@ -104,11 +104,11 @@ def nvidia_occupancy(target: Target, registers: int, shared: int, num_warps: int
     """Resident warps per SM for a kernel of `registers` per thread, `shared` bytes per block and `num_warps` warps
     per block, as the CUDA occupancy calculator computes it (shared memory rounded up to 128-byte units)."""
     per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
-    limits = {"warps": target.max_warps // num_warps, "blocks": target.max_blocks,
-              "registers": (REGISTERS_PER_SM // per_warp) // num_warps if per_warp else target.max_blocks}
     block_shared = -(-(shared + RESERVED_SHARED_PER_BLOCK) // 128) * 128
-    limits["shared memory"] = target.shared_per_processor // block_shared
-    limiter = min(limits, key=lambda k: (limits[k], k != "registers"))
+    limits = {"warps": target.max_warps // num_warps, "blocks": target.max_blocks,
+              "shared memory": target.shared_per_processor // block_shared,
+              "registers": (REGISTERS_PER_SM // per_warp) // num_warps if per_warp else target.max_blocks}
+    limiter = min(limits, key=lambda k: (limits[k], list(limits).index(k)))  # a tie: the hard limits first
     return Occupancy(limits[limiter] * num_warps, target.max_warps, target.warp_unit, limiter)
 
 

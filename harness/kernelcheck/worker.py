@@ -22,11 +22,11 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from xmfu.harness.kernelcheck.catalog import ENTRIES, Entry
+from xmfu.harness.kernelcheck.catalog import ENTRIES, Entry, Job, label
 from xmfu.harness.kernelcheck.facts import Facts, amd_facts, dots_in, nvidia_facts
 from xmfu.harness.kernelcheck.targets import TARGETS, Target
 
@@ -39,18 +39,6 @@ class Launch:
     args: tuple
     kwargs: dict
     label: str = ""
-
-
-@dataclass
-class Job:
-    entry: str
-    kernel: str  # the launch's label: the jit function's name, with what tells repeated launches apart
-    config: str
-    config_index: int
-    dtype: str
-    target: str
-    compile: Any = field(default=None, repr=False)  # () -> the CompiledKernel
-    params: dict = field(default_factory=dict)  # the config's values by name (BLOCK_M, warps, stages...)
 
 
 class _Driver:
@@ -70,6 +58,11 @@ class _Driver:
 
     def is_active(self) -> bool:
         return True
+
+    def get_benchmarker(self) -> Any:  # Triton 3.2's Autotuner asks for it when a kernel module is imported
+        def bench(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("xmfu kernels compiles; it never times a kernel")
+        return bench
 
 
 _CAPTURED: list[Launch] = []
@@ -106,10 +99,6 @@ def config_params(config: Any) -> dict[str, Any]:
     extra = {"num_ctas": config.num_ctas, "maxnreg": config.maxnreg}
     return {**config.kwargs, "warps": config.num_warps, "stages": config.num_stages,
             **{k: v for k, v in extra.items() if v not in (None, 1)}}
-
-
-def label(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items()) or "launch defaults"
 
 
 def _configs(launch: Launch) -> list[tuple[dict[str, Any], Any]]:
@@ -198,7 +187,7 @@ def compile_job(job: Job, scratch: str) -> dict[str, Any]:
     try:
         with _stderr_to(diagnostics), contextlib.redirect_stdout(log):
             compiled = job.compile()
-        facts = read_facts(compiled, target, log.getvalue())
+        facts = read_facts(compiled, target, log.getvalue(), scratch)
     except Exception as exc:
         error = " ".join(f"{type(exc).__name__}: {exc}".split())[:1500]
     said = Path(diagnostics).read_text() if os.path.exists(diagnostics) else ""
@@ -217,19 +206,44 @@ def warnings_in(said: str) -> list[str]:
     return [w for w in dict.fromkeys(found) if "TRITON_DEFAULT_FP_FUSION" not in w]
 
 
-def read_facts(compiled: Any, target: Target, ptxas_log: str) -> Facts:
+def ptxas_verbose(ptx: str, target: Target, scratch: str) -> str:
+    """ptxas -v on the kernel's PTX, for a Triton that does not print its own ptxas log (3.2 has no
+    TRITON_DUMP_PTXAS_LOG): the same binary (the one Triton ships) and architecture, Triton's own flags aside."""
+    import subprocess
+
+    try:
+        from triton.knobs import nvidia
+
+        ptxas = nvidia.ptxas.path
+    except (ImportError, AttributeError):
+        from triton.backends.nvidia.compiler import _path_to_binary
+
+        ptxas = _path_to_binary("ptxas")[0]
+    source = os.path.join(scratch, "kernel.ptx")
+    Path(source).write_text(ptx)
+    arch = f"sm_{target.capability}{'a' if target.capability >= 90 else ''}"
+    done = subprocess.run([ptxas, "-v", f"--gpu-name={arch}", source, "-o", source + ".o"], capture_output=True,
+                          text=True, check=True)
+    return done.stdout + done.stderr
+
+
+def read_facts(compiled: Any, target: Target, ptxas_log: str, scratch: str = "") -> Facts:
     meta, dots = compiled.metadata, dots_in(compiled.asm["ttir"])
+    if target.nvidia and "registers" not in ptxas_log:
+        ptxas_log = ptxas_verbose(compiled.asm["ptx"], target, scratch or tempfile.gettempdir())
     if target.nvidia:
         return nvidia_facts(compiled.asm["ptx"], ptxas_log, meta.shared, meta.num_warps, meta.num_stages, dots,
                             getattr(meta, "tmem_size", None))
     return amd_facts(compiled.asm["amdgcn"], meta.shared, meta.num_warps, meta.num_stages, dots)
 
 
-def _prepare(vendor: str) -> None:
+def _prepare(vendor: str, first: Target) -> None:
     import torch
+    from triton.runtime.driver import driver
 
     if vendor == "amd":
         torch.version.hip = HIP_VERSION
+    driver.set_active(_Driver(first.gpu_target()))  # before the kernels' modules: their autotuners ask for it
     _capture_launches()
     if vendor == "nvidia":
         from xmfu.kernels import matmul_persistent as gemm
@@ -240,8 +254,8 @@ def _prepare(vendor: str) -> None:
 def main() -> None:
     request = json.loads(sys.stdin.read())
     out = os.fdopen(os.dup(1), "w", buffering=1)  # the JSON lines; stdout itself takes ptxas' printed log
-    _prepare(request["vendor"])
     targets = [TARGETS[name] for name in request["targets"]]
+    _prepare(request["vendor"], targets[0])
     entries = [ENTRIES[name] for name in request["entries"]]
     jobs = plan(entries, targets, set(request["dtypes"]) if request.get("dtypes") else None, request["quick"])
     mine = list(enumerate(jobs))[request["shard"]::request["shards"]]
