@@ -18,8 +18,9 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 def cmd_kernels(args: Sequence[str]) -> int:
-    parser = Parser(prog="xmfu kernels", description="compile every Triton kernel of xmfu for GPU targets (no GPU "
-                    "needed): instructions, registers, spills, shared memory, occupancy")
+    parser = Parser(prog="xmfu kernels", allow_abbrev=False,  # `--target sm90` is not `--targets sm90`
+                    description="compile every Triton kernel of xmfu for GPU targets (no GPU needed): instructions, "
+                    "registers, spills, shared memory, occupancy")
     parser.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
                         help=f"comma-separated (default {','.join(DEFAULT_TARGETS)})")
     parser.add_argument("--kernels", default=None, help=f"comma-separated, of {', '.join(ENTRIES)} (default all)")

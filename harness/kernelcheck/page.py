@@ -106,8 +106,15 @@ def markdown(sweep: Sweep) -> str:
            "(NVIDIA, as the CUDA occupancy calculator counts them) or waves per SIMD (AMD, LLVM's figure capped by "
            "LDS) and what limits them. Config: BLOCK_M x BLOCK_N x BLOCK_K, g GROUP_M, w warps, s stages; AMD's "
            "wpe waves_per_eu, nk matrix_instr_nonkdim, kp kpack.", "",
-           "```sh", "xmfu kernels --targets sm90,gfx942 --kernels stream,decode --quick   # one config each: seconds",
-           "```", "", "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",
+           "```sh", "xmfu kernels --targets sm90,gfx942 --kernels stream,decode --quick   # one config of each: a minute",
+           "xmfu kernels --targets sm90,gfx942 --json > kernels.json   # every config of every kernel for two parts",
+           "```", "", "A compile fails the command (exit 1, each named) where it does not compile, spills, passes the "
+           "part's shared memory or tensor memory, or multiplies bf16, fp16 or fp8 without the part's matrix "
+           "instructions (mma.sync on sm90 or later, none at all elsewhere), unless the list of known and accepted "
+           "problems below names it. This page is the whole sweep over the default targets; "
+           "`python -m xmfu.harness.kernelcheck.page` writes it again (about an hour of 2 cores) and "
+           "tests/kernelcheck/test_whole_sweep.py (make test-slow) fails while it is out of date.", "",
+           "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",
            "|---|---|---|---|---|"]
     out += [f"| {t.name} | {t.part} | {t.processors} | {_kib(t.shared_per_block)} KiB | {t.max_warps} "
             f"{t.warp_unit} |" for t in (TARGETS[n] for n in sweep.targets)]
