@@ -2,6 +2,7 @@
 
     python -m xmfu.harness.kernelcheck.page            # compile everything (about an hour on 2 cores), rewrite the page
     python -m xmfu.harness.kernelcheck.page --check    # the same sweep; exit 1 when the page is out of date
+    python -m xmfu.harness.kernelcheck.page --kernels attention,attention_fa2   # only their sections again
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def markdown(sweep: Sweep) -> str:
            "(NVIDIA, as the CUDA occupancy calculator counts them) or waves per SIMD (AMD, LLVM's figure capped by "
            "LDS) and what limits them. Config: BLOCK_M x BLOCK_N x BLOCK_K, g GROUP_M, w warps, s stages; AMD's "
            "wpe waves_per_eu, nk matrix_instr_nonkdim, kp kpack.", "",
-           "```sh", "xmfu kernels --targets sm90,gfx942 --kernels stream,decode --quick   # one config of each: a minute",
+           "```sh", "xmfu kernels --targets sm90,gfx942 --kernels stream,decode --quick   # one config each: a minute",
            "xmfu kernels --targets sm90,gfx942 --json > kernels.json   # every config of every kernel for two parts",
            "```", "", "A compile fails the command (exit 1, each named) where it does not compile, spills, passes the "
            "part's shared memory or tensor memory, or multiplies bf16, fp16 or fp8 without the part's matrix "
@@ -138,16 +139,33 @@ def keys_in(page: str) -> list[tuple[str, str, str, str, str]]:
     return [(*m.groups()[:4], m.group(5).strip()) for m in ROW.finditer(page) if m.group(1) in ENTRIES]
 
 
+def sections(text: str) -> dict[str, str]:
+    """The page by `## ` section ("" for what comes before the first), in order."""
+    parts = re.split(r"^## ", text, flags=re.M)
+    return {"": parts[0], **{p.split("\n", 1)[0]: "## " + p for p in parts[1:]}}
+
+
+def spliced(current: str, fresh: str) -> str:
+    """`current` with every section `fresh` has (the kernels it compiled, the targets, the marks) taken from it."""
+    new = sections(fresh)
+    return "".join(new.get(title, old) for title, old in sections(current).items())
+
+
 def main(argv: list[str] | None = None) -> int:
+    from xmfu.harness.kernelcheck import catalog
     from xmfu.harness.kernelcheck import sweep as sweeping
 
     parser = argparse.ArgumentParser(prog="python -m xmfu.harness.kernelcheck.page",
                                      description="compile every kernel and write docs/kernels.md")
     parser.add_argument("--check", action="store_true", help="exit 1 when docs/kernels.md is out of date")
+    parser.add_argument("--kernels", help="only these kernels' sections, compiled again (the rest of the page kept)")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     ns = parser.parse_args(argv)
-    text = markdown(sweeping.run(tuple(TARGETS[t] for t in DEFAULT_TARGETS), tuple(ENTRIES.values()), jobs=ns.jobs))
+    entries = catalog.parse_entries(ns.kernels)
+    text = markdown(sweeping.run(tuple(TARGETS[t] for t in DEFAULT_TARGETS), entries, jobs=ns.jobs))
     current = PAGE.read_text() if PAGE.exists() else None
+    if ns.kernels and current:
+        text = spliced(current, text)
     if ns.check:
         if current != text:
             print(f"out of date: {PAGE} (run python -m xmfu.harness.kernelcheck.page)")

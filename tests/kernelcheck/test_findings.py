@@ -140,3 +140,9 @@ def test_short_configs():
     assert page.short_config({"BLOCK_N": 64, "warps": 4, "stages": 3}) == "N64 w4 s3"
     assert page.short_config({}) == "defaults"
     assert page.short_config({"warps": 8, "num_ctas": 2}) == "w8 num_ctas=2"
+
+
+def test_a_page_regenerated_for_some_kernels_keeps_the_others():
+    current = "# Kernels\nintro\n## Targets\nold t\n## matmul\nold m\n## stream\nold s\n"
+    fresh = "# Kernels\nintro\n## Targets\nnew t\n## stream\nnew s\n"
+    assert page.spliced(current, fresh) == "# Kernels\nintro\n## Targets\nnew t\n## matmul\nold m\n## stream\nnew s\n"
