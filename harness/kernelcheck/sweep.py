@@ -139,15 +139,19 @@ def _compiled(rows: tuple[Row, ...]) -> list[Compiled]:
 
 def _run_workers(requests: list[dict[str, Any]], jobs: int, env: dict[str, str],
                  progress: Callable[[int, int, dict[str, Any]], None] | None) -> list[dict[str, Any]]:
-    """The workers, `jobs` at a time, each read by its own thread; their rows as they come."""
+    """The workers, `jobs` at a time, each read by its own thread; their rows as they come. A worker that fails
+    stops the sweep: no further worker starts, and the running ones are ended (so are they on Ctrl-C)."""
     rows: list[dict[str, Any]] = []
-    planned = [0]
+    planned, running, stop = [0], set(), threading.Event()
     lock = threading.Lock()
 
     def work(request: dict[str, Any]) -> None:
+        if stop.is_set():
+            return
         with tempfile.TemporaryFile("w+") as err:
             proc = subprocess.Popen([sys.executable, "-m", "xmfu.harness.kernelcheck.worker"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+            running.add(proc)
             proc.stdin.write(json.dumps(request))
             proc.stdin.close()
             for line in proc.stdout:
@@ -159,13 +163,21 @@ def _run_workers(requests: list[dict[str, Any]], jobs: int, env: dict[str, str],
                     rows.append(raw)
                     if progress:
                         progress(len(rows), planned[0], raw)
-            if proc.wait():
+            running.discard(proc)
+            if proc.wait() and not stop.is_set():
+                stop.set()
                 err.seek(0)
                 raise RuntimeError(f"a kernels worker failed (exit {proc.returncode}): {err.read()[-3000:]}")
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         for done in [pool.submit(work, r) for r in requests]:
             done.result()
+    finally:
+        stop.set()
+        for proc in list(running):
+            proc.kill()
+        pool.shutdown(wait=True, cancel_futures=True)
     return rows
 
 
