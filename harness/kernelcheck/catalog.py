@@ -164,6 +164,7 @@ class Job:
     target: str
     compile: Any = field(default=None, repr=False)  # () -> the CompiledKernel
     params: dict = field(default_factory=dict)  # the config's values by name (BLOCK_M, warps, stages...)
+    skipped: str = ""  # why it cannot be compiled here at all (the Pallas GEMM without jax), else ""
 
 
 def label(params: dict[str, Any]) -> str:

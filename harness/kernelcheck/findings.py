@@ -52,8 +52,8 @@ class Compiled:
 
 def problems_of(c: Compiled) -> list[tuple[str, str]]:
     """(code, detail) of every problem of one compile."""
-    if c.facts is None:
-        return [(COMPILE, c.error or "no output")]
+    if c.facts is None:  # not compiled: failed (error), or skipped with its reason (nothing to judge)
+        return [(COMPILE, c.error)] if c.error else []
     f, t, found = c.facts, c.target, []
     if f.spill_bytes:
         unit = "per thread (ptxas)" if t.nvidia else "of scratch per lane (LLVM spilled registers)"

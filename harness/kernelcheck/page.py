@@ -54,7 +54,8 @@ def cells(row: Row) -> list[str]:
     """entry, kernel, target, dtype, config, instructions, registers, spills, shared/limit, occupancy, verdict."""
     head = [row.entry, row.kernel, row.target, row.dtype, short_config(row.params)]
     if row.facts is None:
-        return [*head, "failed", "-", "-", "-", "-", verdict(row)]
+        return [*head, "skipped" if row.skipped else "failed", "-", "-", "-", "-",
+                f"skipped: {row.skipped}" if row.skipped else verdict(row)]
     f, limit = row.facts, TARGETS[row.target].shared_per_block
     return [*head, f.family, str(f.registers), str(f.spill_bytes), f"{_kib(f.shared_bytes)}/{_kib(limit)} KiB",
             str(row.occupancy), verdict(row)]

@@ -53,6 +53,16 @@ def lowered_ttir(dtype: str, target: Target) -> str:
     return modules[0]
 
 
+def unreachable() -> str:
+    """Why Pallas' Triton lowering cannot be reached here, or "": jax with jax.experimental.pallas.triton."""
+    try:
+        import jax.experimental.pallas.triton  # noqa: F401
+        from jax._src.pallas.triton import pallas_call_registration  # noqa: F401
+    except ImportError as exc:
+        return f"Pallas' Triton lowering is not reachable here: {exc}"
+    return ""
+
+
 def jobs(entry: Entry, dtype: str, target: Target) -> list[Any]:
     from xmfu.workloads.matmul.jax_pallas import TRITON_LAUNCH, blocks
 
@@ -71,4 +81,5 @@ def jobs(entry: Entry, dtype: str, target: Target) -> list[Any]:
         finally:
             os.unlink(f.name)
 
-    return [Job(entry.name, "xmfu_pallas_matmul", label(params), 0, dtype, target.name, compile_ttir, params)]
+    return [Job(entry.name, "xmfu_pallas_matmul", label(params), 0, dtype, target.name, compile_ttir, params,
+                unreachable())]

@@ -48,6 +48,7 @@ class Row:
     seconds: float
     config_index: int = 0  # its place among the launch's configs
     seq: int = 0  # its place in its vendor's plan: the launch order
+    skipped: str = ""  # why it was not compiled at all (nothing to judge), else ""
 
     @property
     def new_problems(self) -> tuple[Problem, ...]:
@@ -90,7 +91,8 @@ def row_of(raw: dict[str, Any], marks: tuple[Mark, ...]) -> Row:
     compiled = Compiled(raw["entry"], raw["kernel"], raw["params"], raw["dtype"], target, facts, raw["error"])
     return Row(raw["entry"], raw["kernel"], raw["config"], raw["params"], raw["dtype"], raw["target"], raw["error"],
                facts, occupancy(facts, target) if facts else None, judged(compiled, marks),
-               tuple(raw.get("warnings", ())), raw["seconds"], raw["config_index"], raw["seq"])
+               tuple(raw.get("warnings", ())), raw["seconds"], raw["config_index"], raw["seq"],
+               raw.get("skipped", ""))
 
 
 def _environment(home: str) -> dict[str, str]:

@@ -179,6 +179,9 @@ def compile_job(job: Job, scratch: str) -> dict[str, Any]:
     from triton.runtime.driver import driver
 
     target = TARGETS[job.target]
+    if job.skipped:
+        return {**_identity(job), "error": None, "facts": None, "warnings": [], "seconds": 0.0,
+                "skipped": job.skipped}
     driver.set_active(_Driver(target.gpu_target()))
     log, diagnostics = io.StringIO(), os.path.join(scratch, "stderr.txt")
     start = time.perf_counter()
@@ -193,10 +196,13 @@ def compile_job(job: Job, scratch: str) -> dict[str, Any]:
     said = Path(diagnostics).read_text() if os.path.exists(diagnostics) else ""
     if error and said.strip():
         error += " | compiler said: " + " ".join(said.split())[-1500:]
+    return {**_identity(job), "error": error, "facts": asdict(facts) if facts else None,
+            "warnings": [] if error else warnings_in(said), "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _identity(job: Job) -> dict[str, Any]:
     return {"entry": job.entry, "kernel": job.kernel, "config": job.config, "params": job.params,
-            "config_index": job.config_index, "dtype": job.dtype, "target": job.target, "error": error,
-            "facts": asdict(facts) if facts else None, "warnings": [] if error else warnings_in(said),
-            "seconds": round(time.perf_counter() - start, 2)}
+            "config_index": job.config_index, "dtype": job.dtype, "target": job.target}
 
 
 def warnings_in(said: str) -> list[str]:

@@ -146,3 +146,10 @@ def test_a_page_regenerated_for_some_kernels_keeps_the_others():
     current = "# Kernels\nintro\n## Targets\nold t\n## matmul\nold m\n## stream\nold s\n"
     fresh = "# Kernels\nintro\n## Targets\nnew t\n## stream\nnew s\n"
     assert page.spliced(current, fresh) == "# Kernels\nintro\n## Targets\nnew t\n## matmul\nold m\n## stream\nnew s\n"
+
+
+def test_a_kernel_that_cannot_be_reached_is_skipped_with_its_reason_not_failed():
+    why = "Pallas' Triton lowering is not reachable here: No module named 'jax'"
+    sweep = _sweep([_raw(0, entry="pallas_matmul", kernel="xmfu_pallas_matmul", facts=None, skipped=why)])
+    assert failing(sweep) == [] and sweep.target_notes() == {}
+    assert f"skipped: {why}" in page.table(sweep)
