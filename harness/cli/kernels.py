@@ -52,8 +52,9 @@ def cmd_kernels(args: Sequence[str]) -> int:
     problems = sweep.failing(result)
     for line in problems:
         print(f"xmfu kernels: {line}", file=sys.stderr)
-    print(f"xmfu kernels: {len(result.rows)} compiles in {result.seconds:.0f} s ({ns.jobs} at once), "
-          f"{len(problems)} new problem(s)", file=sys.stderr)
+    cpu = sum(r.cpu_seconds for r in result.rows)
+    print(f"xmfu kernels: {len(result.rows)} compiles in {result.seconds:.0f} s ({ns.jobs} at once; {cpu:.0f} s of "
+          f"CPU), {len(problems)} new problem(s)", file=sys.stderr)
     return 1 if problems else 0
 
 

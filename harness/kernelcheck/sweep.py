@@ -49,6 +49,7 @@ class Row:
     config_index: int = 0  # its place among the launch's configs
     seq: int = 0  # its place in its vendor's plan: the launch order
     skipped: str = ""  # why it was not compiled at all (nothing to judge), else ""
+    cpu_seconds: float = 0.0  # the compile's CPU time (the worker and ptxas or the linker)
 
     @property
     def new_problems(self) -> tuple[Problem, ...]:
@@ -92,7 +93,7 @@ def row_of(raw: dict[str, Any], marks: tuple[Mark, ...]) -> Row:
     return Row(raw["entry"], raw["kernel"], raw["config"], raw["params"], raw["dtype"], raw["target"], raw["error"],
                facts, occupancy(facts, target) if facts else None, judged(compiled, marks),
                tuple(raw.get("warnings", ())), raw["seconds"], raw["config_index"], raw["seq"],
-               raw.get("skipped", ""))
+               raw.get("skipped", ""), raw.get("cpu_seconds", 0.0))
 
 
 def _environment(home: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -184,7 +185,7 @@ def compile_job(job: Job, scratch: str) -> dict[str, Any]:
                 "skipped": job.skipped}
     driver.set_active(_Driver(target.gpu_target()))
     log, diagnostics = io.StringIO(), os.path.join(scratch, "stderr.txt")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     facts: Facts | None = None
     error = None
     try:
@@ -197,7 +198,15 @@ def compile_job(job: Job, scratch: str) -> dict[str, Any]:
     if error and said.strip():
         error += " | compiler said: " + " ".join(said.split())[-1500:]
     return {**_identity(job), "error": error, "facts": asdict(facts) if facts else None,
-            "warnings": [] if error else warnings_in(said), "seconds": round(time.perf_counter() - start, 2)}
+            "warnings": [] if error else warnings_in(said), "seconds": round(time.perf_counter() - start, 2),
+            "cpu_seconds": round(_cpu_seconds() - cpu, 2)}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (ptxas, the AMD linker): a compile's cost, whatever
+    else the machine runs meanwhile."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def _identity(job: Job) -> dict[str, Any]:
