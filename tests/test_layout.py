@@ -1,11 +1,12 @@
 """The architecture, enforced: imports point one way and nothing imports in a circle.
 
-front door (xmfu, harness/cli/, harness/fleet/, harness/suites/, harness/config/, harness/api.py, harness/run.py) ->
-workloads -> engine -> results / machine; results never imports the engine or a workload; machine imports neither the
-engine nor results; kernels import nothing of ours. Inside the front door the cli is the top, then fleet/, suites/,
-the API, the run composition (config/) and the run itself; inside results/ each room imports only the rooms below it
-(RESULTS_ROOMS). Every room has an `__init__` docstring saying what lives there and what it may import, and holds
-at most MAX_ROOM_MODULES modules; no module is longer than MAX_MODULE_LINES.
+front door (xmfu, harness/cli/, harness/kernelcheck/, harness/fleet/, harness/suites/, harness/config/,
+harness/api.py, harness/run.py) -> workloads -> engine -> results / machine; results never imports the engine or a
+workload; machine imports neither the engine nor results; kernels import nothing of ours. Inside the front door the
+cli is the top, then kernelcheck/, fleet/, suites/, the API, the run composition (config/) and the run itself;
+inside results/ each room imports only the rooms below it (RESULTS_ROOMS). Every room has an `__init__` docstring
+saying what lives there and what it may import, and holds at most MAX_ROOM_MODULES modules; no module is longer than
+MAX_MODULE_LINES.
 
 Every import is counted, including the lazy ones inside functions (an `import` in a function body is still a
 dependency) and modules named as text to be imported on first use (workloads/catalog.py's
@@ -41,7 +42,7 @@ ALLOWED = {
 
 
 # The front door's rooms, top first: a room imports only the rooms after it (and the layers below the front door).
-FRONT_DOOR_ROOMS = ("cli", "fleet", "suites", "api", "config", "run")
+FRONT_DOOR_ROOMS = ("cli", "kernelcheck", "fleet", "suites", "api", "config", "run")
 # results/'s rooms, lowest first: a room imports only the rooms before it.
 RESULTS_ROOMS = ("schema", "statistics", "importers", "rederive", "bundle", "analysis", "plots", "history", "render")
 MAX_ROOM_MODULES = 10
@@ -260,7 +261,8 @@ def test_no_import_circle():
 
 
 @pytest.mark.parametrize("package", ["xmfu.harness.engine", "xmfu.harness.machine", "xmfu.harness.results",
-                                     "xmfu.harness.cli", "xmfu.harness.suites", "xmfu.harness.config"])
+                                     "xmfu.harness.cli", "xmfu.harness.suites", "xmfu.harness.config",
+                                     "xmfu.harness.kernelcheck"])
 def test_each_package_says_what_it_is_for_and_what_it_may_import(package):
     doc = ast.get_docstring(ast.parse(sources()[package].read_text()))
     assert doc and "import" in doc.lower()
@@ -271,7 +273,7 @@ def test_the_harness_folder_reads_as_the_architecture():
     the machine and the results: no command, suite or composition module loose at the top."""
     rooms = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     loose = {p.stem for p in (ROOT / "harness").glob("*.py")}
-    assert rooms == {"cli", "fleet", "suites", "config", "engine", "machine", "results"}
+    assert rooms == {"cli", "kernelcheck", "fleet", "suites", "config", "engine", "machine", "results"}
     assert loose == {"__init__", "api", "run"}
     inside = {p.name for p in (ROOT / "harness" / "results").iterdir() if (p / "__init__.py").exists()}
     assert inside == set(RESULTS_ROOMS)

@@ -1,5 +1,5 @@
 """The `xmfu` command: run | compare | report | export | history | validate | import | doctor | peaks | references |
-env. Each subcommand parses its arguments here (history in harness/cli/history.py; what they share in
+env | kernels. Each subcommand parses its arguments here (history in harness/cli/history.py; what they share in
 harness/cli/common.py) and hands the work to the packages.
 
 Bad input is one paragraph on stderr and exit status 2; nothing here prints a traceback for it.
@@ -27,6 +27,7 @@ from xmfu.harness.cli.compare import cmd_compare
 from xmfu.harness.cli.fleet import cmd_fleet
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.importing import cmd_import
+from xmfu.harness.cli.kernels import cmd_kernels
 from xmfu.harness.cli.references import cmd_references
 from xmfu.harness.cli.report import cmd_export, cmd_report
 from xmfu.harness.cli.sign import cmd_sign
@@ -70,6 +71,9 @@ commands:
   references [--json]       the public reference table: what others measured on each part, with conditions,
                             FLOP convention, conversions and source (--device ID: one part's)
   env [--json]              print the detected platform, devices and the peaks that apply
+  kernels [--targets T,...] every Triton kernel x autotune config x dtype compiled for GPU targets here, no GPU
+                            needed (sm80,sm90,sm100,gfx942,gfx950): instructions (wgmma, tcgen05, mma.sync, MFMA),
+                            registers, spills, shared memory, occupancy; exit 1 naming each new problem; --json
   fleet run --nodes N       a candidate cluster on its own Slurm: every node's check, every link (node pairs),
   fleet report|resume DIR   then all nodes; diagnosis against the fleet's robust baseline or --baseline, with
                             --rules; admitted.json, excluded.json (reason codes) and a verdict page (docs/fleet.md)
@@ -189,7 +193,8 @@ def cmd_run(args: Sequence[str]) -> int:
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
             "export": cmd_export, "archive": cmd_archive, "validate": cmd_validate, "import": cmd_import,
             "sign": cmd_sign, "doctor": cmd_doctor, "table": cmd_table,
-            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env, "fleet": cmd_fleet}
+            "peaks": cmd_peaks, "references": cmd_references, "env": cmd_env, "fleet": cmd_fleet,
+            "kernels": cmd_kernels}
 
 
 def _strip_run_from_completion_line() -> None:

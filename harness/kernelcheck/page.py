@@ -1,0 +1,181 @@
+"""What `xmfu kernels` prints (a table, or JSON with --json) and docs/kernels.md, the manual's page of the whole sweep.
+
+    python -m xmfu.harness.kernelcheck.page            # compile everything (about an hour on 2 cores), rewrite the page
+    python -m xmfu.harness.kernelcheck.page --check    # the same sweep; exit 1 when the page is out of date
+    python -m xmfu.harness.kernelcheck.page --kernels attention,attention_fa2   # only their sections again
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from xmfu.harness.kernelcheck.catalog import ENTRIES
+from xmfu.harness.kernelcheck.findings import MARKS
+from xmfu.harness.kernelcheck.sweep import Row, Sweep
+from xmfu.harness.kernelcheck.targets import DEFAULT_TARGETS, TARGETS
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "kernels.md"  # a checkout's docs/kernels.md
+ABBREVIATIONS = {"GROUP_M": "g", "warps": "w", "stages": "s", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "nk",
+                 "kpack": "kp"}
+
+
+def short_config(params: dict[str, Any]) -> str:
+    """128x256x64 g8 w8 s3: BLOCK_M x BLOCK_N x BLOCK_K, GROUP_M, warps, stages (AMD: waves_per_eu, nonkdim, kpack);
+    N64 where only BLOCK_N is tuned; other values as name=value."""
+    rest = dict(params)
+    tile = "x".join(str(rest.pop(k)) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if k in rest)
+    if "BLOCK_M" not in params and "BLOCK_N" in params:
+        tile = f"N{tile}"
+    words = [f"{ABBREVIATIONS[k]}{v}" if k in ABBREVIATIONS else f"{k}={v}" for k, v in rest.items()]
+    return " ".join(w for w in [tile, *words] if w) or "defaults"
+
+
+def verdict(row: Row) -> str:
+    if not row.problems:
+        return "ok"
+    return "; ".join(f"{p.code}" + (f" ({p.mark.split(':')[0]} {mark_id(p.mark)})" if p.mark else " (NEW)")
+                     for p in row.problems)
+
+
+def mark_id(label: str) -> str:
+    return next((f"M{i + 1}" for i, m in enumerate(MARKS) if m.label() == label), "?")
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f}".rstrip("0").rstrip(".")
+
+
+def cells(row: Row) -> list[str]:
+    """entry, kernel, target, dtype, config, instructions, registers, spills, shared/limit, occupancy, verdict."""
+    head = [row.entry, row.kernel, row.target, row.dtype, short_config(row.params)]
+    if row.facts is None:
+        return [*head, "skipped" if row.skipped else "failed", "-", "-", "-", "-",
+                f"skipped: {row.skipped}" if row.skipped else verdict(row)]
+    f, limit = row.facts, TARGETS[row.target].shared_per_block
+    return [*head, f.family, str(f.registers), str(f.spill_bytes), f"{_kib(f.shared_bytes)}/{_kib(limit)} KiB",
+            str(row.occupancy), verdict(row)]
+
+
+HEADER = ["kernel", "function", "target", "dtype", "config", "instructions", "registers", "spill B", "shared",
+          "occupancy", "verdict"]
+
+
+def table(sweep: Sweep) -> str:
+    rows = [cells(r) for r in sweep.rows]
+    widths = [max(len(c[i]) for c in [HEADER, *rows]) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in [HEADER, *rows]]
+    lines += [f"{name}: {note}" for name, note in sweep.target_notes().items()]
+    return "\n".join(lines)
+
+
+def to_json(sweep: Sweep) -> dict[str, Any]:
+    def row(r: Row) -> dict[str, Any]:
+        f = r.facts
+        return {**{k: v for k, v in asdict(r).items() if k not in ("facts", "occupancy", "problems")},
+                "family": f.family if f else None, "facts": asdict(f) if f else None,
+                "shared_limit": TARGETS[r.target].shared_per_block,
+                "occupancy": {**asdict(r.occupancy), "fraction": round(r.occupancy.fraction, 4)} if r.occupancy
+                else None, "problems": [asdict(p) for p in r.problems]}
+
+    return {"triton": sweep.triton, "targets": {t: asdict(TARGETS[t]) for t in sweep.targets},
+            "entries": list(sweep.entries), "quick": sweep.quick, "dtypes": sweep.dtypes, "jobs": sweep.jobs,
+            "seconds": sweep.seconds, "target_notes": sweep.target_notes(), "stale_marks": list(sweep.stale),
+            "rows": [row(r) for r in sweep.rows]}
+
+
+def from_json(data: dict[str, Any]) -> Sweep:
+    """A sweep saved by `xmfu kernels --json`, judged again against today's marks."""
+    from xmfu.harness.kernelcheck.sweep import judge
+
+    return judge(data["rows"], tuple(data["targets"]), tuple(data["entries"]), data["quick"],
+                 tuple(data["dtypes"]) if data.get("dtypes") else None, data["triton"], data["seconds"], data["jobs"],
+                 MARKS)
+
+
+def markdown(sweep: Sweep) -> str:
+    """docs/kernels.md: everything but times (the page must not change from one run to the next)."""
+    out = ["# Kernels, compiled for every target", "", "[Index](README.md) · [Workloads](workloads.md)", "",
+           "<!-- Generated by `python -m xmfu.harness.kernelcheck.page`; do not edit. -->", "",
+           f"Every Triton kernel of xmfu, for each autotune config, dtype and target, compiled ahead of time by "
+           f"Triton {sweep.triton} on a CPU (`xmfu kernels`, no GPU needed). Columns: the matrix instructions in "
+           "the PTX or AMDGCN; registers per thread (NVIDIA, ptxas) or VGPRs and AGPRs per lane (AMD, LLVM); "
+           "spill stores in bytes; shared memory (LDS) per block against the part's limit; resident warps per SM "
+           "(NVIDIA, as the CUDA occupancy calculator counts them) or waves per SIMD (AMD, LLVM's figure capped by "
+           "LDS) and what limits them. Config: BLOCK_M x BLOCK_N x BLOCK_K, g GROUP_M, w warps, s stages; AMD's "
+           "wpe waves_per_eu, nk matrix_instr_nonkdim, kp kpack.", "",
+           "```sh", "xmfu kernels --targets sm90,gfx942 --kernels stream,decode --quick   # one config each: a minute",
+           "xmfu kernels --targets sm90,gfx942 --json > kernels.json   # every config of every kernel for two parts",
+           "```", "", "A compile fails the command (exit 1, each named) where it does not compile, spills, passes the "
+           "part's shared memory or tensor memory, or multiplies bf16, fp16 or fp8 without the part's matrix "
+           "instructions (mma.sync on sm90 or later, none at all elsewhere), unless the list of known and accepted "
+           "problems below names it. This page is the whole sweep over the default targets; "
+           "`python -m xmfu.harness.kernelcheck.page` writes it again (about an hour of 2 cores) and "
+           "tests/kernelcheck/test_whole_sweep.py (make test-slow) fails while it is out of date.", "",
+           "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",
+           "|---|---|---|---|---|"]
+    out += [f"| {t.name} | {t.part} | {t.processors} | {_kib(t.shared_per_block)} KiB | {t.max_warps} "
+            f"{t.warp_unit} |" for t in (TARGETS[n] for n in sweep.targets)]
+    out += [f"\n{name}: {note}" for name, note in sweep.target_notes().items()]
+    out += ["", "## Known and accepted problems", ""]
+    out += [f"- M{i + 1} ({m.code}), {m.label()}" for i, m in enumerate(MARKS)]
+    for entry in sweep.entries:
+        e = ENTRIES[entry]
+        out += ["", f"## {entry}", "", f"`{e.source}`: {e.shapes}.", "", "| " + " | ".join(HEADER) + " |",
+                "|" + "---|" * len(HEADER)]
+        out += ["| " + " | ".join(c.replace("|", "/") for c in cells(r)) + " |" for r in sweep.rows
+                if r.entry == entry]
+    return "\n".join(out) + "\n"
+
+
+ROW = re.compile(r"^\| (\w+) \| (\S+) \| (\w+) \| (\w+) \| ([^|]+) \|", re.M)
+
+
+def keys_in(page: str) -> list[tuple[str, str, str, str, str]]:
+    """(kernel, function, target, dtype, config) of every row the page lists."""
+    return [(*m.groups()[:4], m.group(5).strip()) for m in ROW.finditer(page) if m.group(1) in ENTRIES]
+
+
+def sections(text: str) -> dict[str, str]:
+    """The page by `## ` section ("" for what comes before the first), in order."""
+    parts = re.split(r"^## ", text, flags=re.M)
+    return {"": parts[0], **{p.split("\n", 1)[0]: "## " + p for p in parts[1:]}}
+
+
+def spliced(current: str, fresh: str) -> str:
+    """`current` with every section `fresh` has (the kernels it compiled, the targets, the marks) taken from it."""
+    new = sections(fresh)
+    return "".join(new.get(title, old) for title, old in sections(current).items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from xmfu.harness.kernelcheck import catalog
+    from xmfu.harness.kernelcheck import sweep as sweeping
+
+    parser = argparse.ArgumentParser(prog="python -m xmfu.harness.kernelcheck.page",
+                                     description="compile every kernel and write docs/kernels.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 when docs/kernels.md is out of date")
+    parser.add_argument("--kernels", help="only these kernels' sections, compiled again (the rest of the page kept)")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    ns = parser.parse_args(argv)
+    entries = catalog.parse_entries(ns.kernels)
+    text = markdown(sweeping.run(tuple(TARGETS[t] for t in DEFAULT_TARGETS), entries, jobs=ns.jobs))
+    current = PAGE.read_text() if PAGE.exists() else None
+    if ns.kernels and current:
+        text = spliced(current, text)
+    if ns.check:
+        if current != text:
+            print(f"out of date: {PAGE} (run python -m xmfu.harness.kernelcheck.page)")
+        return int(current != text)
+    if current != text:
+        PAGE.write_text(text)
+        print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
