@@ -10,12 +10,14 @@ for another purpose, e.g. a git commit's, cannot be passed off as a bundle's). B
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from xmfu.harness.cli.common import Parser, usage_error
+from xmfu.harness.cli.common import Parser, UsageFailure, usage_error, writable_folder
 from xmfu.harness.results.schema import SUMS
 
 NAMESPACE = "xmfu-bundle"
@@ -40,8 +42,13 @@ def sign(bundle: Path, key: Path) -> str | None:
     if done.returncode != 0 or not done.stdout:
         return f"ssh-keygen -Y sign failed: {done.stderr.decode(errors='replace').strip()[:300]}"
     tmp = bundle / f".{SIGNATURE}.tmp"
-    tmp.write_bytes(done.stdout)
-    tmp.replace(bundle / SIGNATURE)
+    try:
+        tmp.write_bytes(done.stdout)
+        tmp.replace(bundle / SIGNATURE)
+    except OSError as exc:  # a full disk, a filesystem gone read-only: no half-written signature stays behind
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return f"could not write {bundle / SIGNATURE} ({exc.strerror or exc}); the bundle is not signed"
     return None
 
 
@@ -81,12 +88,16 @@ def cmd_sign(args: Sequence[str]) -> int:
         return usage_error(f"sign: --key {ns.key}: no such key file")
     if not (bundle / SUMS).is_file():
         return usage_error(f"sign: {ns.bundle} is not a bundle folder (no {SUMS})")
+    try:  # the signature is written beside SHA256SUMS
+        writable_folder("sign", "", ns.bundle)
+    except UsageFailure as exc:
+        return usage_error(f"{exc} ({SIGNATURE} is written in the bundle's folder)")
     problems = validate_bundle(bundle)
     if problems:  # a signature vouches for a bundle; an invalid one gets none
         return usage_error(f"sign: {ns.bundle} is not a valid bundle: {problems[0]} (xmfu validate {ns.bundle})")
     failed = sign(bundle, key)
     if failed:
-        print(f"xmfu: sign: {failed}")
+        print(f"xmfu: sign: {failed}", file=sys.stderr)
         return 1
     print(f"signed: {bundle / SIGNATURE} (namespace {NAMESPACE})")
     return 0

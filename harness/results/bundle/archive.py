@@ -10,6 +10,7 @@ every bundle then goes through the validator like a folder on disk.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -95,7 +96,8 @@ def pack(sources: Sequence[str | Path], output: str | Path, xmfu_version: str) -
                 tar.add(path, arcname=name, recursive=False, filter=_plain)
         os.replace(tmp, out)  # a reader sees the whole archive or none
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only filesystem even removing a missing file fails (EROFS)
+            tmp.unlink(missing_ok=True)
         raise ArchiveError(f"could not write {out}: {exc.strerror or exc}") from None
     return Packed(out, len(found), len(members), out.stat().st_size)
 
