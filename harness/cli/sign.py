@@ -23,6 +23,10 @@ from xmfu.harness.results.schema import SUMS
 NAMESPACE = "xmfu-bundle"
 SIGNATURE = f"{SUMS}.sig"
 TIMEOUT_S = 60  # ssh-keygen asks nothing of a key without a passphrase; an agent or a prompt may take a while
+# An armored SSHSIG (OpenSSH PROTOCOL.sshsig) holds the public key, the namespace and the signature: a few hundred
+# bytes for ed25519, about 6 KB for a 16384-bit RSA key. A larger file is no signature, and handing a 50 MB one to
+# ssh-keygen kept it busy past TIMEOUT_S.
+MAX_SIGNATURE_BYTES = 64 * 1024
 
 
 def _ssh_keygen() -> str | None:
@@ -37,8 +41,11 @@ def sign(bundle: Path, key: Path) -> str | None:
     sums = (bundle / SUMS).read_bytes()
     # From stdin the signature goes to stdout (ssh-keygen(1): "-Y sign ... signatures are written to standard
     # output when the file is -"), so no stale `.sig` is ever asked about.
-    done = subprocess.run([tool, "-Y", "sign", "-f", str(key), "-n", NAMESPACE], input=sums,
-                          capture_output=True, timeout=TIMEOUT_S, check=False)
+    try:
+        done = subprocess.run([tool, "-Y", "sign", "-f", str(key), "-n", NAMESPACE], input=sums,
+                              capture_output=True, timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:  # a key behind a passphrase prompt nobody answers, an agent that hangs
+        return f"ssh-keygen -Y sign gave no answer within {TIMEOUT_S} s (a key with a passphrase needs ssh-agent)"
     if done.returncode != 0 or not done.stdout:
         return f"ssh-keygen -Y sign failed: {done.stderr.decode(errors='replace').strip()[:300]}"
     tmp = bundle / f".{SIGNATURE}.tmp"
@@ -61,6 +68,16 @@ def verify(bundle: Path, allowed_signers: Path) -> tuple[str | None, str]:
     sig = bundle / SIGNATURE
     if not sig.is_file() or sig.is_symlink():
         return None, f"no signature ({SIGNATURE} is missing: xmfu sign BUNDLE --key KEY makes one)"
+    if sig.stat().st_size > MAX_SIGNATURE_BYTES:
+        return None, (f"{SIGNATURE}: {sig.stat().st_size} bytes, over the {MAX_SIGNATURE_BYTES} bytes of any OpenSSH "
+                      "signature: not checked, not a signature")
+    try:
+        return _verified(tool, bundle, sig, allowed_signers)
+    except subprocess.TimeoutExpired:
+        return None, f"{SIGNATURE}: ssh-keygen gave no answer within {TIMEOUT_S} s: the signature is not checked"
+
+
+def _verified(tool: str, bundle: Path, sig: Path, allowed_signers: Path) -> tuple[str | None, str]:
     found = subprocess.run([tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed_signers)],
                            capture_output=True, timeout=TIMEOUT_S, check=False)
     principals = found.stdout.decode(errors="replace").split()

@@ -83,10 +83,10 @@ def test_import_into_a_read_only_results_dir_is_refused(tmp_path, capsys):
 
 
 def test_import_whose_write_fails_exits_1_and_leaves_no_bundle(tmp_path, capsys, monkeypatch):
-    def full_disk(self, row, samples):
+    def full_disk(self, records):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(BundleWriter, "append", full_disk)
+    monkeypatch.setattr(BundleWriter, "append_many", full_disk)
     code = main(["import", "mamf-finder", str(MAMF), "--results-dir", str(tmp_path / "out")])
     _one_paragraph(capsys, code, 1, "could not be written", "No space left on device", "nothing was written")
     assert list((tmp_path / "out").iterdir()) == []

@@ -6,13 +6,14 @@ from __future__ import annotations
 import errno
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from xmfu.harness.results.bundle.writer import BundleWriter, RecordError, utc_now
-from xmfu.harness.results.importers import LogError
+from xmfu.harness.results.importers import MAX_LOG_BYTES, LogError
 from xmfu.harness.results.importers.rows import rows_of, run_key, settings
 
 
@@ -20,6 +21,9 @@ def write(tool: str, log_path: Path, results_dir: Path, argv: list[str], version
           ranks: int | None = None) -> Path:
     """The bundle of one log; LogError when it cannot be imported."""
     try:
+        size = log_path.stat().st_size
+        if size > MAX_LOG_BYTES:
+            raise LogError(f"{log_path}: {size} bytes, over the {MAX_LOG_BYTES} bytes one import reads (split it)")
         text = log_path.read_text(errors="strict")
     except (OSError, UnicodeDecodeError) as exc:
         raise LogError(f"{log_path}: cannot be read as text ({exc})") from None
@@ -35,15 +39,18 @@ def write(tool: str, log_path: Path, results_dir: Path, argv: list[str], version
     writer = _new_bundle(results_dir, base, manifest, yaml.safe_dump(config, sort_keys=True), environment)
     try:  # all or nothing: a log whose rows do not fit, or a disk that fills, leaves no bundle behind
         writer.attach(name, text)
-        run_id = writer.manifest["run_id"]
-        for row, samples in rows:
-            now = utc_now()
-            try:
-                writer.append({"run_id": run_id, **row, "started": now, "finished": now},
-                              {"case_id": row["case_id"], "backend": row["backend"], "run_id": run_id, "unit": "s",
-                               "samples": samples})
-            except RecordError as exc:
-                raise LogError(f"line {row['imported']['line']}: {exc}") from None
+        run_id, line = writer.manifest["run_id"], [0]
+
+        def records() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+            for row, samples in rows:
+                line[0], now = row["imported"]["line"], utc_now()
+                yield ({"run_id": run_id, **row, "started": now, "finished": now},
+                       {"case_id": row["case_id"], "backend": row["backend"], "run_id": run_id, "unit": "s",
+                        "samples": samples})
+        try:
+            writer.append_many(records())  # one write and one sync for the whole log
+        except RecordError as exc:
+            raise LogError(f"line {line[0]}: {exc}") from None
         writer.finalize("complete")
     except BaseException:
         shutil.rmtree(writer.folder, ignore_errors=True)

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from xmfu.harness.results import importers
 from xmfu.harness.results.importers import LogError
 
 # op -> (M(n): the multiple of count x typesize algbw divides by time, F(n): the bus factor), as GetBw above.
@@ -238,10 +239,13 @@ def parse_text(text: str, op: str | None = None, ranks: int | None = None) -> Pa
                            "is truncated or not an nccl-tests table")
         parsed.entries += _entries(number, dict(zip(keys, words, strict=False)), words[len(keys):width],
                                    names[len(keys) + 3])
+        if len(parsed.entries) > importers.MAX_ROWS:  # stop reading: the log is refused (rows.py says why)
+            break
     if not parsed.entries:
         raise LogError("the nccl-tests table has no rows")
-    if not ended:
+    if not ended and len(parsed.entries) <= importers.MAX_ROWS:
         raise LogError("the table does not end with nccl-tests' `# Avg bus bandwidth` line: the log is truncated")
+    _sound(parsed, "line")  # before the op is inferred from the figures
     if parsed.op is None:
         parsed.op, parsed.op_inferred = infer_op(parsed.entries, n, {"redop", "root"} <= set(keys))
     return parsed
@@ -298,6 +302,7 @@ def parse_json(text: str, op: str | None = None) -> Parsed:
         raise LogError(f"not an nccl-tests JSON result file ({type(exc).__name__}: {exc})"[:300]) from None
     if not parsed.entries:
         raise LogError("the nccl-tests JSON file holds no results")
+    _sound(parsed, "result")  # before the op is inferred from the figures
     if parsed.op is None:
         parsed.op, parsed.op_inferred = infer_op(parsed.entries, parsed.ranks, True)
     return parsed
@@ -359,9 +364,7 @@ def parse(text: str, op: str | None = None, ranks: int | None = None) -> Parsed:
     head = text.lstrip()
     if head.startswith("[") or (head.startswith("{") and '"busBw"' in head.split("\n", 1)[0]):
         return _sound(parse_rccl_json(text, op), "result")
-    if head.startswith("{"):
-        return _sound(parse_json(text, op), "result")
-    return _sound(parse_text(text, op, ranks), "line")
+    return parse_json(text, op) if head.startswith("{") else parse_text(text, op, ranks)
 
 
 def _sound(parsed: Parsed, unit: str) -> Parsed:

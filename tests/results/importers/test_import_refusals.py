@@ -75,3 +75,37 @@ def test_a_zero_rank_count_is_refused_not_a_division_by_zero():
     data["config"]["ngpus"] = 0
     with pytest.raises(LogError, match="rank count is 0"):
         nccl_tests.parse(json.dumps(data))
+
+
+def test_a_log_of_more_rows_than_an_import_takes_is_refused_before_its_rows_are_built(tmp_path, capsys, monkeypatch):
+    """issue 42 item 14: a 580,000-line log never finished; the bound is monkeypatched small here."""
+    from xmfu.harness.results import importers
+    from xmfu.harness.results.importers import rows
+
+    monkeypatch.setattr(importers, "MAX_ROWS", 40)
+    built = []
+    monkeypatch.setattr(rows, "nccl_rows", lambda *a: built.append(a) or [])
+    err = _refused(tmp_path, capsys, (LOGS / H100).read_text())  # 31 lines, 62 rows
+    assert "more than the 40 rows one import takes" in err and "split it" in err, err
+    assert built == []
+
+
+def test_a_log_file_larger_than_an_import_reads_is_refused_unread(tmp_path, capsys, monkeypatch):
+    from xmfu.harness.results.bundle import imported
+
+    monkeypatch.setattr(imported, "MAX_LOG_BYTES", 1000)
+    err = _refused(tmp_path, capsys, (LOGS / H100).read_text())
+    assert "bytes, over the 1000 bytes one import reads" in err, err
+
+
+def test_an_import_writes_its_rows_with_one_sync_not_one_per_row(tmp_path, monkeypatch):
+    """A sync (an fsync and two renames) per row made 4,000 rows take 90 s; an import is written at once."""
+    from xmfu.harness.results.bundle.imported import write
+    from xmfu.harness.results.bundle.writer import BundleWriter
+
+    syncs = []
+    real = BundleWriter._sync
+    monkeypatch.setattr(BundleWriter, "_sync", lambda self: syncs.append(1) or real(self))
+    folder = write("nccl-tests", LOGS / H100, tmp_path, ["xmfu"], "t")
+    assert len((folder / "cases.jsonl").read_text().splitlines()) == 62
+    assert len(syncs) <= 4, len(syncs)  # created, the log attached, the rows, finalized
