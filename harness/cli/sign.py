@@ -88,9 +88,23 @@ def _verified(tool: str, bundle: Path, sig: Path, allowed_signers: Path) -> tupl
         done = subprocess.run([tool, "-Y", "verify", "-f", str(allowed_signers), "-I", principal, "-n", NAMESPACE,
                                "-s", str(sig)], input=sums, capture_output=True, timeout=TIMEOUT_S, check=False)
         if done.returncode == 0:
+            extra = uncovered(bundle)
+            if extra:  # the signature vouches for what SHA256SUMS lists, and nothing else in the folder
+                shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+                return None, (f"signed by {principal}, but the signature does not cover {shown} (not listed in "
+                              f"{SUMS}: added after signing)")
             return principal, f"signed by {principal}"
     return None, f"{SIGNATURE}: the signature does not match {SUMS} (changed after signing) for any key in " \
                  f"{allowed_signers}"
+
+
+def uncovered(bundle: Path) -> list[str]:
+    """What the bundle's folder holds beyond the files SHA256SUMS lists (and the two that say what is signed):
+    anything put there after signing, which the signature does not vouch for."""
+    listed = {line.partition("  ")[2].strip() for line in (bundle / SUMS).read_text(errors="replace").splitlines()}
+    return sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*")
+                  if p.relative_to(bundle).as_posix() not in listed | {SUMS, SIGNATURE}
+                  and (p.is_symlink() or not p.is_dir()))
 
 
 def cmd_sign(args: Sequence[str]) -> int:

@@ -1,6 +1,7 @@
 """`xmfu sign` and `validate --verify-signature` with OpenSSH's ssh-keygen (tests skip where it is missing): a
 signature file larger than any signature is refused before ssh-keygen sees it, and an ssh-keygen that gives no
-answer is one problem, not a traceback (issue 42 item 14)."""
+answer is one problem, not a traceback (issue 42 item 14); a file added to a signed bundle after signing is named,
+and fails `--verify-signature` (issue 42 item 15)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,17 @@ def test_an_ssh_keygen_that_gives_no_answer_is_one_problem(signed, monkeypatch):
                                           "is not checked")
     said = sign.sign(signed[0], Path("key"))
     assert said is not None and "no answer within 60 s" in said
+
+
+def test_a_file_added_after_signing_is_named_and_fails_verification(signed, cli):
+    bundle, allowed = signed
+    (bundle / "results.md").write_text("# the numbers, as the seller would like them read\n")
+    (bundle / "more").mkdir()
+    (bundle / "more" / "note.txt").write_text("x")
+    principal, said = sign.verify(bundle, allowed)
+    assert principal is None
+    assert said == ("signed by lab@example.com, but the signature does not cover more/note.txt, results.md (not "
+                    "listed in SHA256SUMS: added after signing)")
+    checked = cli("validate", "--verify-signature", str(allowed), str(bundle))
+    assert checked.returncode == 1 and "does not cover more/note.txt, results.md" in checked.stdout
+    assert f"{bundle}: valid" not in checked.stdout

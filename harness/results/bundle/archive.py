@@ -197,8 +197,12 @@ def _manifest(into: Path, digests: dict[str, bytes]) -> ArchiveManifest:
     for name, digest in manifest.files.items():
         if digests[name].hex() != digest:
             raise ArchiveError(f"{name}: checksum mismatch (changed after the archive was made)")
-    for bundle in manifest.bundles:
-        _safe_name(bundle)
+    names = [_safe_name(bundle).as_posix() for bundle in manifest.bundles]  # `./b` and `b/` name `b`
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # each would be read again: an export would hold its rows as many times, a compare count it so
+        raise ArchiveError(f"{MANIFEST_NAME} lists the bundle {twice[0]!r} more than once (xmfu archive lists each "
+                           "bundle once)")
+    manifest.bundles = names
     return manifest
 
 

@@ -224,13 +224,16 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
     return problems
 
 
-def _devices(raw: bytes) -> list[dict[str, Any]]:
+def _environment(raw: bytes) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """environment.json's devices, and its installed `packages` (None where it records none)."""
     try:
         env = json.loads(raw)
     except ValueError:
-        return []
-    devices = env.get("devices") if isinstance(env, dict) else None
-    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+        return [], None
+    env = env if isinstance(env, dict) else {}
+    devices, packages = env.get("devices"), env.get("packages")
+    return ([d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else [],
+            packages if isinstance(packages, dict) else None)
 
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
@@ -238,7 +241,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
                run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
     """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/)."""
     config = data[schema.CONFIG].decode(errors="replace")
-    settings, devices = times.settings_of(config), _devices(data[schema.ENVIRONMENT])
+    settings, (devices, packages) = times.settings_of(config), _environment(data[schema.ENVIRONMENT])
     problems = row_checks.time_field_problems(manifest, ("created", "finished"), schema.MANIFEST)
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
@@ -254,6 +257,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.derived_problems(row, where)
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where, peaks)
+        problems += row_checks.version_problems(row, packages, where)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
