@@ -194,6 +194,21 @@ def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
     return float(value)
 
 
+def _reference_values(reference: Callable[[], Any] | Any) -> np.ndarray:
+    """The reference's values as float64, or the documented refusal: a ValueError naming the argument, also where
+    calling it raised (before, that error came through as it was, e.g. a RuntimeError) or its output is not
+    numbers."""
+    try:
+        ref = to_numpy(reference() if callable(reference) else reference)
+    except Exception as exc:  # the caller's code: whatever it raises is a bad reference, said as one
+        what = f"calling it raised {type(exc).__name__}: {exc}" if callable(reference) else str(exc)
+        raise ValueError(f"reference: {what}. Allowed: a callable that returns finite numbers, or those "
+                         "numbers") from exc
+    if ref is None or not np.all(np.isfinite(ref)):
+        raise ValueError("reference: it returned None or non-finite values. Allowed: finite numbers to compare with")
+    return ref
+
+
 RUN_DEFAULTS = RunSettings()  # `xmfu run`'s declared defaults: benchmark()'s results_dir, device and repeats too
 DEFAULT_TIMING = {"warmup_s": 0.2, "max_time_s": 5.0, "target_rel_ci": 0.02}
 
@@ -222,9 +237,7 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     bytes_value = _positive("bytes_moved", bytes_moved, allow_none=True)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise ValueError(f"tolerance: {tolerance!r} is not usable. Allowed: a number >= 0 (relative error)")
-    ref = to_numpy(reference() if callable(reference) else reference)
-    if ref is None or not np.all(np.isfinite(ref)):
-        raise ValueError("reference: it returned None or non-finite values. Allowed: finite numbers to compare with")
+    ref = _reference_values(reference)
     case = CallableCase(name, dtype, flops_value or 0.0, bytes_value or 0.0, float(tolerance), ref)
     names = list(candidates)
     registry = Registry()
