@@ -18,12 +18,14 @@ waited on with jax.block_until_ready. A JAX callable must return its arrays: JAX
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import yaml
 
 from xmfu.harness.config.run_settings import RunSettings, parse_run_config
 from xmfu.harness.engine.case import Check, Prepared, Unavailable
@@ -192,6 +194,21 @@ def _positive(name: str, value: Any, allow_none: bool = False) -> float | None:
     return float(value)
 
 
+def _reference_values(reference: Callable[[], Any] | Any) -> np.ndarray:
+    """The reference's values as float64, or the documented refusal: a ValueError naming the argument, also where
+    calling it raised (before, that error came through as it was, e.g. a RuntimeError) or its output is not
+    numbers."""
+    try:
+        ref = to_numpy(reference() if callable(reference) else reference)
+    except Exception as exc:  # the caller's code: whatever it raises is a bad reference, said as one
+        what = f"calling it raised {type(exc).__name__}: {exc}" if callable(reference) else str(exc)
+        raise ValueError(f"reference: {what}. Allowed: a callable that returns finite numbers, or those "
+                         "numbers") from exc
+    if ref is None or not np.all(np.isfinite(ref)):
+        raise ValueError("reference: it returned None or non-finite values. Allowed: finite numbers to compare with")
+    return ref
+
+
 RUN_DEFAULTS = RunSettings()  # `xmfu run`'s declared defaults: benchmark()'s results_dir, device and repeats too
 DEFAULT_TIMING = {"warmup_s": 0.2, "max_time_s": 5.0, "target_rel_ci": 0.02}
 
@@ -220,9 +237,7 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
     bytes_value = _positive("bytes_moved", bytes_moved, allow_none=True)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
         raise ValueError(f"tolerance: {tolerance!r} is not usable. Allowed: a number >= 0 (relative error)")
-    ref = to_numpy(reference() if callable(reference) else reference)
-    if ref is None or not np.all(np.isfinite(ref)):
-        raise ValueError("reference: it returned None or non-finite values. Allowed: finite numbers to compare with")
+    ref = _reference_values(reference)
     case = CallableCase(name, dtype, flops_value or 0.0, bytes_value or 0.0, float(tolerance), ref)
     names = list(candidates)
     registry = Registry()
@@ -232,6 +247,36 @@ def benchmark(candidates: Mapping[str, Callable[[], Any]], reference: Callable[[
             "timing": dict(timing or DEFAULT_TIMING), "mamf": {},
             "results_dir": results_dir, "device": device, "repeats": repeats}
     cfg = parse_run_config(data, registry.backends_by_workload())
-    outcome = execute(cfg, registry, f"# xmfu.benchmark: {name}\n", ["xmfu.benchmark"], [])
+    outcome = execute(cfg, registry, _config_yaml(case, data, cfg), ["xmfu.benchmark"], [])
     # the rows as written, plain dicts: what Result.rows promises its users (result.rows[1]["speedup"]["verdict"])
     return Result(str(outcome.bundle), outcome.exit_code, read_bundle(outcome.bundle).raw_rows)
+
+
+BENCHMARK = "benchmark"  # config.yaml's key for the case of a bundle xmfu.benchmark wrote
+
+
+def _config_yaml(case: CallableCase, data: dict[str, Any], cfg: Any) -> str:
+    """config.yaml of a benchmark's bundle: the settings as parsed (the timing resolved, so that a later xmfu's
+    defaults cannot change what they say) and the case but its reference's values, from which `xmfu validate` plans
+    the run again (`replanned`) and re-derives every row's params, FLOPs, bytes and protocol and the manifest's
+    comparability_key, as for a bundle of `xmfu run`."""
+    spec = {"name": case.name, "flops": case.flop_count, "bytes": case.byte_count, "tolerance": case.tolerance}
+    settings = {**data, "timing": dataclasses.asdict(cfg.timing)}
+    return f"# xmfu.benchmark: {case.name}\n" + yaml.safe_dump({BENCHMARK: spec, **settings}, sort_keys=False)
+
+
+def replanned(data: Any) -> tuple[Registry, dict[str, Any]] | None:
+    """For config.yaml data that xmfu.benchmark wrote: the registry its run planned with (its one case, the
+    candidates by name, no callable) and its settings as parse_run_config takes them; None for any other config.
+    KeyError, TypeError or ValueError where the benchmark's part is malformed."""
+    spec = data.get(BENCHMARK) if isinstance(data, Mapping) else None
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping) or not isinstance(data.get("backends"), list):
+        raise ValueError(f"{BENCHMARK}: not the case xmfu.benchmark writes")
+    case = CallableCase(str(spec["name"]), str(data.get("dtype")), float(spec["flops"]), float(spec["bytes"]),
+                        float(spec["tolerance"]), None)
+    registry = Registry()
+    registry.add(WorkloadDef("custom", lambda cfg, dt, seed: [case],
+                             {str(n): _implementation(str(n), lambda: None) for n in data["backends"]}))
+    return registry, {k: v for k, v in data.items() if k != BENCHMARK}

@@ -127,3 +127,22 @@ def test_sys_exit_inside_a_candidate_is_that_candidates_failure(tmp_path, when):
     reason = "the backend called sys.exit(3)" if when == "first call" else "SystemExit during warm-up: 3"
     assert rows["exits"]["status"] == "failed" and reason in rows["exits"]["reason"]
     assert rows["good"]["status"] == "ok"
+
+
+def _raises():
+    raise RuntimeError("the reference kernel is broken")
+
+
+@pytest.mark.parametrize(("reference", "needle"), [
+    (_raises, "reference: calling it raised RuntimeError: the reference kernel is broken. Allowed: a callable"),
+    (lambda: None, "reference: it returned None or non-finite values"),
+    (np.array([1.0, np.nan]), "reference: it returned None or non-finite values"),
+    ("abc", "reference: the output is not numbers"),
+])
+def test_a_reference_that_raises_or_gives_no_numbers_is_the_documented_refusal(tmp_path, reference, needle):
+    """issue 42 item 16: a reference callable that raised came through as its own error (a RuntimeError)."""
+    import xmfu
+
+    with pytest.raises(ValueError, match=needle):
+        xmfu.benchmark({"a": lambda: np.ones(2)}, reference=reference, results_dir=str(tmp_path))
+    assert not any(tmp_path.iterdir())

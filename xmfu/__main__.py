@@ -1,17 +1,10 @@
 """`python -m xmfu ARGS` is `xmfu ARGS` (torchrun and srun start it this way: `torchrun ... -m xmfu run ...`)."""
 
-import os
-import signal
+# Nothing is written before the command's own handlers are in place (run_as_module): an interrupt during the
+# imports ends the process as an interrupted run does, 130 and no traceback (Ctrl-C at start-up).
+from xmfu.harness.cli.start_up import guard
 
-
-def _interrupted_while_starting(signum: int, frame: object) -> None:
-    # Nothing is written before the command's own handlers are in place (run_as_module): an interrupt during the
-    # imports ends the process as an interrupted run does, 130 and no traceback (Ctrl-C at start-up).
-    os._exit(130)
-
-
-for _signal in (signal.SIGINT, signal.SIGTERM):
-    signal.signal(_signal, _interrupted_while_starting)
+guard()
 
 # Before anything loads torch (and its OpenMP runtime, which reads OMP_WAIT_POLICY once, as it loads): CPU threads
 # that do not spin while another framework runs (harness/machine/threads.py). torchrun's ranks start here too.

@@ -4,6 +4,7 @@ for `xmfu validate` (harness/results/bundle/archive.py reads and writes them).""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,11 @@ def cmd_archive(args: Sequence[str]) -> int:
         return usage_error(f"archive: -o {ns.output}: the archive's name must end in .tar.gz or .tgz")
     if not out.parent.is_dir():
         return usage_error(f"archive: -o {ns.output}: the folder {out.parent} does not exist")
+    if out.is_dir():
+        return usage_error(f"archive: -o {ns.output} is a folder. Allowed: a FILE.tar.gz to write")
+    if not os.access(out.parent, os.W_OK | os.X_OK):  # EROFS on a read-only filesystem, root included
+        return usage_error(f"archive: -o {ns.output}: the folder {out.parent} cannot be written in (read-only, or "
+                           "not this user's)")
     try:
         packed = archive.pack(ns.sources, out, __version__)
     except archive.ArchiveError as exc:

@@ -128,6 +128,24 @@ def output_path(command: str, path: str, suffixes: tuple[str, ...] | None = None
     return out
 
 
+def writable_folder(command: str, flag: str, path: str) -> Path:
+    """A folder a command creates or writes in (`--store`, `--results-dir`, a bundle to sign): not a file, and it
+    (or, where it does not exist yet, the nearest folder above it that does) one this user can write in; access(2)
+    answers EROFS on a read-only filesystem, root included."""
+    folder = Path(path)
+    named = f"{flag} {path}" if flag else path
+    nearest = folder.absolute()
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    above = "" if nearest == folder.absolute() else f" (at {nearest}, which would hold it)"
+    if not nearest.is_dir():
+        raise UsageFailure(f"{command}: {named}{above} is a file. Allowed: a folder (made if missing)")
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise UsageFailure(f"{command}: {named}{above} cannot be written in (read-only, or not this user's). "
+                           "Allowed: a folder this user can write in")
+    return folder
+
+
 def write_output(command: str, out: Path, write: Callable[[Path], None]) -> None:
     """`write(path)` into a temporary file beside `out`, renamed onto it once whole: a write that fails (a full
     disk, a filesystem gone read-only) leaves `out` as it was and no partial file, and ends the command with

@@ -68,6 +68,7 @@ class _Run:
 class _Config:
     cfg: Any  # RunConfig, as `xmfu run` parsed it from this config.yaml
     key: Any  # its settings but run_id and results_dir (hashable), or None: not remembered
+    registry: Registry | None = None  # what the run planned with; None: the built-in workloads (_registry)
 
 
 def _frozen(value: Any) -> Any:
@@ -125,8 +126,15 @@ def _parsed_run(data: Any, registry: Registry) -> _Config:
 @lru_cache(maxsize=8)  # the same bundle read again (a report and its checks); _Config is frozen
 def _config(config_text: str) -> _Config | str:
     """The run's config as `xmfu run` parsed it from this config.yaml (RunConfig), or why it cannot be."""
+    from xmfu.harness.api import replanned
+    from xmfu.harness.config.run_settings import parse_run_config
+
     try:
         data = config_data(config_text)  # parsed once per text (libyaml), a copy of our own
+        benchmark = replanned(data)
+        if benchmark is not None:  # xmfu.benchmark's bundle: its own case and candidates, planned each time
+            registry, settings = benchmark
+            return _Config(parse_run_config(settings, registry.backends_by_workload()), None, registry)
         registry = _registry()
         if isinstance(data, dict):
             placeholder(registry, data)  # a plug-in the run named need not be installed where it is read
@@ -147,11 +155,12 @@ def _device_key(devices: list[dict[str, Any]]) -> Any:
 _UNREMEMBERED = object()  # a device with no hashable image: planned each time
 
 
-def _plan(cfg: Any, device: DeviceInfo | None) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
+def _plan(cfg: Any, device: DeviceInfo | None,
+          registry: Registry | None = None) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
     from xmfu.harness.run import plan_phases
 
     try:
-        phases = plan_phases(cfg, _registry(), device)
+        phases = plan_phases(cfg, registry or _registry(), device)
     except (ConfigError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
     return {(p.name, c.case_id): c for p in phases for c in p.cases}, {p.name: cfg.protocol(p.name) for p in phases}
@@ -169,7 +178,7 @@ def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[
     where = _device_key(devices)
     planned = run.plans.get(where) if run is not None and where is not _UNREMEMBERED else None
     if planned is None:
-        planned = _plan(parsed.cfg, _device(devices))
+        planned = _plan(parsed.cfg, _device(devices), parsed.registry)
         if run is not None and where is not _UNREMEMBERED:
             run.plans[where] = planned
     if isinstance(planned, str):

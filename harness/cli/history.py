@@ -15,6 +15,7 @@ from xmfu.harness.cli.common import (
     gathered_bundles,
     output_path,
     usage_error,
+    writable_folder,
     write_output,
 )
 
@@ -41,12 +42,17 @@ def _history_add(ns: argparse.Namespace) -> int:
     from xmfu.harness.results.history import parquet
 
     store = store_path("history add", ns.store, must_hold_runs=False)
+    writable_folder("history add", "--store", ns.store)  # a read-only store is refused before any bundle is read
     # every bundle is validated before the first is added: a glob that catches an invalid one adds nothing
     bundles = gathered_bundles("history add", ns.bundles)
     try:
         parquet.upgrade(store)  # once per command, not once per bundle (parquet.add's docstring)
     except ValueError as exc:  # a store file that is not Parquet
         raise UsageFailure(f"history add: {store}: {exc}") from None
+    except OSError as exc:  # the store's folder or lock cannot be made (it went read-only since the check above)
+        print(f"xmfu: history add: the store {store} cannot be written ({exc.strerror or exc}); nothing was added",
+              file=sys.stderr)
+        return 1
     for bundle in bundles:
         try:
             added = parquet.add(store, bundle, bundle.environment(), upgrade=False)

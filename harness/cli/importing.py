@@ -1,6 +1,6 @@
 """`xmfu import nccl-tests LOG...` and `xmfu import mamf-finder LOG...`: other tools' logs as ordinary bundles
 (read by harness/results/importers, written by harness/results/bundle/imported.py), one per log, each printed as
-`bundle: <path>` (last, as `xmfu run` prints its bundle).
+`bundle: <path>` as it is written (last, as `xmfu run` prints its bundle).
 A log that cannot be imported (malformed, truncated, missing what a row needs) is one paragraph and exit 2."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from xmfu.harness import __version__
-from xmfu.harness.cli.common import Parser, usage_error
+from xmfu.harness.cli.common import Parser, UsageFailure, usage_error, writable_folder
 
 
 def cmd_import(args: Sequence[str]) -> int:
@@ -34,14 +34,21 @@ def cmd_import(args: Sequence[str]) -> int:
     missing = [log for log in ns.logs if not Path(log).is_file()]
     if missing:
         return usage_error(f"import: {', '.join(missing)}: no such file")
-    written = []
-    for log in ns.logs:
+    try:
+        writable_folder("import", "--results-dir", ns.results_dir)
+    except UsageFailure as exc:
+        return usage_error(str(exc))
+    for written, log in enumerate(ns.logs):  # each bundle is named as it is written, before a later log can fail
+        before = " (the bundles above were)" if written else ""
         try:
-            written.append(write(ns.tool, Path(log), Path(ns.results_dir), ["xmfu", "import", *args], __version__,
-                                 ns.op, ns.ranks))
+            folder = write(ns.tool, Path(log), Path(ns.results_dir), ["xmfu", "import", *args], __version__, ns.op,
+                           ns.ranks)
         except LogError as exc:
             return usage_error(f"import: {log} is not a {ns.tool} log xmfu can import: {exc}. Nothing was written "
-                               f"for it{' (the bundles above were)' if written else ''}.")
-    for folder in written:
-        print(f"bundle: {folder}", file=sys.stdout)
+                               f"for it{before}.")
+        except OSError as exc:  # a full disk, a folder gone read-only meanwhile: no bundle is left half-made
+            print(f"xmfu: import: the bundle of {log} could not be written in {ns.results_dir} "
+                  f"({exc.strerror or exc}); nothing was written for it{before}.", file=sys.stderr)
+            return 1
+        print(f"bundle: {folder}", file=sys.stdout, flush=True)
     return 0

@@ -5,7 +5,12 @@ harness/cli/common.py) and hands the work to the packages.
 Bad input is one paragraph on stderr and exit status 2; nothing here prints a traceback for it.
 """
 
+# ruff: noqa: E402  (the console script's start-up guard comes before this module's imports, on purpose)
 from __future__ import annotations
+
+from xmfu.harness.cli import start_up
+
+start_up.guard_the_console_script()  # before the imports below: a Ctrl-C among them exits 130, no traceback
 
 import json
 import os
@@ -251,7 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("xmfu: interrupted", file=sys.stderr)
         return 130
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, int) else 1
+        if code not in (0, 130) and _CTRL_C.seen:  # a library that caught the interrupt and exited on its own
+            print("xmfu: interrupted", file=sys.stderr)
+            return 130
+        return code
     except BrokenPipeError:  # `xmfu peaks | head`: the reader left; not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -10,17 +10,23 @@ for another purpose, e.g. a git commit's, cannot be passed off as a bundle's). B
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from xmfu.harness.cli.common import Parser, usage_error
+from xmfu.harness.cli.common import Parser, UsageFailure, usage_error, writable_folder
 from xmfu.harness.results.schema import SUMS
 
 NAMESPACE = "xmfu-bundle"
 SIGNATURE = f"{SUMS}.sig"
 TIMEOUT_S = 60  # ssh-keygen asks nothing of a key without a passphrase; an agent or a prompt may take a while
+# An armored SSHSIG (OpenSSH PROTOCOL.sshsig) holds the public key, the namespace and the signature: a few hundred
+# bytes for ed25519, about 6 KB for a 16384-bit RSA key. A larger file is no signature, and handing a 50 MB one to
+# ssh-keygen kept it busy past TIMEOUT_S.
+MAX_SIGNATURE_BYTES = 64 * 1024
 
 
 def _ssh_keygen() -> str | None:
@@ -35,13 +41,21 @@ def sign(bundle: Path, key: Path) -> str | None:
     sums = (bundle / SUMS).read_bytes()
     # From stdin the signature goes to stdout (ssh-keygen(1): "-Y sign ... signatures are written to standard
     # output when the file is -"), so no stale `.sig` is ever asked about.
-    done = subprocess.run([tool, "-Y", "sign", "-f", str(key), "-n", NAMESPACE], input=sums,
-                          capture_output=True, timeout=TIMEOUT_S, check=False)
+    try:
+        done = subprocess.run([tool, "-Y", "sign", "-f", str(key), "-n", NAMESPACE], input=sums,
+                              capture_output=True, timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:  # a key behind a passphrase prompt nobody answers, an agent that hangs
+        return f"ssh-keygen -Y sign gave no answer within {TIMEOUT_S} s (a key with a passphrase needs ssh-agent)"
     if done.returncode != 0 or not done.stdout:
         return f"ssh-keygen -Y sign failed: {done.stderr.decode(errors='replace').strip()[:300]}"
     tmp = bundle / f".{SIGNATURE}.tmp"
-    tmp.write_bytes(done.stdout)
-    tmp.replace(bundle / SIGNATURE)
+    try:
+        tmp.write_bytes(done.stdout)
+        tmp.replace(bundle / SIGNATURE)
+    except OSError as exc:  # a full disk, a filesystem gone read-only: no half-written signature stays behind
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return f"could not write {bundle / SIGNATURE} ({exc.strerror or exc}); the bundle is not signed"
     return None
 
 
@@ -54,6 +68,16 @@ def verify(bundle: Path, allowed_signers: Path) -> tuple[str | None, str]:
     sig = bundle / SIGNATURE
     if not sig.is_file() or sig.is_symlink():
         return None, f"no signature ({SIGNATURE} is missing: xmfu sign BUNDLE --key KEY makes one)"
+    if sig.stat().st_size > MAX_SIGNATURE_BYTES:
+        return None, (f"{SIGNATURE}: {sig.stat().st_size} bytes, over the {MAX_SIGNATURE_BYTES} bytes of any OpenSSH "
+                      "signature: not checked, not a signature")
+    try:
+        return _verified(tool, bundle, sig, allowed_signers)
+    except subprocess.TimeoutExpired:
+        return None, f"{SIGNATURE}: ssh-keygen gave no answer within {TIMEOUT_S} s: the signature is not checked"
+
+
+def _verified(tool: str, bundle: Path, sig: Path, allowed_signers: Path) -> tuple[str | None, str]:
     found = subprocess.run([tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed_signers)],
                            capture_output=True, timeout=TIMEOUT_S, check=False)
     principals = found.stdout.decode(errors="replace").split()
@@ -64,9 +88,23 @@ def verify(bundle: Path, allowed_signers: Path) -> tuple[str | None, str]:
         done = subprocess.run([tool, "-Y", "verify", "-f", str(allowed_signers), "-I", principal, "-n", NAMESPACE,
                                "-s", str(sig)], input=sums, capture_output=True, timeout=TIMEOUT_S, check=False)
         if done.returncode == 0:
+            extra = uncovered(bundle)
+            if extra:  # the signature vouches for what SHA256SUMS lists, and nothing else in the folder
+                shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+                return None, (f"signed by {principal}, but the signature does not cover {shown} (not listed in "
+                              f"{SUMS}: added after signing)")
             return principal, f"signed by {principal}"
     return None, f"{SIGNATURE}: the signature does not match {SUMS} (changed after signing) for any key in " \
                  f"{allowed_signers}"
+
+
+def uncovered(bundle: Path) -> list[str]:
+    """What the bundle's folder holds beyond the files SHA256SUMS lists (and the two that say what is signed):
+    anything put there after signing, which the signature does not vouch for."""
+    listed = {line.partition("  ")[2].strip() for line in (bundle / SUMS).read_text(errors="replace").splitlines()}
+    return sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*")
+                  if p.relative_to(bundle).as_posix() not in listed | {SUMS, SIGNATURE}
+                  and (p.is_symlink() or not p.is_dir()))
 
 
 def cmd_sign(args: Sequence[str]) -> int:
@@ -81,12 +119,16 @@ def cmd_sign(args: Sequence[str]) -> int:
         return usage_error(f"sign: --key {ns.key}: no such key file")
     if not (bundle / SUMS).is_file():
         return usage_error(f"sign: {ns.bundle} is not a bundle folder (no {SUMS})")
+    try:  # the signature is written beside SHA256SUMS
+        writable_folder("sign", "", ns.bundle)
+    except UsageFailure as exc:
+        return usage_error(f"{exc} ({SIGNATURE} is written in the bundle's folder)")
     problems = validate_bundle(bundle)
     if problems:  # a signature vouches for a bundle; an invalid one gets none
         return usage_error(f"sign: {ns.bundle} is not a valid bundle: {problems[0]} (xmfu validate {ns.bundle})")
     failed = sign(bundle, key)
     if failed:
-        print(f"xmfu: sign: {failed}")
+        print(f"xmfu: sign: {failed}", file=sys.stderr)
         return 1
     print(f"signed: {bundle / SIGNATURE} (namespace {NAMESPACE})")
     return 0

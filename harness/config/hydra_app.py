@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.config.run_settings import CONFIG_DIR, RunSettings, apply_scale, explicit_keys, parse_run_config
+from xmfu.harness.engine import interrupts
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import register_named
 from xmfu.harness.engine.registry import Registry
@@ -328,7 +329,8 @@ def _launch(args: Sequence[str], registry: Registry) -> int:
     saved = sys.argv
     sys.argv = ["xmfu run", *args]
     try:
-        hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_job)()
+        with interrupts.recorded():  # Hydra's own code between here and the job never sees a KeyboardInterrupt
+            hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")(_job)()
     except ValueError as exc:  # Hydra's own flag conflicts (e.g. --cfg with -m), raised before any job
         if codes:
             raise

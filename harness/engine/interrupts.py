@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -92,6 +93,33 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
         sys.unraisablehook = _state["unraisablehook"]
         # the run is over: a later raise_if_interrupted() outside a run must not fire
         _state.update(requested=None, holding=False, pending=None)
+
+
+def _record(signum: int, frame: Any) -> None:
+    _state["requested"] = signum
+
+
+@contextmanager
+def recorded() -> Iterator[None]:
+    """SIGINT and SIGTERM recorded, never raised, inside this block: around a library's own machinery that would
+    turn a KeyboardInterrupt into an error of its own (Hydra's launch catches any Exception and exits 1 with its
+    error line: a SIGTERM 1.6 s into a run once ended so, not as interrupted). A run started inside the block
+    starts interrupted (its handler replaces this one and raise_if_interrupted raises what was recorded); one that
+    no run took is raised as KeyboardInterrupt when the block ends, also where the library exited on its own."""
+    if threading.current_thread() is not threading.main_thread():  # handlers belong to the main thread
+        yield
+        return
+    previous = {s: signal.signal(s, _record) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except SystemExit:  # the library gave up (exit 1 after its error line): an interrupt it swallowed explains it
+        if _state["requested"] is None:
+            raise
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    if _state["requested"] is not None:
+        raise _interrupt(_state["requested"])
 
 
 @contextmanager

@@ -46,6 +46,7 @@ def conditions(a: Attempt, ctx: RunContext, started: str, clocks: dict[str, Any]
             "sync": sync_field(a, ctx), "correctness": a.check, "notes": p.notes if p else {},
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(ctx.platform.kind) if p and p.framework == "torch" else None,
+            "versions": stack.loaded_versions(),
             "clocks_locked": clocks.get("locked"), "clocks": clocks, "contention": contention,
             "threads": threads_record(p.framework) if p and ctx.platform.kind == "cpu" else None}
 

@@ -12,9 +12,11 @@ Every read is lazy and tolerant: a torch without the API (an older release, a CP
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 # Environment variables torch reads for these choices (torch docs: "CUDA environment variables",
@@ -28,6 +30,27 @@ STACK_ENV = ("PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_T
 # Context.cpp, machine/tf32.py; HIPBLASLT_WORKSPACE_SIZE...), rocBLAS (ROCBLAS_LAYER, tuning files...), MIOpen
 # (MIOPEN_FIND_MODE, MIOPEN_USER_DB_PATH...): each can change the kernel a GEMM or convolution gets.
 STACK_ENV_PREFIXES = ("HIPBLASLT_", "ROCBLAS_", "MIOPEN_")
+
+
+# The frameworks whose version a row records: a module name that is also its distribution's name, so the version
+# is read from the same installed metadata environment.json's `packages` is (environment.package_versions).
+FRAMEWORK_PACKAGES = ("torch", "jax", "jaxlib", "triton")
+
+
+@functools.cache
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:  # a module from another distribution (pytorch-triton's triton)
+        return None
+
+
+def loaded_versions() -> dict[str, str]:
+    """The installed versions of the frameworks this process has imported when a row is written: the row's own
+    statement of the stack it ran on, which `xmfu validate` holds against environment.json's `packages` (an
+    environment edited after the run, torch said to be 9.9.9, no longer agrees with its rows)."""
+    return {name: version for name in FRAMEWORK_PACKAGES
+            if name in sys.modules and (version := _installed(name)) is not None}
 
 
 def stack_env(environ: dict[str, str] | None = None) -> dict[str, str]:

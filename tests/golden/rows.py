@@ -174,6 +174,8 @@ def fixed_world(seed: int) -> Iterator[None]:
         stack.enter_context(mock.patch("xmfu.harness.engine.row_sections.threads_record",
                                        lambda framework: {"framework": framework, "intra_op_threads": 2,
                                                                         "intra_op_source": "scripted"}))
+        # the frameworks this process happens to have imported, and their installed versions: scripted
+        stack.enter_context(mock.patch("xmfu.harness.machine.stack.loaded_versions", lambda: {"torch": "2.13.0"}))
         # the cache flush of the mamf sweep: a buffer of the device's last-level cache size, not allocated here
         stack.enter_context(mock.patch("xmfu.harness.engine.runner.flush_buffer",
                                        lambda size, device=None: (lambda: None, size)))

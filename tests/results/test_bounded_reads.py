@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results.bundle import validator
+from xmfu.harness.results.bundle import files, validator
 from xmfu.harness.results.bundle.validator import validate_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.schema import CASES, SUMS
@@ -50,8 +50,8 @@ def test_validate_runs_under_a_virtual_memory_limit_smaller_than_the_file_limit(
 
 
 def test_a_file_that_grows_past_the_limit_while_read_is_refused(bundle, monkeypatch):
-    monkeypatch.setattr(validator, "MAX_FILE_BYTES", 64)
-    monkeypatch.setattr(validator, "CHUNK_BYTES", 16)
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 64)
+    monkeypatch.setattr(files, "CHUNK_BYTES", 16)
     with pytest.raises(validator._Reject, match="over the 64 byte limit"):
         validator._read(bundle, CASES)
 
@@ -84,3 +84,48 @@ def test_nesting_a_real_bundle_uses_is_accepted(bundle):
     # the deepest record a bundle writes (a row's params, its telemetry summary) is a handful of levels
     assert validator.nesting_depth(json.dumps({"a": [{"b": [[1, 2]]}]}).encode()) == 5
     assert validate_bundle(bundle) == []
+
+
+def _resum(bundle: Path, name: str) -> None:
+    """SHA256SUMS rewritten for `name` as it now is (a forger's or a long run's file, checksummed)."""
+    import hashlib
+
+    digest = hashlib.sha256((bundle / name).read_bytes()).hexdigest()
+    lines = [(digest + "  " + name) if line.endswith(f"  {name}") else line
+             for line in (bundle / SUMS).read_text().splitlines()]
+    (bundle / SUMS).write_text("\n".join(lines) + "\n")
+
+
+def test_telemetry_is_checked_as_it_streams_holding_a_chunk_not_the_file(bundle, monkeypatch):
+    """issue 42 item 14: a 3 GB telemetry.jsonl under `ulimit -v 6G` died with MemoryError (read in chunks, then
+    joined: every byte twice). Here an 8 MB file, read in 64 KiB chunks, must cost well under its size in memory,
+    and a bad reading in it is still named by its line."""
+    import tracemalloc
+
+    reading = json.dumps({"case_id": "c1", "t": 1.0, "power_w": 300.0, "power_source": "a long note " * 80})
+    lines = [reading] * 9_000  # lines of about 1 KB: the bytes are what matters, and fewer lines check faster
+    lines[4_100] = json.dumps({"case_id": "c1", "t": "late"})
+    (bundle / "telemetry.jsonl").write_text("\n".join(lines) + "\n")
+    _resum(bundle, "telemetry.jsonl")
+    assert (bundle / "telemetry.jsonl").stat().st_size > 8_500_000
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64 * 1024)
+    tracemalloc.start()
+    try:
+        problems = validate_bundle(bundle)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert problems == ["telemetry.jsonl line 4101: t: expected `float`, got `str`"], problems
+    assert peak < 2_000_000, peak
+
+
+def test_a_streamed_line_longer_than_any_record_is_one_problem(bundle, monkeypatch):
+    monkeypatch.setattr(files, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(files, "CHUNK_BYTES", 256)
+    reading = json.dumps({"case_id": "c1", "t": 1.0})
+    (bundle / "telemetry.jsonl").write_text(f"{reading}\n{'x' * 5000}\n{reading}\n")
+    _resum(bundle, "telemetry.jsonl")
+    assert validate_bundle(bundle) == ["telemetry.jsonl line 2: longer than 1000 bytes (no record is)"]
+    (bundle / "telemetry.jsonl").write_text(f"{reading}\n{reading}")  # no newline at the end
+    _resum(bundle, "telemetry.jsonl")
+    assert validate_bundle(bundle) == ["telemetry.jsonl: last line is incomplete (truncated)"]

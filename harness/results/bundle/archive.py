@@ -10,6 +10,7 @@ every bundle then goes through the validator like a folder on disk.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -21,12 +22,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import msgspec
 
 from xmfu.harness.results.bundle.validator import MAX_FILE_BYTES, Loaded, load_bundle
 from xmfu.harness.results.bundle.writer import utc_now
-from xmfu.harness.results.schema import MANIFEST, SUMS
+from xmfu.harness.results.schema import MANIFEST, SUMS, sha256_file
 from xmfu.harness.results.schema.records import ArchiveManifest
 
 ARCHIVE_SCHEMA = "xmfu.archive/1"
@@ -34,6 +36,13 @@ MANIFEST_NAME = "xmfu-archive.json"
 SUFFIXES = (".tar.gz", ".tgz")
 MAX_MEMBERS = 200_000  # a bundle is a handful of files; a suite of hundreds of bundles is far below this
 MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # what reading an archive may write to the temporary folder
+# What an archive may expand to, as a multiple of its own size: bundles' JSON packs 5 to 20-fold (an import of
+# 4,000 nccl-tests rows: 18-fold), gzip's deflate can reach about 1,000-fold (a run of zeros), so a member past this
+# is a compression bomb (a 3 GiB one took `compare` to 3.2 GB of memory). Archives up to RATIO_FLOOR_BYTES unpacked
+# are never refused by the ratio.
+MAX_RATIO = 100
+RATIO_FLOOR_BYTES = 64 * 2**20
+COPY_BYTES = 2**20  # a member is copied out in pieces of this size, never held whole
 
 
 class ArchiveError(ValueError):
@@ -47,10 +56,6 @@ def is_archive(path: str | Path) -> bool:
 def bundles_in(folder: Path) -> list[Path]:
     """The bundle folders at or below `folder` (a folder with a manifest and a checksum file), in order."""
     return sorted(p.parent for p in folder.rglob(MANIFEST) if (p.parent / SUMS).is_file())
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _files(source: Path) -> Iterator[Path]:
@@ -81,7 +86,7 @@ def pack(sources: Sequence[str | Path], output: str | Path, xmfu_version: str) -
         if loaded.problems:
             raise ArchiveError(f"{bundle} is not a valid bundle: {loaded.problems[0]} (xmfu validate {bundle})")
     members = [(f"{root.name}/{f.relative_to(root).as_posix()}", f) for root in roots for f in _files(root)]
-    digests = {name: _sha256(path.read_bytes()) for name, path in members}
+    digests = {name: sha256_file(path) for name, path in members}  # a piece at a time, never a whole file
     manifest = ArchiveManifest(
         schema=ARCHIVE_SCHEMA, created=utc_now(), xmfu_version=xmfu_version,
         bundles=[(PurePosixPath(root.name) / b.relative_to(root).as_posix()).as_posix() for root, b in found],
@@ -95,7 +100,8 @@ def pack(sources: Sequence[str | Path], output: str | Path, xmfu_version: str) -
                 tar.add(path, arcname=name, recursive=False, filter=_plain)
         os.replace(tmp, out)  # a reader sees the whole archive or none
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only filesystem even removing a missing file fails (EROFS)
+            tmp.unlink(missing_ok=True)
         raise ArchiveError(f"could not write {out}: {exc.strerror or exc}") from None
     return Packed(out, len(found), len(members), out.stat().st_size)
 
@@ -135,10 +141,12 @@ def _safe_name(name: str) -> PurePosixPath:
 
 
 def _extract(archive: Path, into: Path) -> dict[str, bytes]:
-    """Every member written under `into`, refusing anything but regular files and folders with plain names;
-    returns the manifest's bytes and the digest of every file written (computed as it is written)."""
+    """Every member written under `into`, refusing anything but regular files and folders with plain names, and
+    an archive that expands past its bounds (checked on each member's declared size, before it is unpacked);
+    returns the digest of every file written (computed as it is copied out, a piece at a time)."""
     digests: dict[str, bytes] = {}
     total = 0
+    allowed = min(MAX_TOTAL_BYTES, max(RATIO_FLOOR_BYTES, MAX_RATIO * archive.stat().st_size))
     try:
         with tarfile.open(archive, "r:gz") as tar:
             for count, info in enumerate(tar, 1):
@@ -150,16 +158,27 @@ def _extract(archive: Path, into: Path) -> dict[str, bytes]:
                 if not info.isfile():
                     raise ArchiveError(f"member {info.name!r} is not a regular file (a link or a device)")
                 total += info.size
-                if info.size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
-                    raise ArchiveError(f"member {info.name!r} takes the archive over its size limit")
-                data = tar.extractfile(info).read()
+                if info.size > MAX_FILE_BYTES or total > allowed:
+                    raise ArchiveError(f"member {info.name!r} takes the archive over its size limit: {total} bytes "
+                                       f"unpacked from {archive.stat().st_size} packed, over the {allowed} allowed "
+                                       f"({MAX_RATIO} times its size, at least {RATIO_FLOOR_BYTES}, at most "
+                                       f"{MAX_TOTAL_BYTES}; a compression bomb?)")
                 target = into.joinpath(*rel.parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-                digests[rel.as_posix()] = hashlib.sha256(data).digest()
+                digests[rel.as_posix()] = _copied(tar.extractfile(info), target)
     except (tarfile.TarError, EOFError, OSError) as exc:  # not gzip, truncated, unreadable
         raise ArchiveError(f"not a readable .tar.gz ({exc})") from None
     return digests
+
+
+def _copied(source: Any, target: Path) -> bytes:
+    """Copy a member's data to `target` a piece at a time; its SHA-256."""
+    digest = hashlib.sha256()
+    with target.open("wb") as out:
+        while chunk := source.read(COPY_BYTES):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.digest()
 
 
 def _manifest(into: Path, digests: dict[str, bytes]) -> ArchiveManifest:
@@ -178,8 +197,12 @@ def _manifest(into: Path, digests: dict[str, bytes]) -> ArchiveManifest:
     for name, digest in manifest.files.items():
         if digests[name].hex() != digest:
             raise ArchiveError(f"{name}: checksum mismatch (changed after the archive was made)")
-    for bundle in manifest.bundles:
-        _safe_name(bundle)
+    names = [_safe_name(bundle).as_posix() for bundle in manifest.bundles]  # `./b` and `b/` name `b`
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # each would be read again: an export would hold its rows as many times, a compare count it so
+        raise ArchiveError(f"{MANIFEST_NAME} lists the bundle {twice[0]!r} more than once (xmfu archive lists each "
+                           "bundle once)")
+    manifest.bundles = names
     return manifest
 
 

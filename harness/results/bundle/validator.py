@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ import msgspec
 import numpy as np
 
 from xmfu.harness.results import schema
-from xmfu.harness.results.bundle import nodes
+from xmfu.harness.results.bundle import files, nodes
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.rederive import run as rederive_run
@@ -51,8 +49,7 @@ from xmfu.harness.results.rederive.imported import problems as imported_problems
 from xmfu.harness.results.schema.records import Manifest, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
-MAX_FILE_BYTES = 4 * 2**30  # a bundle file larger than this is refused rather than read into memory
-CHUNK_BYTES = 2**20  # files are read in pieces of this size: memory follows the file, not the limit (issue 26)
+MAX_FILE_BYTES = files.MAX_FILE_BYTES  # a bundle file larger than this is refused (bundle/files.py reads them)
 MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
 REL_TOL = times.REL_TOL
 
@@ -76,8 +73,8 @@ def use_formulas(formulas: times.Formulas | None, run_formula: times.RunFormula 
     _FORMULAS[0], _RUN_FORMULA[0] = formulas, run_formula
 
 
-class _Reject(ValueError):
-    pass
+_Reject = files.Rejected
+_read = files.read
 
 
 RECORDS: dict[str, type[msgspec.Struct]] = {"manifest": Manifest, "row": Row, "samples": Samples,
@@ -145,43 +142,12 @@ def _located(message: str) -> str:
     return f"{path}: {text[:1].lower()}{text[1:]}"
 
 
-def _read(folder: Path, name: str) -> bytes:
-    """A file of the bundle: a regular file, not through a link, not a device, within the size limit."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(folder / name, flags)
-    except FileNotFoundError:
-        raise _Reject(f"missing file {name}") from None
-    except OSError as exc:  # ELOOP: a link, which a bundle never holds
-        raise _Reject(f"{name}: cannot be opened as a plain file ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Reject(f"{name}: not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise _Reject(f"{name}: {info.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
-        return _read_bounded(fd, name)
-    finally:
-        os.close(fd)
-
-
-def _read_bounded(fd: int, name: str) -> bytes:
-    """The file's bytes, read in CHUNK_BYTES pieces up to the limit (it may have grown since fstat). One read of
-    the whole limit would ask for a 4 GiB buffer per file, which `ulimit -v` or strict overcommit refuses
-    (CPython 3.11's BufferedReader.read(n) asks for an n-byte buffer before reading: MemoryError under
-    `ulimit -v 4000000`, as tests/results/test_bounded_reads.py shows)."""
-    chunks, total = [], 0
-    while chunk := os.read(fd, min(CHUNK_BYTES, MAX_FILE_BYTES + 1 - total)):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > MAX_FILE_BYTES:
-            raise _Reject(f"{name}: over the {MAX_FILE_BYTES} byte limit")
-    return b"".join(chunks)
-
-
-def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = ()) -> list[str]:
+def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = (),
+          streamed: dict[str, str | None] | None = None) -> list[str]:
     """Every line of SHA256SUMS checked; every file the format defines as present (`defined`: the required
-    files, telemetry.jsonl in /2, the manifest's attachments) present and listed."""
+    files, telemetry.jsonl in /2, the manifest's attachments) present and listed. `streamed`: the digests of files
+    hashed as they were streamed (None: the file could not be read, a problem already named)."""
+    streamed = streamed or {}
     problems, listed = [], {}
     for line in data[schema.SUMS].decode(errors="replace").splitlines():
         digest, _, name = line.partition("  ")
@@ -193,6 +159,10 @@ def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = ()) -
     problems += [f"{schema.SUMS} does not list {name}" for name in dict.fromkeys((*schema.REQUIRED_FILES, *defined))
                  if name not in listed]
     for name, digest in listed.items():
+        if name in streamed:
+            if streamed[name] is not None and streamed[name] != digest:
+                problems.append(f"{name}: checksum mismatch (file changed or truncated after the run wrote it)")
+            continue
         if name not in data:
             try:
                 data[name] = _read(folder, name)
@@ -217,6 +187,14 @@ def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
         problems += found
         records.append(record)
     return records, problems
+
+
+def _reading_problems(line: bytes, where: str) -> list[str]:
+    """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads)."""
+    try:
+        return _record("reading", line, where)[1]
+    except _Reject as exc:
+        return [str(exc)]
 
 
 def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
@@ -246,13 +224,16 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
     return problems
 
 
-def _devices(raw: bytes) -> list[dict[str, Any]]:
+def _environment(raw: bytes) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """environment.json's devices, and its installed `packages` (None where it records none)."""
     try:
         env = json.loads(raw)
     except ValueError:
-        return []
-    devices = env.get("devices") if isinstance(env, dict) else None
-    return [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+        return [], None
+    env = env if isinstance(env, dict) else {}
+    devices, packages = env.get("devices"), env.get("packages")
+    return ([d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else [],
+            packages if isinstance(packages, dict) else None)
 
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
@@ -260,7 +241,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
                run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
     """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/)."""
     config = data[schema.CONFIG].decode(errors="replace")
-    settings, devices = times.settings_of(config), _devices(data[schema.ENVIRONMENT])
+    settings, (devices, packages) = times.settings_of(config), _environment(data[schema.ENVIRONMENT])
     problems = row_checks.time_field_problems(manifest, ("created", "finished"), schema.MANIFEST)
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
@@ -276,6 +257,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.derived_problems(row, where)
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where, peaks)
+        problems += row_checks.version_problems(row, packages, where)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
@@ -320,16 +302,20 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
             problems.append(str(exc))
     if problems:
         return Loaded(None, problems)
+    streamed: dict[str, str | None] = {}
     if (folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink():
-        try:
-            data[schema.TELEMETRY] = _read(folder, schema.TELEMETRY)
+        streamed[schema.TELEMETRY] = None
+        try:  # checked a line at a time as it is read: a long run's telemetry costs time, not memory
+            readings = files.stream(folder, schema.TELEMETRY, _reading_problems)
+            streamed[schema.TELEMETRY] = readings.digest
+            problems += readings.problems
         except _Reject as exc:
             problems.append(str(exc))
     try:
         manifest, found = _record("manifest", data[schema.MANIFEST], schema.MANIFEST)
     except _Reject as exc:
-        return Loaded(None, [*problems, *_sums(folder, data), str(exc)])
-    problems += _sums(folder, data, _defined(manifest))
+        return Loaded(None, [*problems, *_sums(folder, data, (), streamed), str(exc)])
+    problems += _sums(folder, data, _defined(manifest), streamed)
     version = manifest.get("schema") if isinstance(manifest, dict) else None
     if version not in schema.ACCEPTED_SCHEMAS:
         return Loaded(None, [*problems, f"{schema.MANIFEST}: schema {version!r} is not a bundle format this xmfu "
@@ -339,8 +325,6 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
     rows, row_problems = _jsonl(schema.CASES, data[schema.CASES], "row")
     samples, sample_problems = _jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples")
     problems += row_problems + sample_problems
-    if schema.TELEMETRY in data:
-        problems += _jsonl(schema.TELEMETRY, data[schema.TELEMETRY], "reading")[1]
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)

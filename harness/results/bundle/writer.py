@@ -19,7 +19,7 @@ import numbers
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
@@ -153,17 +153,28 @@ class BundleWriter:
             raise BundleWriteError(exc.errno, f"could not write {self.folder}: {exc.strerror or exc}") from exc
 
     def append(self, row: dict[str, Any], samples: dict[str, Any]) -> None:
-        found: list[str] = []
-        row = finite(row, "", found)
-        if found:  # kept as null, and said: a NaN from a backend is a finding, never a number in the bundle
-            row["non_finite_fields"] = found[:50]
-        checked(row, Row, "the row")
-        samples = checked(finite(samples), Samples, "the samples record")
-        parts = [(name, (json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
-                 for name, record in ((schema.CASES, row), (schema.SAMPLES, samples))]
+        self.append_many([(row, samples)])
+
+    def append_many(self, records: Iterable[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """Rows and their samples records appended as one unit, with one sync: all of them or none. A run appends
+        each row as it finishes; an import appends its log's rows at once (a sync per row, an fsync and two renames,
+        cost 10-20 ms each: 4,000 rows took 90 s)."""
+        lines: dict[str, list[bytes]] = {schema.CASES: [], schema.SAMPLES: []}
+        statuses = []
+        for row, samples in records:
+            found: list[str] = []
+            row = finite(row, "", found)
+            if found:  # kept as null, and said: a NaN from a backend is a finding, never a number in the bundle
+                row["non_finite_fields"] = found[:50]
+            checked(row, Row, "the row")
+            samples = checked(finite(samples), Samples, "the samples record")
+            for name, record in ((schema.CASES, row), (schema.SAMPLES, samples)):
+                lines[name].append((json.dumps(record, sort_keys=True, allow_nan=False, default=str) + "\n").encode())
+            statuses.append(row["status"])
         with self.guard():  # a Ctrl-C now waits until both files, the counts and the checksums agree
-            self._append(parts)
-            self.manifest["counts"][row["status"]] += 1
+            self._append([(name, b"".join(parts)) for name, parts in lines.items()])
+            for status in statuses:
+                self.manifest["counts"][status] += 1
             self._sync()
 
     def append_telemetry(self, case_id: str, readings: list[dict[str, Any]]) -> None:

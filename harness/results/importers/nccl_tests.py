@@ -29,10 +29,12 @@ Old releases print "error" (the largest deviation, %e) instead of "#wrong"; eith
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from xmfu.harness.results import importers
 from xmfu.harness.results.importers import LogError
 
 # op -> (M(n): the multiple of count x typesize algbw divides by time, F(n): the bus factor), as GetBw above.
@@ -237,10 +239,13 @@ def parse_text(text: str, op: str | None = None, ranks: int | None = None) -> Pa
                            "is truncated or not an nccl-tests table")
         parsed.entries += _entries(number, dict(zip(keys, words, strict=False)), words[len(keys):width],
                                    names[len(keys) + 3])
+        if len(parsed.entries) > importers.MAX_ROWS:  # stop reading: the log is refused (rows.py says why)
+            break
     if not parsed.entries:
         raise LogError("the nccl-tests table has no rows")
-    if not ended:
+    if not ended and len(parsed.entries) <= importers.MAX_ROWS:
         raise LogError("the table does not end with nccl-tests' `# Avg bus bandwidth` line: the log is truncated")
+    _sound(parsed, "line")  # before the op is inferred from the figures
     if parsed.op is None:
         parsed.op, parsed.op_inferred = infer_op(parsed.entries, n, {"redop", "root"} <= set(keys))
     return parsed
@@ -290,10 +295,14 @@ def parse_json(text: str, op: str | None = None) -> Parsed:
                                             None if half.get("nwrong") is None else float(half["nwrong"]), "wrong",
                                             dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps"), 5e-7)))
         parsed.avg_busbw = (data.get("average_bus_bandwidth") or {}).get("bandwidth")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except RecursionError:  # json recurses per level: a file nested past Python's limit is no result file
+        raise LogError("not an nccl-tests JSON result file: nested deeper than Python's parser can follow (nccl-tests "
+                       "writes three levels)") from None
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
         raise LogError(f"not an nccl-tests JSON result file ({type(exc).__name__}: {exc})"[:300]) from None
     if not parsed.entries:
         raise LogError("the nccl-tests JSON file holds no results")
+    _sound(parsed, "result")  # before the op is inferred from the figures
     if parsed.op is None:
         parsed.op, parsed.op_inferred = infer_op(parsed.entries, parsed.ranks, True)
     return parsed
@@ -341,7 +350,10 @@ def parse_rccl_json(text: str, op: str | None = None) -> Parsed:
                                         float(r["algBw"]), float(r["busBw"]),
                                         None if wrong in (None, "N/A") else float(wrong), "wrong",
                                         dict.fromkeys(("time_us", "algbw_gbps", "busbw_gbps"), 5e-7)))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except RecursionError:
+        raise LogError("not an rccl-tests JSON output file: nested deeper than Python's parser can follow (rccl-tests "
+                       "writes two levels)") from None
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
         raise LogError(f"not an rccl-tests JSON output file ({type(exc).__name__}: {exc})"[:300]) from None
     return parsed
 
@@ -351,5 +363,26 @@ def parse(text: str, op: str | None = None, ranks: int | None = None) -> Parsed:
     "busBw", as a list or one per line)."""
     head = text.lstrip()
     if head.startswith("[") or (head.startswith("{") and '"busBw"' in head.split("\n", 1)[0]):
-        return parse_rccl_json(text, op)
+        return _sound(parse_rccl_json(text, op), "result")
     return parse_json(text, op) if head.startswith("{") else parse_text(text, op, ranks)
+
+
+def _sound(parsed: Parsed, unit: str) -> Parsed:
+    """`parsed`, once every figure a row is built from is one the tools print: a rank count of 1 or more, sizes and
+    counts >= 0, a time that is a positive finite number of us (GetBw divides by it), bandwidths and #wrong finite
+    and >= 0 (a tiny size prints 0.00 GB/s). A log holding anything else (nan, inf, a negative or zero time) is
+    refused naming the line (`unit` N: the table's line, or the JSON file's N-th result), never turned into a row
+    that cannot be written or that `xmfu validate` then rejects."""
+    if parsed.ranks < 1:
+        raise LogError(f"the rank count is {parsed.ranks}. Allowed: 1 or more (give --ranks N)")
+    for e in parsed.entries:
+        half = "in-place" if e.in_place else "out-of-place"
+        figures = (("size", e.size, False), ("count", e.count, False), ("time (us)", e.time_us, True),
+                   ("algbw (GB/s)", e.algbw, False), ("busbw (GB/s)", e.busbw, False),
+                   (f"#{e.wrong_kind}" if e.wrong_kind == "wrong" else "error", e.wrong, False))
+        for name, value, positive in figures:
+            if value is not None and not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+                allowed = "a finite number > 0" if positive else "a finite number >= 0"
+                raise LogError(f"{unit} {e.line}: the {half} {name} is {value:g}. Allowed: {allowed}, as the tool "
+                               "prints; the log was altered or is not the tool's output")
+    return parsed

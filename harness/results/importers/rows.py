@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xmfu.harness.results import importers
 from xmfu.harness.results.importers import LogError, mamf_finder, nccl_tests
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
 from xmfu.harness.results.statistics.summary import summarize
@@ -133,8 +134,18 @@ def rows_of(config: dict[str, Any], text: str) -> list[tuple[dict[str, Any], lis
     if type(version) is not int or not 1 <= version <= ROWS:
         raise LogError(f"config.yaml's import.rows {version!r} is not a rows version this xmfu writes (1 to {ROWS})")
     if spec["tool"] == "mamf-finder":
-        return mamf_rows(mamf_finder.parse(text), spec["log"])
-    return nccl_rows(nccl_tests.parse(text, spec.get("op"), spec.get("ranks")), spec["log"], version)
+        parsed = mamf_finder.parse(text)
+        _bounded(len(parsed.shapes), "shape")
+        return mamf_rows(parsed, spec["log"])
+    table = nccl_tests.parse(text, spec.get("op"), spec.get("ranks"))
+    _bounded(len(table.entries), "half of a table line, out-of-place or in-place")
+    return nccl_rows(table, spec["log"], version)
+
+
+def _bounded(rows: int, what: str) -> None:
+    if rows > importers.MAX_ROWS:
+        raise LogError(f"the log gives more than the {importers.MAX_ROWS} rows one import takes (a row per {what}): "
+                       "split it into logs of fewer lines (one per operation or size range)")
 
 
 def run_key(config: dict[str, Any]) -> str:

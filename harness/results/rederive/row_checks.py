@@ -239,6 +239,18 @@ def _memo(memo: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> Any
     return value
 
 
+def version_problems(row: dict[str, Any], packages: dict[str, Any] | None, where: str) -> list[str]:
+    """The framework versions a row states it ran on (`versions`) against environment.json's installed `packages`:
+    both are read from the same installed metadata during the run, so they differ only where one was edited (an
+    environment recording no packages at all, as a test's or an API caller's may, contradicts nothing)."""
+    stated = row.get("versions")
+    if not isinstance(stated, dict) or packages is None:  # an environment that records no packages states nothing
+        return []
+    return [f"{where}: versions.{name} {version!r} is not environment.json's packages.{name} "
+            f"{packages.get(name)!r}: the row and the environment state different software stacks"
+            for name, version in sorted(stated.items()) if packages.get(name) != version]
+
+
 def peak_problems(row: dict[str, Any], devices: list[dict[str, Any]], s: Settings, where: str,
                   memo: dict[Any, Any] | None = None) -> list[str]:
     """peak_tflops against the peak table: for the device environment.json records (the run's own lookup), and for

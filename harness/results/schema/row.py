@@ -83,6 +83,9 @@ class Row(Record, kw_only=True):
     plugin: maybe(PluginSource, "a plug-in backend (docs/backends.md): where its code came from; absent for a "
                                 "built-in backend") = None
     stack: maybe(AnyMap, "torch on a GPU: the BLAS, attention, cuDNN and TunableOp settings in force") = None
+    versions: maybe(dict[str, str], "the frameworks loaded when the row was written (torch, jax, jaxlib, triton) "
+                                    "and their installed versions; validate requires environment.json's packages "
+                                    "to state the same; absent in rows written before it was recorded") = None
     clocks_locked: maybe(bool, "whether the device's clocks were locked (see clocks); null unknown") = None
     clocks: maybe(Clocks, "the clock-lock reading behind clocks_locked") = None
     contention: maybe(Contention, "other work on the host and GPU during the case") = None
