@@ -99,12 +99,11 @@ def test_mamf_sets_achievable_peak(tmp_path, cli):
 
 def test_mamf_at_smoke_scale_runs_the_small_sweep_flushed_and_says_so(tmp_path, cli):
     """`experiment=mamf scale=smoke` once ran the 64-shape sweep up to 16384^3 (killed at 15 minutes); the
-    sweep's calls are timed after a cache flush, as mamf-finder's published figures are (issue 30)."""
-    start = time.perf_counter()
+    sweep's calls are timed after a cache flush, as mamf-finder's published figures are (issue 30). The sweep's
+    size is what is checked (8 shapes up to 512^3); its wall time is benchmarks/bounds.py's figure (issue 42)."""
     proc = cli("run", "experiment=mamf", "scale=smoke", "backends=[torch]", "dtype=fp32", "workload.shapes=[]", *TINY,
                f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
-    assert time.perf_counter() - start < 60  # about 10 s on the project's 2-core VM
     bundle = read_bundle(_bundle_path(proc.stdout))
     sweep = [r for r in bundle.raw_rows if r["phase"] == "mamf"]
     assert len(sweep) == 8 and max(r["params"]["k"] for r in sweep) == 512

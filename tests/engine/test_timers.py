@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,11 +19,15 @@ from xmfu.harness.engine.timers import (
 )
 
 
-def test_event_timer_reports_device_time_and_the_hosts_launch_time():
+def test_event_timer_reports_device_time_and_the_hosts_launch_time(monkeypatch):
+    from xmfu.harness.engine import timers
+
     rt = FakeCudaRuntime(kernel_s=2e-3)
     timer = TorchEventTimer(rt)
-    assert timer.measure(rt.kernel, 5) == pytest.approx(2e-3)
-    assert timer.last_host_s is not None and timer.last_host_s < 2e-3  # the fake launches in microseconds
+    host = iter([10.0, 10.0 + 5 * 4e-5])  # the host clock around the 5 launches: 40 us each
+    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: next(host)))
+    assert timer.measure(rt.kernel, 5) == pytest.approx(2e-3)  # the device's time, not the host's
+    assert timer.last_host_s == pytest.approx(4e-5)
 
 
 def test_cuda_graph_timer_captures_once_and_times_replays():

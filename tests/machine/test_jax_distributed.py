@@ -232,12 +232,10 @@ def test_a_process_that_never_joins_fails_the_join_within_timeout_s(monkeypatch)
     at its own bound (client.h, "Terminating process because the JAX distributed service detected fatal errors"),
     so xmfu could neither record the failure nor choose its exit status. xmfu now waits timeout_s itself."""
     release = threading.Event()
-    _joining(monkeypatch, lambda: release.wait(30))
-    start = time.monotonic()
+    _joining(monkeypatch, lambda: release.wait(60))
     with pytest.raises(JaxJoinFailed, match=r"2 processes did not all join within 0.5 s"):
         initialize_jax_distributed("cpu", 0.5)
-    assert time.monotonic() - start < 5
-    assert jax_join_in_flight()  # the run must leave before JAX's abort
+    assert jax_join_in_flight()  # the run left while the join still waited, as it must before JAX's abort
     release.set()
     deadline = time.monotonic() + 10
     while jax_join_in_flight() and time.monotonic() < deadline:
@@ -270,8 +268,8 @@ def test_the_exit_barrier_is_left_within_timeout_s(barrier, monkeypatch):
     _joining(monkeypatch, lambda: None)
     initialize_jax_distributed("cpu", 5)
     jax = sys.modules["jax"]
-    jax.distributed.on_shutdown = {"passes": None, "waits": lambda: release.wait(10), "raises": raises}[barrier]
-    start = time.monotonic()
+    jax.distributed.on_shutdown = {"passes": None, "waits": lambda: release.wait(60), "raises": raises}[barrier]
+    # False for a barrier that waits: shutdown_within returned while it still waited (had it waited for it, the
+    # barrier would have passed and the answer been True)
     assert shutdown_within(0.3) is (barrier == "passes")
-    assert time.monotonic() - start < 2
     release.set()

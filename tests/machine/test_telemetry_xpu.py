@@ -139,9 +139,8 @@ def test_sampler_follows_the_stream_reports_what_it_cannot_read_and_kills_the_to
         assert "ordinal may be another card" in sampler.reason and "energy_j" in sampler.reason
         assert sampler.static()["counters"]["utilization_pct"] == 99.65
     finally:
-        started = time.monotonic()
         sampler.close()
-    assert sampler._proc.poll() is not None and time.monotonic() - started < 5  # killed, within the bound
+    assert sampler._proc.poll() is not None  # the tool, which streams for ever, was ended by close()
     argv = (tmp_path / "argv.log").read_text().splitlines()
     assert f"dump -d 0 -m {METRICS} -i 1" in argv and "discovery -d 0 -j" in argv
 
@@ -162,10 +161,8 @@ def test_a_tool_that_exits_with_an_error_or_never_gives_a_row_is_unavailable_in_
     quiet = tmp_path / "quiet"
     quiet.mkdir()
     script = _stand_in(quiet, HEADER_1X + "\n")
-    started = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"no xpu-smi dump row within 0\.3 s"):
+    with pytest.raises(RuntimeError, match=r"no xpu-smi dump row within 0\.3 s"):  # the bound, not the tool, ended it
         XpuSmiSampler(MAX1550, command=(str(script),), first_row_timeout_s=0.3)
-    assert time.monotonic() - started < 5
 
 
 def _xpu_platform() -> Platform:
