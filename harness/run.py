@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness import __version__
+from xmfu.harness.engine import cost
 from xmfu.harness.engine.case import RunAborted
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import (
@@ -249,6 +250,18 @@ def _chosen_device(plat: Platform, index: int | None) -> Platform:
     return plat.choose(index)
 
 
+def _cost_here(cfg: RunConfig, phases: list[Phase], device: DeviceInfo) -> str | None:
+    """On a CPU: what the run needs at least (engine/cost.py) where that is worth a word before it starts; a run
+    whose largest case cannot fit in memory is refused (the OS would end it, with no bundle)."""
+    found = cost.run_cost(phases, device, cfg.dtype, cfg.timing.warmup_min_iters, cfg.cpu_clock_ghz)
+    if found is None or not found.worth_naming:
+        return None
+    smaller = cost.shrink(cfg.workload_name, cfg.mamf.enabled)
+    if found.cannot_fit:
+        raise SetupError(f"{cost.refusal(found, cfg.dtype)}. {smaller}")
+    return f"{cost.describe(found, cfg.dtype)}. {smaller}"
+
+
 def _say_outside_range(findings: Sequence[str]) -> None:
     """Name each installed version outside the supported range (also in environment.json's `compat`); the run
     goes on: a framework too old for its backends makes them report skipped with the same reason."""
@@ -277,6 +290,7 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         os._exit(1)
     plat = _chosen_device(found, cfg.device_index)
     phases = plan_phases(cfg, registry, plat.device)  # after detection: cases may depend on the device
+    said = _cost_here(cfg, phases, plat.device) if plat.kind == "cpu" else None  # refused before any bundle
     if plat.kind == "cpu":
         use_triton_interpreter()  # before any backend (or the torch profiler) imports triton
     ctx = RunContext(cfg, plat)
@@ -293,6 +307,8 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         print(f"xmfu: {plat.kind} ({plat.device.name}); writing {folder}", file=sys.stderr)
         _say_scale(cfg)
         _say_outside_range(env["compat"]["outside"])
+        if said:
+            print(f"xmfu: sizes meant for an accelerator: {said}", file=sys.stderr)
     else:
         writer = NullWriter(folder, manifest)
     progress = Progress(sum(len(p.cases) for p in phases), enabled=proc.writes_bundle)

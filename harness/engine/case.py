@@ -50,6 +50,9 @@ class Case(Protocol):
         """Compare a backend's result (float64 host arrays, one or several) with the reference."""
         ...
 
+    # Optional: `memory_bytes()`, the least memory one backend's run of the case holds at once (engine/cost.py uses
+    # it to refuse, on a CPU, what cannot fit); without it, `bytes_moved()` stands in.
+
 
 @dataclass(frozen=True)
 class FixedPlan:

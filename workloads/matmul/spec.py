@@ -89,6 +89,11 @@ class MatmulCase:
         # Compulsory traffic: read A and B once, write C once (the roofline model's minimum).
         return self.input_bytes() + self.m * self.n * DTYPES[self.dtype].output_itemsize
 
+    def memory_bytes(self) -> float:
+        """The least memory a backend's run of this case holds at once (harness/engine/cost.py): its A, B and C, and
+        the host's float32 stored inputs and their float64 copies, which the check keeps beside them."""
+        return self.bytes_moved() + (self.m * self.k + self.k * self.n) * (4 + 8)
+
     def stored_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         """A and B as float32 arrays in their stored layout (transposed storage where asked)."""
         return _stored_inputs(self)

@@ -224,6 +224,15 @@ class TrainSpec:
     def bytes_moved(self) -> float:
         return 0.0  # a training step is compute-bound; no meaningful compulsory-traffic figure
 
+    def memory_bytes(self) -> float:
+        """The least memory one device's step holds at once (harness/engine/cost.py): fp32 weights, their gradients
+        and AdamW's two moments, 16 bytes a parameter (bf16 is mixed precision over fp32 master weights; fsdp
+        shards them over the devices), and the output layer's logits, per-device batch x seq_len x vocab in the
+        step's dtype, that the loss reads. Activations are not counted: a step needs more than this."""
+        m = self.model
+        state = 16.0 * m.param_counts()["total"] / (self.devices if self.parallel == "fsdp" else 1)
+        return state + float(self.per_device_batch * m.seq_len * m.vocab * (4 if self.dtype == "fp32" else 2))
+
     def weights(self) -> dict[str, np.ndarray]:
         return init_weights(self.model, self.seed)
 
