@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xmfu.harness import __version__
-from xmfu.harness.cli.common import Parser, usage_error
+from xmfu.harness.cli.common import Parser, suite_folder, usage_error
 
 if TYPE_CHECKING:
     from xmfu.harness.results.bundle.validator import Loaded
@@ -53,6 +53,10 @@ def problems_of(path: str, check: Callable[[Path], list[str]] | None = None) -> 
             loaded.problems += check(loaded.bundle.folder)
         return loaded
 
+    if suite_folder(path):  # every bundle in it, each named by its folder
+        found = sorted(m.parent for m in Path(path).rglob("manifest.json"))
+        return [(str(f), checked(load_bundle(f))) for f in found] or [
+            (path, Loaded(None, ["a suite's folder with no bundle in it yet (its parts write theirs as they run)"]))]
     if not archive.is_archive(path):
         return [(path, checked(load_bundle(path)))]
     try:

@@ -47,10 +47,12 @@ def validated_bundle(command: str, folder: str) -> Any:
 
 
 def validated_bundles(command: str, path: str) -> list[Any]:
-    """The bundles at `path`: a bundle folder, or an archive made by `xmfu archive` (every bundle in it), each
-    read and validated; a problem is a usage error naming it."""
+    """The bundles at `path`: a bundle folder, a suite's folder or an archive made by `xmfu archive` (every bundle
+    in it), each read and validated; a problem is a usage error naming it."""
     from xmfu.harness.results.bundle import archive
 
+    if suite_folder(path):
+        return [validated_bundle(command, str(f)) for f in suite_bundle_folders(command, Path(path))]
     if not archive.is_archive(path):
         return [validated_bundle(command, path)]
     try:
@@ -68,6 +70,22 @@ def is_suite_folder(path: Path) -> bool:
     """A suite's folder (harness/suites/suite.py): `suite.json` at its top once the suite ends, a `node.json` per
     host folder as each node ends. Its bundles lie in its hosts' and parts' folders."""
     return (path / "suite.json").is_file() or any(path.glob("*/node.json"))
+
+
+def suite_folder(path: str | Path) -> bool:
+    """`path` is a suite's folder and not itself a bundle: every command that reads bundles reads each in it."""
+    folder = Path(path)
+    return folder.is_dir() and not (folder / "manifest.json").exists() and is_suite_folder(folder)
+
+
+def suite_bundle_folders(command: str, folder: Path) -> list[Path]:
+    """The bundle folders in a suite's folder, in order (the same walk as harness/suites/nightly.suite_bundles: cli
+    may not import suites, tests/test_layout.py); none is a usage error naming the folder."""
+    found = sorted(m.parent for m in folder.rglob("manifest.json"))
+    if not found:
+        raise UsageFailure(f"{command}: {folder} is a suite's folder with no bundle in it yet (its parts write "
+                           "theirs as they run). Allowed: a suite's folder holding bundles, a bundle, an archive")
+    return found
 
 
 def gathered_bundles(command: str, paths: Sequence[str]) -> list[Any]:
@@ -89,9 +107,9 @@ def each_gathered_bundle(command: str, paths: Sequence[str]) -> Iterator[Any]:
         folder = Path(path)
         if archive.is_archive(path) or (folder / "manifest.json").exists():
             bundles: Iterable[Any] = validated_bundles(command, path)
-        elif folder.is_dir() and is_suite_folder(folder):
-            # the same walk as harness/suites/nightly.suite_bundles (cli may not import suites: tests/test_layout.py)
-            bundles = (validated_bundle(command, str(m.parent)) for m in sorted(folder.rglob("manifest.json")))
+        elif suite_folder(folder):
+            bundles = (validated_bundle(command, str(f)) for f in sorted(m.parent for m in folder.rglob(
+                "manifest.json")))
         elif len(paths) > 1:
             print(f"xmfu: {command}: skipped {path}: not a bundle, a suite's folder or an archive", file=sys.stderr)
             continue

@@ -90,7 +90,7 @@ def cmd_validate(args: Sequence[str]) -> int:
     from xmfu.harness.cli.sign import verify
 
     parser = Parser(prog="xmfu validate")
-    parser.add_argument("bundles", nargs="+", help="bundle folders, or archives made by xmfu archive")
+    parser.add_argument("bundles", nargs="+", help="bundle folders, suite folders, or archives made by xmfu archive")
     parser.add_argument("--verify-signature", metavar="ALLOWED_SIGNERS",
                         help="also require SHA256SUMS.sig made by `xmfu sign` with a key in this OpenSSH "
                              "allowed-signers file")
