@@ -259,6 +259,16 @@ fi
 # holds the release pip would pick online): an environment's own can be too old for pyproject.toml (Python 3.11's
 # venv brings setuptools 65.5, which cannot read the version through package-dir).
 if [ "$EDITABLE" = 1 ]; then pip_install -e "$TARGET"; else pip_install "$TARGET"; fi
+# Editable only: from a folder holding a clone named xmfu, `import xmfu` found the clone's folder (an empty namespace
+# package) before setuptools' editable finder; scripts/xmfu_checkout_finder.py, imported at start-up by a .pth file,
+# hands that name to the editable install instead.
+if [ "$EDITABLE" = 1 ]; then
+  if [ "$MODE" = dry-run ]; then echo "+ (scripts/xmfu_checkout_finder.py and a .pth importing it, into site-packages)"
+  else
+    site=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    cp scripts/xmfu_checkout_finder.py "$site/" && echo "import xmfu_checkout_finder" >"$site/xmfu-checkout-finder.pth"
+  fi
+fi
 
 # optax (the cuda and tpu extras bring it with their jax) needs jax, so only beside one: pip would fetch a plain
 # CPU jax for it. A dry run counts the jax it would have installed on a CPU.
