@@ -94,6 +94,13 @@ class MatmulCase:
         the host's float32 stored inputs and their float64 copies, which the check keeps beside them."""
         return self.bytes_moved() + (self.m * self.k + self.k * self.n) * (4 + 8)
 
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The operands as C = A @ B uses them, `a` (M, K) and `b` (K, N): float32 arrays rounded to the dtype (a
+        plug-in's view; where transpose_a/transpose_b store them transposed, these are transposed views of
+        `stored_inputs`, which a backend that tests the library's layout flags uses instead)."""
+        a, b = _stored_inputs(self)
+        return {"a": a.T if self.transpose_a else a, "b": b.T if self.transpose_b else b}
+
     def stored_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         """A and B as float32 arrays in their stored layout (transposed storage where asked)."""
         return _stored_inputs(self)

@@ -5,8 +5,9 @@
 result for the correctness check against the fp64 reference. The kernel here is xmfu's own Triton FlashAttention
 (xmfu.kernels.flash_attention), standing in for yours: replace `attend` with your kernel's call.
 
-The attention workload's helper `prepare_torch` turns an `attend(q, k, v) -> out` function into the callable for
-the case's mode (forward, backward, forward+backward), exactly as the built-in torch backends are timed. On a CPU
+`xmfu.plugin.attention_call` (xmfu's public names for plug-ins) turns an `attend(q, k, v) -> out` function into
+the callable for the case's mode (forward, backward, forward+backward), exactly as the built-in torch backends are
+timed. On a CPU
 Triton runs in its interpreter: the kernel is checked there, on a smaller case, and not timed.
 """
 
@@ -14,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.engine.case import Prepared
 from xmfu.harness.machine.frameworks import TRITON_INTERPRETER_NOTE, triton_unavailable
-from xmfu.workloads.attention.torch_modes import prepare_torch
+from xmfu.plugin import Prepared, attention_call
 from xmfu.workloads.attention.triton import HEAD_DIMS, interpreter_case
 
 
@@ -44,8 +44,8 @@ class MyAttention:
             return flash_attention(q, k, v, checked.causal, checked.causal_offset, checked.scale)
 
         notes = {"library": "my_attention (xmfu.kernels.flash_attention, Triton)", "interpreter": on_cpu}
-        prepared = prepare_torch(checked, ctx, attend, notes, timing_valid=not on_cpu,
-                                 timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
+        prepared = attention_call(checked, ctx, attend, notes, timing_valid=not on_cpu,
+                                  timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "")
         if checked is not case:
             prepared.check_case = checked
         return prepared
