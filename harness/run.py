@@ -182,8 +182,8 @@ def _finish(writer: Any, runner: CaseRunner, phases: list[Phase], status: str, p
         return rows
     print(table(rows, wide=wide))
     if runner.ctx.config.scale == "smoke":
-        print("scale=smoke: every row above ran at smoke sizes (each row's scale_note says what was shrunk); they "
-              "are not the full sizes' figures")
+        print("scale=smoke: every row above ran at smoke sizes, not the full sizes (each row's scale_note says what "
+              "was shrunk)")  # within the table's 120 columns
     for name, items in summary.items():
         for key, value in items.items():
             print(f"{name} summary {key}: {json.dumps(_rounded(value))}")

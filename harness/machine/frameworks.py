@@ -182,6 +182,20 @@ def share_device_memory() -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
+# torch's profiler (kineto) writes `USDT:... profiler_start` and `profiler_stop` to stderr at every profile() (libkineto
+# Logger.h: USDT_EMIT_START_TRACE, a LOG of its own USDT severity): 40 lines in an attention run, which profiles each
+# SDPA case to name its kernel. Its level is read from KINETO_LOG_LEVEL when the profiler first starts in the process;
+# with torch 2.13, 5 still printed them and 6 did not (USDT is kineto's highest severity, so 6 also silences its
+# warnings and errors: what xmfu reads from a profile, op names and traces, it checks itself). A value the user
+# set is kept.
+KINETO_QUIET = "6"
+
+
+def quiet_torch_profiler() -> None:
+    """Before the first torch.profiler.profile of the process: kineto's start/stop lines off (KINETO_QUIET)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
+
+
 def release_cached_memory() -> None:
     """Hand torch's cached accelerator blocks back between cases so the next backend or shape can have them. CUDA
     and ROCm as before (torch.cuda.empty_cache once CUDA is initialised); another accelerator through

@@ -146,3 +146,21 @@ def test_output_wide_is_a_declared_setting():
     assert parse_run_config({"workload": {"name": "matmul"}, "output": {"wide": True}}, backends).output.wide
     with pytest.raises(ConfigError, match=r"output\.wide"):
         parse_run_config({"workload": {"name": "matmul"}, "output": {"wide": "maybe"}}, backends)
+
+
+def test_a_shape_that_would_wrap_becomes_a_heading_above_its_rows():
+    """An attention smoke table printed `fwd_bwd-causal-top_left` over three lines beside the speedup and flags
+    columns (issue 42 item 12): such a shape is a heading line above its rows now, the table still 120 columns."""
+    rows = []
+    for mode, mask in (("fwd", "full"), ("fwd_bwd", "causal-top_left")):
+        case_id = f"attention-bf16-{mode}-{mask}"
+        rows += [{**attention_row(48, True, mode, phase="main"), "case_id": case_id},
+                 {**attention_row(48, True, mode, backend="torch_sdpa_efficient_long_name", phase="main",
+                                  contention=CONTENDED, speedup=_speedup(0.82, "inconclusive"), timing_valid=False,
+                                  timing_note=INVALID), "case_id": case_id}]
+    out = table([typed(r) for r in rows]).splitlines()
+    assert max(len(line) for line in out) <= 120
+    headings = [line for line in out if line.startswith("shape ")]
+    assert headings == ["shape fwd-full", "shape fwd_bwd-causal-top_left"]
+    assert not any(line.strip() in ("causal-", "top_left", "full") for line in out)  # no shape split over lines
+    assert out[out.index(headings[1]) + 1].startswith("torch_sdpa ")  # the heading's rows follow it

@@ -55,8 +55,9 @@ def _kernel_used(attend: Callable, case: AttentionCase, device: str) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from xmfu.harness.machine.frameworks import to_torch
+    from xmfu.harness.machine.frameworks import quiet_torch_profiler, to_torch
 
+    quiet_torch_profiler()
     # Inputs that need gradients in backward modes: torch may pick another kernel when it must save for them.
     grad = case.mode != "fwd"
     x = {n: to_torch(a, case.dtype, device).requires_grad_(grad) for n, a in case.inputs().items()}

@@ -15,6 +15,7 @@ from typing import Any
 
 from xmfu.harness.engine.timers import first_tensor
 from xmfu.harness.machine import torch_device
+from xmfu.harness.machine.frameworks import quiet_torch_profiler
 
 TRACE_NAME = "trace.json"
 
@@ -37,6 +38,7 @@ def chrome_trace(step: Callable[[], Any], device: str, steps: int = 1) -> bytes:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    quiet_torch_profiler()
     activities = [ProfilerActivity.CPU, *device_activities(torch, ProfilerActivity, device)]
     with profile(activities=activities) as prof:
         out = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from xmfu.harness.results.analysis.flags import ACHIEVABLE_FLAGS, flags_of, row_flags
-from xmfu.harness.results.render.text_table import Column, paragraph, render, wrap_cell
+from xmfu.harness.results.render.text_table import Column, fit, paragraph, render, wrap_cell
 from xmfu.harness.results.schema.parts import Latency
 from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics.speedup import reread
@@ -224,7 +224,20 @@ def _compact_table(rows: list[Row], limit: int | None) -> str:
         columns.append(Column("note", marks))
     same += _baseline(rows)
     head = paragraph("# same in every row: " + ", ".join(same), limit, "#   ") if same else []
-    return "\n".join([*head, *render(columns, limit), *notes])
+    columns, groups = _shapes_as_headings(columns, limit)
+    return "\n".join([*head, *render(columns, limit, groups), *notes])
+
+
+def _shapes_as_headings(columns: list[Column], limit: int | None) -> tuple[list[Column], list[str] | None]:
+    """A shape that would wrap in its column (an attention shape over three lines beside the speedup and flags
+    columns, issue 42) becomes a heading line above its rows instead, `shape <parts>`, and the column goes."""
+    shape = next((c for c in columns if c.header == "shape"), None)
+    if shape is None or limit is None:
+        return columns, None
+    width = fit(columns, limit)[columns.index(shape)]
+    if all(len(cell) <= width for cell in shape.cells):
+        return columns, None
+    return [c for c in columns if c is not shape], [f"shape {cell}" for cell in shape.cells]
 
 
 def _baseline(rows: list[Row]) -> list[str]:

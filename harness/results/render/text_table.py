@@ -70,8 +70,9 @@ def fit(columns: Sequence[Column], width: int | None) -> list[int]:
     return widths
 
 
-def render(columns: Sequence[Column], width: int | None) -> list[str]:
-    """The header, a rule and the rows, each row on as many lines as its wrapped cells need."""
+def render(columns: Sequence[Column], width: int | None, groups: Sequence[str] | None = None) -> list[str]:
+    """The header, a rule and the rows, each row on as many lines as its wrapped cells need. `groups`: a label per
+    row, printed on a line of its own before the first row of each run of rows that share it."""
     widths = fit(columns, width)
 
     def line(cells: Sequence[str]) -> str:
@@ -80,6 +81,8 @@ def render(columns: Sequence[Column], width: int | None) -> list[str]:
 
     out = [line([c.header for c in columns]), GAP.join("-" * w for w in widths)]
     for i in range(len(columns[0].cells) if columns else 0):
+        if groups is not None and (i == 0 or groups[i] != groups[i - 1]):
+            out.append(groups[i])
         wrapped = [wrap_cell(c.cells[i], w, c.wrap_at) if c.wrap_at else [c.cells[i]]
                    for c, w in zip(columns, widths, strict=True)]
         for k in range(max(len(w) for w in wrapped)):
