@@ -3,6 +3,7 @@
 # The one install procedure: `make install` and every Dockerfile run this script (tests/test_install.py checks).
 #
 # usage: scripts/install.sh [--editable] [--extras LIST] [--offline DIR] [--no-venv] [--dry-run | --print-platform]
+#        scripts/install.sh --help    (this text)
 #   --editable        pip install -e (a checkout being worked on); default: a regular install (the containers)
 #   --extras LIST     xmfu extras besides the platform's, comma-separated (make install: dev)
 #   --offline DIR     install from the wheelhouse DIR (make wheelhouse) with pip's --no-index: nothing is fetched;
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
     --no-venv) NO_VENV=1 ;;
     --dry-run) MODE=dry-run ;;
     --print-platform) MODE=print-platform ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
   shift
@@ -58,6 +60,18 @@ else
 fi
 
 say() { echo "xmfu install: $*"; }
+
+# With the venv active, python3 is the venv's own interpreter: a venv made from it over the same folder would be
+# made from itself (its python links pointing at themselves, its .pth naming its own site-packages). The
+# interpreter the venv was made from is used instead.
+if [ "$NO_VENV" = 0 ] && [ -d "$VENV" ]; then
+  base_prefix=$("$BASE_PY" -c 'import os, sys; print(os.path.realpath(sys.prefix))' 2>/dev/null || true)
+  if [ -n "$base_prefix" ] && [ "$base_prefix" = "$(cd "$VENV" && pwd -P)" ]; then
+    BASE_PY=$("$BASE_PY" -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)')
+    say "$VENV is the active venv (python3 is its own interpreter): it is made again from $BASE_PY, the" \
+        "interpreter it was made from"
+  fi
+fi
 
 # A Google TPU chip on the PCI bus, as jax/_src/hardware_utils.py counts them (vendor 0x1ae0 with a TPU device id:
 # v3, plc, v4, v5p, v5e, v6e, TPU7x; the vendor alone is also Google's virtual NIC on every GCE VM).
