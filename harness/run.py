@@ -114,11 +114,9 @@ def _say_scale(cfg: RunConfig) -> None:
 
 def _rounded(value: Any) -> Any:
     """4 significant digits for printing (the bundle keeps full precision)."""
-    if isinstance(value, float):
-        return float(f"{value:.4g}")
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
-    return value
+    return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
 def _as_record(row: dict[str, Any]) -> Row:
@@ -251,8 +249,7 @@ def _chosen_device(plat: Platform, index: int | None) -> Platform:
 
 
 def _cost_here(cfg: RunConfig, phases: list[Phase], device: DeviceInfo) -> str | None:
-    """On a CPU: what the run needs at least (engine/cost.py) where that is worth a word before it starts; a run
-    whose largest case cannot fit in memory is refused (the OS would end it, with no bundle)."""
+    """On a CPU, what the run needs at least (engine/cost.py); what cannot fit in memory is refused, no bundle."""
     found = cost.run_cost(phases, device, cfg.dtype, cfg.timing.warmup_min_iters, cfg.cpu_clock_ghz)
     if found is None or not found.worth_naming:
         return None
@@ -263,8 +260,7 @@ def _cost_here(cfg: RunConfig, phases: list[Phase], device: DeviceInfo) -> str |
 
 
 def _say_outside_range(findings: Sequence[str]) -> None:
-    """Name each installed version outside the supported range (also in environment.json's `compat`); the run
-    goes on: a framework too old for its backends makes them report skipped with the same reason."""
+    """Each installed version outside the supported range (environment.json's `compat` too); the run goes on."""
     for finding in findings:
         print(f"xmfu: {finding} (supported range: {compat.DOCS})", file=sys.stderr)
 
@@ -353,8 +349,11 @@ def _execute(cfg: RunConfig, registry: Registry, config_yaml: str, argv: Sequenc
         if jax_join_in_flight() or jax_processes_joined() > 1:
             _leave(code)
         return Outcome(folder, code)
-    any_ok = any(r.status == "ok" for r in rows)
-    return Outcome(folder, 0 if any_ok else 1)
+    ok = any(r.status == "ok" for r in rows)
+    if not ok:  # exit status 1, said: each row's reason is in the notes under the table
+        print(f"xmfu: no row is ok (rows {', '.join(sorted({r.status for r in rows})) or 'none'}): the notes under "
+              "the table say why each was not; exit status 1", file=sys.stderr)
+    return Outcome(folder, 0 if ok else 1)
 
 
 def _leave(code: int) -> None:

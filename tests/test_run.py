@@ -117,3 +117,14 @@ def test_the_end_table_progress_and_summary_read_the_engines_rows_as_records(tmp
     assert [r["backend"] for r in summarized] == ["good"]  # as written: a dict
     row = read_bundle(outcome.bundle).rows[0]
     assert row.non_finite_fields == ["hfu"] and row.hfu is None
+
+
+def test_a_run_whose_every_row_was_skipped_says_why_it_exits_1(tmp_path, capsys):
+    """It exited 1 with nothing said (issue 42 item 12)."""
+    registry = Registry()
+    registry.add(WorkloadDef("fake", lambda cfg, dtype, seed: [FakeCase(1)], {
+        "good": Implementation("good", lambda case, ctx: (False, "needs a device this is not"), lambda c, x: None)}))
+    outcome = _run(tmp_path, registry, "all-skipped")
+    err = capsys.readouterr().err
+    assert outcome.exit_code == 1
+    assert "xmfu: no row is ok (rows skipped): the notes under the table say why each was not; exit status 1" in err

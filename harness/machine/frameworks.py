@@ -249,9 +249,9 @@ def triton_unavailable(platform_kind: str) -> str | None:
 
     if platform_kind == "tpu":
         return "Triton does not target TPUs"
-    for package in ("torch", "triton"):
+    for package in ("torch", "triton"):  # xmfu's Triton kernels take torch tensors: each is its own extra
         if importlib.util.find_spec(package) is None:
-            return f"{package} is not installed (pip install 'xmfu[triton]')"
+            return f"{package} is not installed (pip install 'xmfu[{package}]')"
     why = compat.too_old("triton")
     if why:
         return why

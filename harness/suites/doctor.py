@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import Any
 
 from xmfu.harness.machine import compat, environment, stack
-from xmfu.harness.machine.platform import Platform, detect
+from xmfu.harness.machine.platform import Platform, detect, host_shows_gpu
 from xmfu.harness.machine.sync import sync_rule
 from xmfu.harness.machine.telemetry import open_sampler
 from xmfu.harness.machine.vendor_stack import vendor_stacks
@@ -29,10 +29,26 @@ PURPOSE = {"torch": "every torch backend", "jax": "every JAX backend", "jaxlib":
 NEEDED_ON = {"nvidia-ml-py": ("cuda",), "amdsmi": ("rocm",)}  # telemetry packages only matter on their vendor
 
 
+# Extras `make install` does not bring (pyproject.toml): a backend skipped only for want of one is noted, not a
+# problem, as a package nobody asked for is not missing.
+NOT_INSTALLED_BY_DEFAULT = ("helion",)
+# Where a doctor names `pip install 'xmfu[...]'`, the way without a package index (docs/install.md, Offline nodes).
+OFFLINE = ("no package index on this node? the same extras come from a wheelhouse: `make wheelhouse "
+           "WHEELHOUSE_EXTRAS=<extra>` on a machine with one, then `make install OFFLINE=dist/wheelhouse` here "
+           "(docs/install.md, Offline nodes)")
+
+
 @dataclass
 class Findings:
     facts: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # in nobody's way here (a CPU machine's GPU-only backends)
+
+
+def accelerator_expected(plat: Platform, device: str = "auto") -> bool:
+    """An accelerator is expected where `device=gpu` was asked for or a GPU driver's device node exists; on a
+    machine with neither, a CPU platform is what it is, not a problem."""
+    return plat.has_accelerator or device == "gpu" or host_shows_gpu()
 
 
 def _version(name: str) -> str | None:
@@ -60,9 +76,12 @@ def check_devices(plat: Platform, found: Findings) -> None:
     found.facts["platform"] = {"kind": plat.kind, "reason": plat.reason}
     found.facts["devices"] = [d.as_dict() for d in plat.devices]
     found.facts["peaks"] = environment.peaks_used(plat)["by_dtype"]
-    if not plat.has_accelerator:
+    if not plat.has_accelerator and accelerator_expected(plat, found.facts.get("device", "auto")):
         found.problems.append(f"no accelerator visible ({plat.reason}): runs measure this CPU, and GPU-only "
                               "backends (cuDNN attention, fp8, NCCL) report skipped")
+    elif not plat.has_accelerator:
+        found.notes.append("a CPU machine (no GPU device node): runs measure this CPU; GPU-only backends report "
+                           "skipped")
     elif all(p["peak_tflops"] is None for p in found.facts["peaks"].values()):
         found.problems.append(f"no datasheet peak for {plat.device.name!r}: MFU will be null; pass peak_tflops=")
 
@@ -128,8 +147,18 @@ def check_backends(plat: Platform, found: Findings, registry: Any = None) -> Non
                 continue
             skipped.setdefault(name, {})[backend] = sorted(set(why))
             if len(why) == count:
-                found.problems.append(f"{name}/{backend} will be skipped: {'; '.join(sorted(set(why)))}")
+                said = f"{name}/{backend} will be skipped: {'; '.join(sorted(set(why)))}"
+                (found.notes if _not_in_the_way(plat, found, why) else found.problems).append(said)
     found.facts["backends_skipped"] = skipped
+
+
+def _not_in_the_way(plat: Platform, found: Findings, why: list[str]) -> bool:
+    """A backend skipped here for what this machine is (a GPU-only backend on a CPU machine: its reason says
+    "this is a cpu device") or for an extra `make install` does not bring: a note, not a problem."""
+    gpu_only = not accelerator_expected(plat, found.facts.get("device", "auto")) and all(
+        f"this is a {plat.kind} device" in w for w in why)
+    optional = all(any(f"pip install 'xmfu[{extra}]'" in w for extra in NOT_INSTALLED_BY_DEFAULT) for w in why)
+    return gpu_only or optional
 
 
 NOT_MEASURED = "Trainium, Gaudi and Intel GPUs have not been measured by xmfu: their peaks and telemetry are untried"
@@ -147,7 +176,7 @@ def check_vendor_stack(plat: Platform, found: Findings) -> None:
 
 
 def diagnose(device: str = "auto") -> Findings:
-    found = Findings()
+    found = Findings(facts={"device": device})
     plat = detect(device)
     for check in (check_packages, check_devices, check_vendor_stack, check_telemetry, check_backends):
         check(plat, found)
@@ -185,7 +214,10 @@ def render(found: Findings) -> str:
         f"{p['name']} ({p['package'] or 'no distribution'} {p['version'] or ''}: {p['object']}, "
         f"{p['workload'] or 'workload unknown'}{', NOT USABLE' if p['problem'] else ''})" for p in plugins)
         or "none installed (entry points of xmfu.backends)"))
+    lines += [f"note: {n}" for n in found.notes]
     lines += [f"PROBLEM: {p}" for p in found.problems] or ["no problems found"]
+    if any("pip install 'xmfu[" in said for said in [*found.problems, *found.notes]):
+        lines.append(f"note: {OFFLINE}")
     return "\n".join(lines)
 
 
@@ -193,7 +225,8 @@ def main(args: list[str]) -> int:
     as_json = "--json" in args
     found = diagnose("cpu" if "--cpu" in args else "auto")
     if as_json:
-        print(json.dumps({"facts": found.facts, "problems": found.problems}, indent=2, default=str))
+        print(json.dumps({"facts": found.facts, "problems": found.problems, "notes": found.notes}, indent=2,
+                         default=str))
     else:
         print(render(found))
     sys.stdout.flush()

@@ -297,7 +297,7 @@ def diagnose_node(device: str) -> dict[str, Any]:
         found = diagnose("cpu" if device == "cpu" else "auto")
     except Exception as exc:  # the doctor failing is itself worth recording; the suite's figures stand
         return {"facts": {}, "problems": [f"doctor could not run: {type(exc).__name__}: {exc}"]}
-    return {"facts": found.facts, "problems": found.problems}
+    return {"facts": found.facts, "problems": found.problems, "notes": found.notes}
 
 
 def _write_node(p: Plan, plat: Platform, outcomes: list[PartOutcome], doctor: dict[str, Any] | None,
