@@ -42,3 +42,14 @@ def test_a_checkout_reads_its_own_configs():
     # In an installed wheel CONFIG_DIR is xmfu/harness/conf (tests/e2e/test_wheel.py); from a checkout, configs/.
     assert CONFIG_DIR == ROOT / "configs"
     assert set(config_groups()) == {"workload", "timing", "model", "experiment", "hydra"}
+
+
+def test_every_extra_is_in_the_install_pages_table():
+    """docs/install.md's Extras table lacked `helion` (issue 42 item 12)."""
+    import re
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "install.md").read_text()
+    table = page[page.index("## Extras"):].split("\n## ", 1)[0]
+    named = {name for cell in re.findall(r"^\| ([^|]+) \|", table, re.M) for name in re.findall(r"`([\w-]+)`", cell)}
+    assert set(extras) - named == set()
