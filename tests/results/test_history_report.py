@@ -141,3 +141,26 @@ def test_the_gap_is_one_line_per_case_on_one_axes_per_workload():
     (line,) = groups["matmul"].values()
     assert line[0][1] == pytest.approx(500 / 700) and line[-1][1] == pytest.approx(561 / 641) and len(line) == 10
     assert [d.day for d, _ in next(iter(groups["attention"].values()))] == [5, 6, 7, 8, 9, 10]
+
+
+def test_a_suites_part_bundles_count_as_one_run():
+    """A nightly suite writes a bundle per part; `history report` counted each as a run (issue 42 item 12)."""
+    rows = []
+    for night in range(3):
+        for part in ("matmul", "attention", "collectives"):
+            rows.append(_row(night, "cuda", "NVIDIA H100", 700.0, run_id=f"nightly{night}-host0-{part}",
+                             suite_id=f"nightly{night}", case_id=f"{part}-case"))
+    rows.append(_row(9, "cuda", "NVIDIA H100", 700.0, run_id="alone"))  # a run outside a suite ('' suite_id)
+    page = history_report.build(rows, "store")
+    assert "<p>4 runs (10 bundles: a suite's parts are one run) from 2026-11-01" in page
+    older = [replace(r, suite_id=None) for r in rows]  # a store written before suite_id was kept
+    assert "<p>10 runs from" in history_report.build(older, "store")
+
+
+def test_flatten_keeps_the_suite_run_id(tmp_path):
+    from tests.results.rows import matmul_row, write_bundle
+
+    bundle = write_bundle(tmp_path, "s1-host0-matmul", [matmul_row(64, 64, 64)])
+    bundle.manifest["suite"] = {"name": "nightly", "version": 1, "definition_sha": "abc", "suite_id": "s1",
+                                "part": "matmul", "host": "host0"}
+    assert {r.suite_id for r in parquet.flatten(bundle, {})} == {"s1"}

@@ -110,6 +110,7 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[Stored]:
     suite = m.get("suite") or {}  # harness/suites/suite.py's parts: name/version/definition hash
     common = {**stack_versions(environment), "host": str((environment.get("host") or {}).get("hostname") or ""),
               "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else "",
+              "suite_id": str(suite.get("suite_id") or ""),
               "run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
               "xmfu_version": m.get("xmfu_version") or ""}
     return [Stored(**common, **_columns(record), **_figures(record, raw))

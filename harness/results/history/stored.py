@@ -67,6 +67,9 @@ class Stored(msgspec.Struct, frozen=True, kw_only=True):
     tpot_p99_s: float | None = None
     mbu: float | None = None
     contended: bool | None = None  # the row's own evidence that its timing was disturbed
+    # added later: the suite run a part's bundle belongs to (its parts are one run: `history report` counts it once);
+    # '' outside a suite, null in files written before it
+    suite_id: str | None = None
 
     def key(self) -> tuple:
         """The row's series (SERIES_KEY): runs compare only within one."""

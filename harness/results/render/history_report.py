@@ -142,8 +142,10 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
             series_html.append(f"<h3>{escape(trend.METRIC_LABELS.get(metric, metric))}</h3>{html}")
             steps += found
     times = sorted(r.created for r in rows)
-    runs = len({r.run_id for r in rows})
-    summary = (f"<p>{runs} runs from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
+    runs = len({r.suite_id or r.run_id for r in rows})  # a suite's part bundles are one run of it
+    bundles = len({r.run_id for r in rows})
+    counted = f"{runs} runs ({bundles} bundles: a suite's parts are one run)" if bundles != runs else f"{runs} runs"
+    summary = (f"<p>{counted} from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
                f"devices: {escape(', '.join(sorted({r.platform + ' ' + r.device for r in rows})))}. Changes "
                f"beyond the noise: max({sigmas:g} robust sigmas, {100 * min_change:g}%) of the median of the previous "
                f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
