@@ -85,7 +85,7 @@ test-trials: install
 
 # The GPU reference set (benchmarks/gpu_reference.py) in parts of at most 8 minutes each on one GPU, outputs in
 # results/reference/<device>/; a part whose valid bundle is there is skipped, so running it again resumes. Without an
-# accelerator, every part at smoke sizes into a temporary folder. ARGS: the script's options, e.g.
+# accelerator, every part at smoke sizes into a new temporary folder of its own. ARGS: the script's options, e.g.
 # make gpu-reference ARGS=--list, or ARGS="--part matmul --redo" (on a GPU node that caps one command at 10 minutes,
 # one part per command). The script itself needs neither make nor this venv: python benchmarks/gpu_reference.py.
 gpu-reference: install

@@ -147,10 +147,12 @@ def slug(name: str, count: int) -> str:
 
 
 def output_folder(given: str | None, device: str, smoke: bool) -> Path:
-    """The folder the parts write into; smoke results never go under results/reference/."""
+    """The folder the parts write into; smoke results never go under results/reference/. Smoke sizes without
+    --out: a new temporary folder of this invocation's own (a fixed one, shared by every user and run on the
+    machine, mixed their parts and made a stale part count as done); --out DIR resumes there."""
     reference = ROOT / "results" / "reference"
     if given is None:
-        return reference / device if not smoke else Path(tempfile.gettempdir()) / "xmfu-gpu-reference-smoke" / device
+        return reference / device if not smoke else Path(tempfile.mkdtemp(prefix=f"xmfu-gpu-reference-smoke-{device}-"))
     out = Path(given).resolve()
     if smoke and out.is_relative_to(reference.resolve()):
         raise Usage(f"--out {given}: smoke sizes never write under {reference} (no accelerator here, or --smoke). "

@@ -117,7 +117,13 @@ def test_smoke_sizes_never_write_into_the_committed_reference_folder(tmp_path):
     with pytest.raises(gpu_reference.Usage, match="smoke sizes never write under"):
         gpu_reference.output_folder(str(ROOT / "results" / "reference" / "x"), "x", smoke=True)
     assert gpu_reference.output_folder(str(tmp_path), "x", smoke=True) == tmp_path.resolve()
-    assert gpu_reference.output_folder(None, "dev", smoke=True).parts[-2:] == ("xmfu-gpu-reference-smoke", "dev")
+    first, second = (gpu_reference.output_folder(None, "dev", smoke=True) for _ in range(2))
+    try:  # each invocation its own new folder, not one shared by every user and run (issue 42 item 12)
+        assert first != second and first.name.startswith("xmfu-gpu-reference-smoke-dev-") and first.is_dir()
+        assert not any(first.iterdir())
+    finally:
+        first.rmdir()
+        second.rmdir()
 
 
 SLEEPER = "import signal, time; {}; time.sleep(60)"
