@@ -209,3 +209,14 @@ def test_a_row_shows_its_flags_in_the_table_and_beside_its_bar():
     texts = [el.text or "" for svg in _svgs(html) for el in ET.fromstring(svg).iter(f"{SVG_NS}text")]
     assert "50.0% [contended, CI missed]" in texts and "50.0%" in texts
     assert "1 of 2 rows flagged: contended 1, CI missed 1" in html
+
+
+def test_the_page_opens_with_a_table_of_contents_linking_every_section(built):
+    """The reports ran to 300-700 KB with no table of contents (issue 42 item 12)."""
+    built, _ = built
+    contents = re.search(r"<nav class='contents'><b>Contents</b><ol>(.*?)</ol></nav>", built)
+    assert contents and built.index("<nav class='contents'>") < built.index("<h2 ")
+    links = re.findall(r"<li><a href='#([\w-]+)'>([^<]+)</a></li>", contents.group(1))
+    headings = re.findall(r"<h2 id='([\w-]+)'>([^<]+)</h2>", built)
+    assert links == headings and [t for _, t in links][:2] == ["Runs", "What runs on day one"]
+    assert ("section-11", "Environments") in links

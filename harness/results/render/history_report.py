@@ -21,7 +21,7 @@ from xmfu.harness.results.analysis import coverage
 from xmfu.harness.results.history import coverage_history, judge, parquet, trend
 from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
-from xmfu.harness.results.render.html_table import html_table
+from xmfu.harness.results.render.html_table import html_table, with_contents
 from xmfu.harness.results.render.report import STYLE
 
 METRICS = ("tflops", "busbw_gbps")  # the figures a nightly tracks; MFU and tokens/s follow TFLOP/s
@@ -159,6 +159,6 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
         ("Every series", "".join(series_html) or "<p>No ok, validly timed rows.</p>"),
         ("What runs on day one, over time", _coverage_section(rows, changes)),
     )
-    body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
+    body = with_contents(sections)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>xmfu history</title><style>{STYLE}</style>"
             f"</head><body><h1>xmfu history</h1>{summary}{body}</body></html>")

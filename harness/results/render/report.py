@@ -17,7 +17,7 @@ from xmfu.harness.results.analysis import coverage, flags
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.plots import inference_plot, report_plots, roofline, telemetry_plot
 from xmfu.harness.results.render import scaling_table
-from xmfu.harness.results.render.html_table import html_table
+from xmfu.harness.results.render.html_table import html_table, with_contents
 from xmfu.harness.results.schema.row import Row
 
 STYLE = """body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -94,6 +94,5 @@ def build(bundles: Sequence[Bundle], envs: Sequence[dict[str, Any]],
         ("Every row", _table(rows)),
         ("Environments", _environments(bundles, envs)),
     )
-    body = "".join(f"<h2>{escape(title)}</h2>{html}" for title, html in sections)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style>"
-            f"</head><body>{first}<h1>{escape(title)}</h1>{body}</body></html>")
+            f"</head><body>{first}<h1>{escape(title)}</h1>{with_contents(sections)}</body></html>")
