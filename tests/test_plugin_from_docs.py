@@ -74,3 +74,14 @@ def test_result_answers_for_the_rows_the_check_selects_and_the_public_names(my_m
     full = inputs["a"].astype(np.float64) @ inputs["b"]
     np.testing.assert_allclose(picked, full[rows], atol=1e-5 * np.abs(full).max())  # fp32 accumulation
     assert case.check(prepared.result(None)).ok
+
+
+def test_the_front_pages_plugin_paragraph_promises_timing_only_on_a_gpu():
+    """README promised the example plug-in a speedup and a verdict, which its CPU run (Triton's interpreter: checked,
+    not timed) cannot give (issue 42 item 12)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Your kernel against the vendor's"):].split("\n## ", 1)[0]
+    sentences = re.split(r"(?<=[.:])\s", " ".join(section.split()))
+    promising = [s for s in sentences if "speedup" in s and "no speedup" not in s]
+    assert promising and all("on a GPU" in s for s in promising), promising
+    assert "checked, not timed" in section
