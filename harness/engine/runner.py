@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xmfu.harness.engine import roofline, run_telemetry, stall
+from xmfu.harness.engine import recheck, roofline, run_telemetry, stall
 from xmfu.harness.engine import row_sections as sections
 from xmfu.harness.engine.attempts import (
     Attempt,
@@ -174,7 +174,8 @@ class CaseRunner:
         try:
             # JAX's timer never flushes: a JAX-only run allocates no (torch) flush buffer, so imports no torch
             flushed = self._flushes(phase) and any(a.prepared.framework != "jax" for a in ready)
-            timed_out = time_attempts(ready, self.ctx, self._flush() if flushed else None, repeat) if ready else False
+            flush = self._flush() if flushed else None
+            timed_out = time_attempts(ready, self.ctx, flush, repeat, case) if ready else False
         finally:
             new = recorder.stop() if recorder else []
             self.readings += new
@@ -182,6 +183,8 @@ class CaseRunner:
                 self.first_reading = self.first_reading or new[0]
                 self.last_reading = new[-1]
         gather_ranks(ready)
+        for a in ready:  # each one's last timed output, checked again (engine/recheck.py)
+            recheck.timed_output(a, case, self.ctx.config.timing.fresh_inputs)
         attempts = [by_backend[b] for b in phase.backends]
         if self.on_stall is not None and _jax_spans_processes():
             for a in attempts:

@@ -59,6 +59,7 @@ class Series:
     inners: list[int] = field(default_factory=list)  # `inner` of each repeat (merged series)
     calls_per_sample: int | None = None  # fixed `inner` (Prepared.calls_per_sample); None: sized by min_sample_s
     before_sample: Callable[[], Any] | None = None  # run before every sample, outside the timed region
+    last_output: Any = None  # what the last timed call returned, until engine/recheck.py has re-checked it
 
     def take(self, round_no: int) -> None:
         """One sample, remembering when it ran (telemetry is matched to these spans)."""
@@ -67,6 +68,7 @@ class Series:
         start = time.perf_counter()
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
+        self.last_output = getattr(self.timer, "last_output", None)
         stall.kick()
         self.rounds.append(round_no)
         self.sample_repeats.append(self.repeat)

@@ -91,15 +91,20 @@ def _achievable_problems(row: dict[str, Any], where: str) -> list[str]:
 
 
 def status_problems(row: dict[str, Any], where: str) -> list[str]:
-    """A status against the correctness record: `ok` means checked and correct, `incorrect` never has a time."""
-    c, status = row.get("correctness"), row.get("status")
+    """A status against the correctness records: `ok` means checked and correct before timing and, where the last
+    timed output was re-checked (`timed_check`), after it; `incorrect` never has a time."""
+    c, status, t = row.get("correctness"), row.get("status"), row.get("timed_check")
     out = []
+    recheck_failed = isinstance(t, dict) and t.get("ok") is False
+    if status == "ok" and recheck_failed:
+        out.append(f"{where}: status ok but timed_check.ok is false (error {t.get('error')}, tolerance "
+                   f"{t.get('tolerance')}): the timed calls' output was wrong")
     if isinstance(c, dict):
         if status == "ok" and c.get("ok") is False:
             out.append(f"{where}: status ok but correctness.ok is false (error {c.get('error')}, tolerance "
                        f"{c.get('tolerance')}): an incorrect result has no speed")
-        if status == "incorrect" and c.get("ok") is True:
-            out.append(f"{where}: status incorrect but correctness.ok is true")
+        if status == "incorrect" and c.get("ok") is True and not recheck_failed:
+            out.append(f"{where}: status incorrect but correctness.ok is true (and no timed_check failed)")
         if c.get("ok") is True and c.get("error") is None:
             out.append(f"{where}: correctness.ok is true with no error figure (null means infinite)")
     if status != "ok" and (row.get("time_s") is not None or row.get("tflops") is not None):

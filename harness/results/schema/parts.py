@@ -45,6 +45,23 @@ class Timer(Record, kw_only=True):
                                   "'not applied: <why>'; absent when not asked for") = None
     flush_l2_bytes: maybe(int | str, "timing.flush_l2: bytes overwritten before every timed call, or 'not applied: "
                                      "<why>'; absent when not asked for") = None
+    fresh_inputs_s: maybe(NonNeg, "timing.fresh_inputs: mean seconds to write new inputs before each call (warm-up "
+                                  "and timed), kept out of the time; absent when not asked for") = None
+    fresh_inputs_calls: maybe(int, "timing.fresh_inputs: how many times new inputs were written", ge=0) = None
+
+
+class TimedCheck(Record, kw_only=True):
+    """The output of the last timed call, read back after the timed loop and checked again (harness/engine/
+    recheck.py): an output cached from earlier inputs, or deferred into the untimed check, fails it."""
+
+    ok: maybe(bool, "whether the error is within the tolerance; null: not re-checked (`note` says why)")
+    error: maybe(float, "the error, in the metric named by `metric`; null: not re-checked or infinite") = None
+    tolerance: maybe(float, "the largest error allowed") = None
+    metric: maybe(str, "the error metric (the case's check)") = None
+    checked: maybe(str, "which elements were compared") = None
+    inputs: maybe(str, "the inputs checked against: the case's, or timing.fresh_inputs' last (its seed)") = None
+    note: maybe(str, "why it was not re-checked (the backend reads no output of a call, a check on another "
+                     "case...)") = None
 
 
 class Sync(Record, kw_only=True):
@@ -248,8 +265,8 @@ class Comparability(Record, kw_only=True):
     dtype: doc(str, "the data type")
     flop_convention: doc(str, "the FLOP count's convention")
     protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
-                          "cold_cache, sustained, flush_l2 when on, cuda_graph when this row's calls were "
-                          "replayed from a graph)")
+                          "cold_cache, sustained, flush_l2 and fresh_inputs when on, cuda_graph when this row's "
+                          "calls were replayed from a graph)")
     plugin: maybe(PluginKey, "a plug-in backend's row: its object, distribution and version; absent for a "
                              "built-in backend") = None
 

@@ -27,6 +27,7 @@ from xmfu.harness.results.schema.parts import (
     Sync,
     Telemetry,
     Threads,
+    TimedCheck,
     Timer,
     TimeStats,
     Variant,
@@ -49,7 +50,8 @@ class Row(Record, kw_only=True):
     device: doc(str, "the device's name as detected")
     dtype: doc(str, "the data type of the inputs (fp32, tf32, bf16, fp16, fp8)")
     params: doc(AnyMap, "the case's parameters, as its workload defines them (docs/workloads.md)")
-    status: doc(Status, "ok (checked, then timed), skipped, incorrect (failed its check: never timed) or failed (an "
+    status: doc(Status, "ok (checked, then timed), skipped, incorrect (failed its check, before timing or when the "
+                        "last timed output was re-checked after it (timed_check): no time is given) or failed (an "
                         "error; or a median under the roofline's floor, the reason then `invalid: faster than the "
                         "roofline`)")
     reason: maybe(str, "why the status is not ok; null for ok")
@@ -78,6 +80,9 @@ class Row(Record, kw_only=True):
                       "null in rows written before it was recorded") = None
     correctness: maybe(Correctness, "the check against the reference; null where none ran (skipped, failed "
                                     "before the check)") = None
+    timed_check: maybe(TimedCheck, "the output of the last timed call re-checked after the timed loop (a cached "
+                                   "or deferred output fails it: the row is then incorrect); absent where not "
+                                   "timed, and in rows written before it was recorded") = None
     notes: doc(AnyMap, "the backend's notes (library, precision settings, compile times, "
                        "ranks...)") = field(default_factory=dict)
     comparability: maybe(Comparability, "what must match for two rows to be compared") = None
