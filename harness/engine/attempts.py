@@ -138,7 +138,7 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
             if cfg.fresh_inputs and p.fresh_inputs is not None:
                 a.fresh = Fresh(p.fresh_inputs, p.case or case)
                 timer = FreshInputsTimer(timer, a.fresh)
-            a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed,
+            a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed, keep_output=p.output is not None,
                               calls_per_sample=p.calls_per_sample, before_sample=p.before_sample)
             a.variants = {name: Series(f"{a.backend}:{name}", fn, timer, repeat=repeat, fixed=p.fixed)
                           for name, fn in p.variants.items()}

@@ -68,7 +68,7 @@ def test_the_last_timed_output_is_checked_against_the_last_inputs_written():
     fresh = Fresh(write, CASE)
     a = Attempt("numpy", prepared=Prepared(call, lambda rows: call(), "host", output=recheck.read_output),
                 fresh=fresh)
-    a.series = Series("numpy", call, FreshInputsTimer(HostTimer(), fresh))
+    a.series = Series("numpy", call, FreshInputsTimer(HostTimer(), fresh), keep_output=True)
     a.series.take(0)
     recheck.timed_output(a, CASE, fresh_required=True)
     assert a.status == "ok" and a.timed_check["ok"] is True and a.series.last_output is None
@@ -79,12 +79,12 @@ def test_a_stale_output_is_incorrect_and_one_that_cannot_be_read_is_said_or_unde
     stale = 3.0 * CASE.inputs()["x"]  # right for the case, wrong for any new inputs
     a = Attempt("stale", prepared=Prepared(lambda: stale, lambda rows: stale, "host", output=recheck.read_output),
                 fresh=Fresh(lambda new: None, CASE))
-    a.series = Series("stale", lambda: stale, FreshInputsTimer(HostTimer(), a.fresh))
+    a.series = Series("stale", lambda: stale, FreshInputsTimer(HostTimer(), a.fresh), keep_output=True)
     a.series.take(0)
     recheck.timed_output(a, CASE, fresh_required=True)
     assert a.status == "incorrect" and "re-checked after the timed loop" in a.reason
     b = Attempt("none", prepared=Prepared(lambda: None, lambda rows: stale, "host", output=recheck.read_output))
-    b.series = Series("none", lambda: None, HostTimer())
+    b.series = Series("none", lambda: None, HostTimer(), keep_output=True)
     b.series.take(0)
     recheck.timed_output(b, CASE, fresh_required=False)
     assert b.status == "ok" and b.timed_check["ok"] is None and "returned NoneType, no array" in b.timed_check["note"]
@@ -142,3 +142,11 @@ def test_a_fresh_case_is_the_rows_case_at_another_seed():
     fresh = Fresh(lambda new: None, CASE)
     fresh.renew()
     assert replace(fresh.current, seed=CASE.seed) == CASE
+
+
+def test_no_output_outlives_its_sample_unless_it_is_to_be_read_back():
+    timer = HostTimer()
+    kept, dropped = Series("kept", lambda: [1.0], timer, keep_output=True), Series("dropped", lambda: [2.0], timer)
+    kept.take(0)
+    dropped.take(0)
+    assert kept.last_output == [1.0] and dropped.last_output is None and timer.last_output is None
