@@ -82,6 +82,8 @@ def copy_bundle(small: Path, folder: Path, run_id: str, n_sizes: int, seed: int)
     import yaml
 
     from xmfu.harness.cli.formulas import restate_run
+    from xmfu.harness.machine.peaks import BandwidthPeak, Peak
+    from xmfu.harness.machine.roofline import Roofs, Work, place
     from xmfu.harness.results import schema
     from xmfu.harness.results.schema.comparability import comparability_key
     from xmfu.harness.results.statistics.speedup import paired_speedup
@@ -122,6 +124,12 @@ def copy_bundle(small: Path, folder: Path, run_id: str, n_sizes: int, seed: int)
         row["mfu"] = row["tflops"] / row["peak_tflops"]
         if isinstance(row.get("telemetry"), dict):
             row["telemetry"]["mfu_clock_adjusted"] = row["mfu"]
+        if isinstance(row.get("roofline"), dict):  # its place at the new size, at the same roofs
+            r = row["roofline"]
+            roofs = Roofs(Peak(row["peak_tflops"], None, row.get("peak_entry"), ""),
+                          BandwidthPeak(r["peak_membw_gbps"], r.get("membw_source"), r.get("membw_entry"), ""),
+                          r.get("cache_bytes"))
+            row["roofline"] = {**place(Work(flops, row["bytes"]), roofs, t.median), "note": r.get("note")}
     per_size = len(rows)
     for at in range(0, len(out_rows), per_size):
         group = list(zip(out_rows[at:at + per_size], out_recs[at:at + per_size], strict=True))

@@ -155,8 +155,9 @@ def _as_result(output: Any) -> np.ndarray | str | None:
 def _implementation(name: str, fn: Callable[[], Any]) -> Implementation:
     def prepare(case: CallableCase, ctx: Any) -> Prepared:
         framework, untimed = timer_framework(fn(), ctx.platform.kind)
+        # output: the last timed call's return value, re-checked after the timed loop (engine/recheck.py)
         return Prepared(fn, lambda select: _as_result(fn()), framework, timing_valid=not untimed,
-                        timing_note=untimed)
+                        timing_note=untimed, output=lambda out, select: _as_result(out))
 
     return Implementation(name, lambda case, ctx: (True, ""), prepare)
 

@@ -28,6 +28,8 @@ from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
+from xmfu.harness.machine.roofline import Work
+from xmfu.harness.results.rederive.row_checks import ROOFLINE_WORK
 from xmfu.harness.results.rederive.times import Restated, config_data
 
 
@@ -256,8 +258,10 @@ def _own_figures(case: Any, row: dict[str, Any], rec: dict[str, Any] | None, cfg
 
 
 def _figures(case: Any, row: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
+    work = Work.of(case)
     out: dict[str, Any] = {"params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention,
-                           "bytes": case.bytes_moved()}
+                           "bytes": case.bytes_moved(),
+                           ROOFLINE_WORK: {"floor_flops": work.floor_flops, "off_roofline": work.off_roofline}}
     protocol = _protocol(timing, row)
     if protocol is not None:  # the case parts are the row's own (rederive.key_problems checks them against it)
         out["comparability"] = {**row["comparability"], "protocol": protocol}

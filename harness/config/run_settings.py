@@ -119,6 +119,13 @@ def check_timing(timing: TimingConfig) -> TimingConfig:
         raise ConfigError("timing.cuda_graph", "cannot be combined with timing.flush_l2: the flush runs before "
                           "every single call, a graph replays a sample's calls with no flush between them",
                           "timing.flush_l2=true or timing.cuda_graph=true, not both")
+    if timing.fresh_inputs and (timing.cuda_graph or timing.cold_cache):
+        # Fresh inputs are written into one set of buffers before every single call (engine/fresh.py): a graph
+        # replays a sample's calls with no write between them, and rotated copies would leave the others stale.
+        other = "timing.cuda_graph" if timing.cuda_graph else "timing.cold_cache"
+        raise ConfigError(other, "cannot be combined with timing.fresh_inputs: new inputs are written into one set "
+                          "of buffers before every single call (timing.flush_l2=true gives those calls a cold cache)",
+                          f"timing.fresh_inputs=true or {other}=true, not both")
     return timing
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from xmfu.harness.engine import stall
 from xmfu.harness.engine.case import Case, Prepared, RunAborted, Unavailable
 from xmfu.harness.engine.context import RunContext
+from xmfu.harness.engine.fresh import Fresh, FreshInputsTimer, unsupported
 from xmfu.harness.engine.registry import WorkloadDef
 from xmfu.harness.engine.sampler import for_a_verdict, sample_fixed_group, sample_interleaved
 from xmfu.harness.engine.timers import timer_for
@@ -40,6 +41,9 @@ class Attempt:
     rank_samples: list[list[float]] | None = None  # every rank's samples, when the backend has ranks
     variants: dict[str, Series] = field(default_factory=dict)  # the prepared variants' samples, by name
     variant_rank_samples: dict[str, list[list[float]]] = field(default_factory=dict)
+    fresh: Fresh | None = None  # timing.fresh_inputs: the inputs written before each call (engine/fresh.py)
+    fresh_costs: list[float] = field(default_factory=list)  # seconds each write took, over every repeat
+    timed_check: dict[str, Any] | None = None  # the last timed output re-checked (engine/recheck.py)
 
 
 def _failure_reason(exc: BaseException) -> str:
@@ -80,6 +84,10 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
         on_step("preparing")
         attempt.prepared = impl.prepare(case, ctx)
         stall.kick()
+        why = unsupported(attempt.prepared, attempt.prepared.case or case) \
+            if ctx.config.timing.fresh_inputs and attempt.prepared.timing_valid else None
+        if why:
+            return Attempt(backend, "skipped", why)
         if attempt.prepared.timing_valid:
             on_step("compiling/first call")
             start = time.perf_counter()
@@ -112,10 +120,11 @@ def prepare_and_check(case: Case, ctx: RunContext, workload: WorkloadDef, backen
 
 
 def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], Any] | None,
-                  repeat: int = 0) -> bool:
+                  repeat: int = 0, case: Case | None = None) -> bool:
     """Time every attempt whose timing can mean something; the others (Triton's interpreter on a CPU) were
     checked and are recorded as not timed. Fixed plans (multi-process collectives) run as planned, the same
-    on every rank. Returns True when the adaptive series ran out of time."""
+    on every rank. Under timing.fresh_inputs each call of `case` reads new inputs (engine/fresh.py). Returns
+    True when the adaptive series ran out of time."""
     cfg = ctx.config.timing
     for a in attempts:
         p = a.prepared
@@ -126,7 +135,10 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
         if p.timing_valid:
             timer = timer_for(p.framework, ctx.platform.kind, cuda_graph=cfg.cuda_graph and not p.no_cuda_graph,
                               flush=flush, device=ctx.torch_device)
-            a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed,
+            if cfg.fresh_inputs and p.fresh_inputs is not None:
+                a.fresh = Fresh(p.fresh_inputs, p.case or case)
+                timer = FreshInputsTimer(timer, a.fresh)
+            a.series = Series(a.backend, p.fn, timer, repeat=repeat, fixed=p.fixed, keep_output=p.output is not None,
                               calls_per_sample=p.calls_per_sample, before_sample=p.before_sample)
             a.variants = {name: Series(f"{a.backend}:{name}", fn, timer, repeat=repeat, fixed=p.fixed)
                           for name, fn in p.variants.items()}
@@ -141,6 +153,8 @@ def time_attempts(attempts: list[Attempt], ctx: RunContext, flush: Callable[[], 
     for a in attempts:
         if a.series and a.series.error:
             a.status, a.reason = "failed", a.series.error
+        if a.fresh is not None:
+            a.fresh_costs += a.fresh.costs
     return timed_out
 
 
@@ -194,7 +208,8 @@ def merge_repeats(repeats: Sequence[Attempt]) -> Attempt:
         return repeats[0]
     worst = min(range(len(repeats)), key=lambda i: STATUS_ORDER.index(repeats[i].status))
     first = repeats[0]
-    merged = Attempt(first.backend, repeats[worst].status, None, first.prepared, repeats[worst].check)
+    merged = Attempt(first.backend, repeats[worst].status, None, first.prepared, repeats[worst].check,
+                     timed_check=repeats[worst].timed_check, fresh_costs=[c for a in repeats for c in a.fresh_costs])
     if merged.status != "ok":
         merged.reason = f"repeat {worst + 1} of {len(repeats)}: {repeats[worst].reason}"
         merged.prepared = repeats[worst].prepared

@@ -110,8 +110,15 @@ class Prepared:
     # seed) into the buffers `fn` reads, so that no timed call sees the inputs of another (GPU MODE
     # reference-kernels #160, #170: outputs replayed from a cache keyed by input identity or content). The engine
     # calls it before every timed call, outside the timing, and re-checks the last timed output against that case.
+    # It returns once the inputs are in place (a JAX backend blocks on its new arrays: its timer is perf_counter).
     # None: this backend cannot take fresh inputs (under timing.fresh_inputs=true its row is skipped, saying so).
     fresh_inputs: Callable[[Any], None] | None = None
+    # `output(returned, rows)`: float64 host copies of the `rows` (Case.check_rows) of what one call of `fn`
+    # returned, computing nothing: after the timed loop the engine re-checks the last timed call's output with it
+    # (engine/recheck.py), so an output cached from other inputs, or left to `result` to compute untimed, fails
+    # the row. None: a built-in backend's row says it was not re-checked; a plug-in's output is read as the array
+    # its call returns (plugins.py).
+    output: Callable[[Any, Any], Any] | None = None
 
 
 class RunAborted(Exception):

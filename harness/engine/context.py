@@ -28,7 +28,8 @@ class RunContext:
         return f"{device_type}:{self.device.index}" if device_type and device_type != "cpu" else "cpu"
 
     def input_copies(self, input_bytes: float) -> int:
-        """How many copies of a case's inputs to rotate through (1 unless timing.cold_cache)."""
+        """How many copies of a case's inputs to rotate through (1 unless timing.cold_cache; never with
+        timing.fresh_inputs, which the config refuses with it)."""
         if not self.config.timing.cold_cache:
             return 1
         return copies_for_cold_cache(self.device.cache_bytes, input_bytes)

@@ -20,6 +20,7 @@ paragraph, exit 2).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from xmfu.harness.engine.declare import ConfigError
+from xmfu.harness.engine.recheck import reader_for_plugin
 from xmfu.harness.engine.registry import Implementation, Registry
 from xmfu.harness.machine.platform import FRAMEWORKS
 
@@ -129,8 +131,18 @@ def load(path: str, workload: str, registry: Registry, source: Installed | None,
                               "a class that takes no arguments, or an instance") from None
     _check_contract(obj, where, workload, registry)
     frameworks = tuple(getattr(obj, "frameworks", FRAMEWORKS))
-    return Implementation(name, obj.available, obj.prepare, frameworks,
+    return Implementation(name, obj.available, _reading(obj.prepare), frameworks,
                           plugin=provenance(path, module, source))
+
+
+def _reading(prepare: Callable[..., Any]) -> Callable[..., Any]:
+    """The plug-in's prepare, its Prepared given the array reader where it declares no `output`: the output of its
+    last timed call is then re-checked as the array the call returned (engine/recheck.py). A plug-in cannot opt out
+    of the re-check by saying nothing."""
+    def prepared(case: Any, ctx: Any) -> Any:
+        return reader_for_plugin(prepare(case, ctx))
+
+    return prepared
 
 
 def _check_contract(obj: Any, where: str, workload: str, registry: Registry) -> None:
@@ -178,9 +190,16 @@ def provenance(path: str, module: Any, source: Installed | None) -> dict[str, An
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> the distributions providing it: a scan of every installed package's metadata (1-2 s on
+    a loaded 2-core machine), done once per process, not once per plug-in named."""
+    return importlib.metadata.packages_distributions()
+
+
 def _distribution(module_name: str) -> tuple[str | None, str | None]:
     top = module_name.split(".")[0]
-    names = importlib.metadata.packages_distributions().get(top) or []
+    names = _distributions().get(top) or []
     if not names:
         return None, None
     try:

@@ -42,8 +42,9 @@ def conditions(a: Attempt, ctx: RunContext, started: str, clocks: dict[str, Any]
     """How the row was checked and under what it ran: sync rule, correctness, the backend's notes, the times, the
     stack, clocks, contention and threads. `time_s` is null until the timing section says otherwise."""
     p = a.prepared
+    timed_check = {"timed_check": a.timed_check} if a.timed_check is not None else {}
     return {"time_s": None, "timing_valid": bool(p and p.timing_valid), "timing_note": p.timing_note if p else "",
-            "sync": sync_field(a, ctx), "correctness": a.check, "notes": p.notes if p else {},
+            "sync": sync_field(a, ctx), "correctness": a.check, **timed_check, "notes": p.notes if p else {},
             "started": started, "finished": utc_now(),
             "stack": stack.torch_settings(ctx.platform.kind) if p and p.framework == "torch" else None,
             "versions": stack.loaded_versions(),
@@ -80,7 +81,7 @@ def timing(a: Attempt, summary: Summary | None, cfg: RunConfig, timed_out: bool,
             "time_s": summary.as_dict(),
             "timer": {"name": s.timer.name, "inner": s.inner, "stop": stop_reason(s, cfg.timing, timed_out),
                       "ci_target_met": ci_target_met(s, cfg.timing, timed_out), "inner_note": s.inner_note,
-                      **launch_fields(s, summary.median), **method},
+                      **launch_fields(s, summary.median), **method, **fresh_fields(a)},
             "repeats": repeat_fields(s)}
         if a.variants:
             out["variants"] = variant_fields(a, cfg.timing.bootstrap_resamples)
@@ -88,6 +89,13 @@ def timing(a: Attempt, summary: Summary | None, cfg: RunConfig, timed_out: bool,
     if a.status == "ok" and not timing_valid:
         return {"timer": {"name": None, "inner": None, "stop": f"checked, not timed: {note}"}}
     return {}
+
+
+def fresh_fields(a: Attempt) -> dict[str, Any]:
+    """timing.fresh_inputs: what writing new inputs before each call cost (outside the time) and how often."""
+    if not a.fresh_costs:
+        return {}
+    return {"fresh_inputs_s": float(np.mean(a.fresh_costs)), "fresh_inputs_calls": len(a.fresh_costs)}
 
 
 def rank_fields(a: Attempt) -> dict[str, Any]:

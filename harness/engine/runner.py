@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xmfu.harness.engine import recheck, roofline, run_telemetry, stall
 from xmfu.harness.engine import row_sections as sections
-from xmfu.harness.engine import run_telemetry, stall
 from xmfu.harness.engine.attempts import (
     Attempt,
     gather_ranks,
@@ -32,7 +32,7 @@ from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention
 from xmfu.harness.machine.frameworks import release_cached_memory
 from xmfu.harness.machine.jax_distributed import jax_processes_joined
-from xmfu.harness.machine.peaks import Peak, lookup, lookup_membw
+from xmfu.harness.machine.peaks import lookup_membw
 from xmfu.harness.machine.sync import CUDA_EVENT, DEVICE_EVENT, READ_BACK, sync_rule
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.recorder import Recorder
@@ -120,6 +120,7 @@ class CaseRunner:
                 self._emit(*self._row(phase, case, Attempt(b, "failed", f"run aborted: {exc}"), False, started))
             raise
         attempts = [merge_repeats([rep[i] for rep in per_repeat]) for i in range(len(phase.backends))]
+        roofline.judge(attempts, case, self.ctx)  # a median under the roofline's floor fails its row
         self.contention = self._contention(before)
         speedups = self._speedups(attempts) if phase.name == "main" else {}
         self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
@@ -173,7 +174,8 @@ class CaseRunner:
         try:
             # JAX's timer never flushes: a JAX-only run allocates no (torch) flush buffer, so imports no torch
             flushed = self._flushes(phase) and any(a.prepared.framework != "jax" for a in ready)
-            timed_out = time_attempts(ready, self.ctx, self._flush() if flushed else None, repeat) if ready else False
+            flush = self._flush() if flushed else None
+            timed_out = time_attempts(ready, self.ctx, flush, repeat, case) if ready else False
         finally:
             new = recorder.stop() if recorder else []
             self.readings += new
@@ -181,6 +183,8 @@ class CaseRunner:
                 self.first_reading = self.first_reading or new[0]
                 self.last_reading = new[-1]
         gather_ranks(ready)
+        for a in ready:  # each one's last timed output, checked again (engine/recheck.py)
+            recheck.timed_output(a, case, self.ctx.config.timing.fresh_inputs)
         attempts = [by_backend[b] for b in phase.backends]
         if self.on_stall is not None and _jax_spans_processes():
             for a in attempts:
@@ -304,10 +308,11 @@ class CaseRunner:
         tput: dict[str, Any] = {"tflops": None, "tflops_ci95": None, "bandwidth_gbps": None}
         if summary is not None and flops > 0:  # a bandwidth workload (collectives) has no FLOPs and no MFU
             tput = throughput(flops, case.bytes_moved(), summary)
-        peak = lookup(self.ctx.device, case.dtype, override=cfg.peak_tflops, cpu_clock_ghz=cfg.cpu_clock_ghz) \
-            if flops > 0 else Peak(None, None, None, "not a compute workload: see the bandwidth figures")
+        peak = roofline.compute_roof(self.ctx, case)  # the row's compute roof, as the floor judged it
         out = {**tput, **sections.extras(case, a, row["time_s"], peak.tflops, timing_valid, self.ctx.platform.kind)}
         out.update(self._case_figures(case, a, row["time_s"], timing_valid, note))
+        out["roofline"] = roofline.record_for(self.ctx, case, peak, (row["time_s"] or {}).get("median")
+                                              if timing_valid else None)
         if cfg.timing.sustain_s > 0 and a.status == "ok" and s and s.fixed is None:
             out["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,

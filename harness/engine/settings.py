@@ -42,6 +42,8 @@ class TimingConfig:
     max_time_s: float = setting(10.0, "time budget per case, all backends together", POSITIVE)
     cold_cache: bool = setting(False, "rotate input copies larger than the last-level cache")
     flush_l2: bool = setting(False, "overwrite 2x the last-level cache before every timed call, outside the timing")
+    fresh_inputs: bool = setting(False, "write new inputs (a new seed) before every timed call, outside the timing "
+                                 "(its cost stated in the row); the last timed output is re-checked against them")
     cuda_graph: bool = setting(False, "torch on GPUs: time replays of a CUDA/HIP graph of the calls (no launch "
                                "overhead)")
     bootstrap_resamples: int = setting(BOOTSTRAP_RESAMPLES, "resamples of every bootstrap confidence interval",
@@ -58,7 +60,7 @@ class TimingConfig:
         out = {"protocol": "xmfu.timing/1", "statistic": "median", "cold_cache": self.cold_cache,
                "sustained": self.sustain_s > 0}
         # Named only when on, so the keys of runs that never used them (older bundles too) are unchanged.
-        out.update({name: True for name in ("flush_l2", "cuda_graph") if getattr(self, name)})
+        out.update({name: True for name in ("flush_l2", "cuda_graph", "fresh_inputs") if getattr(self, name)})
         return out
 
 

@@ -21,6 +21,7 @@ class Timer(Protocol):
     name: str
     sync: rules.SyncRule  # how completion is established: the row's `sync` (machine/sync.py)
     last_host_s: float | None  # host time to issue the last sample's calls, per call (None: not measured)
+    last_output: Any  # what the last timed call returned (engine/recheck.py re-checks it after the timed loop)
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
         """Seconds per call, averaged over `inner` back-to-back calls of `fn`."""
@@ -38,13 +39,17 @@ class HostTimer:
 
     name = "perf_counter"
     last_host_s = None  # the host time is the measurement itself
+    last_output: Any = None
     sync = rules.HOST_RULE
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
+        out = None
         start = time.perf_counter()
         for _ in range(inner):
-            fn()
-        return (time.perf_counter() - start) / inner
+            out = fn()
+        elapsed = time.perf_counter() - start
+        self.last_output = out
+        return elapsed / inner
 
 
 class TorchEventTimer:
@@ -59,6 +64,7 @@ class TorchEventTimer:
         self._generic = self.sync.method == rules.DEVICE_EVENT
         self.name = "torch.Event" if self._generic else "torch.cuda.Event"
         self.last_host_s: float | None = None
+        self.last_output: Any = None
 
     def _events(self) -> tuple[Any, Any]:
         if self._generic:
@@ -71,13 +77,15 @@ class TorchEventTimer:
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
         start, end = self._events()
+        out = None
         start.record()
         issued = time.perf_counter()
         for _ in range(inner):
-            fn()
+            out = fn()
         self.last_host_s = (time.perf_counter() - issued) / inner
         end.record()
         end.synchronize()
+        self.last_output = out
         return start.elapsed_time(end) / 1e3 / inner
 
 
@@ -93,7 +101,9 @@ class CudaGraphTimer:
     def __init__(self, torch: Any = None) -> None:
         self._torch = torch or _torch()
         self._graphs: dict[tuple[int, int], Any] = {}
+        self._outputs: dict[tuple[int, int], Any] = {}  # what the captured calls return: replays write into it
         self.last_host_s: float | None = None
+        self.last_output: Any = None
 
     def _graph(self, fn: Callable[[], Any], inner: int) -> Any:
         key = (id(fn), inner)
@@ -108,7 +118,7 @@ class CudaGraphTimer:
             graph = cuda.CUDAGraph()
             with cuda.graph(graph):
                 for _ in range(inner):
-                    fn()
+                    self._outputs[key] = fn()
             self._graphs[key] = graph
         return self._graphs[key]
 
@@ -123,6 +133,7 @@ class CudaGraphTimer:
         self.last_host_s = (time.perf_counter() - issued) / inner
         end.record()
         end.synchronize()
+        self.last_output = self._outputs.get((id(fn), inner))
         return start.elapsed_time(end) / 1e3 / inner
 
 
@@ -143,16 +154,23 @@ class JaxTimer:
             block = jax.block_until_ready
         self._block = block
         self.last_host_s: float | None = None
+        self.last_output: Any = None
+        # False under timing.fresh_inputs (engine/fresh.py): the draining call would see the inputs the timed call
+        # is meant to be the first to see, and the new inputs were waited for when written
+        self.drain = True
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        self._block(fn())  # drain anything queued before the window opens
+        if self.drain:
+            self._block(fn())  # drain anything queued before the window opens
         start = time.perf_counter()
         out = None
         for _ in range(inner):
             out = fn()
         self.last_host_s = (time.perf_counter() - start) / inner  # dispatch only
         self._block(out)
-        return (time.perf_counter() - start) / inner
+        elapsed = time.perf_counter() - start
+        self.last_output = out
+        return elapsed / inner
 
 
 def first_tensor(out: Any) -> Any:
@@ -174,6 +192,8 @@ class ReadBackTimer:
     def __init__(self, sync: rules.SyncRule) -> None:
         self.sync = sync
         self.last_host_s: float | None = None
+        self.last_output: Any = None
+        self.drain = True  # as JaxTimer.drain
 
     @staticmethod
     def _read_back(out: Any) -> None:
@@ -184,14 +204,17 @@ class ReadBackTimer:
         tensor.reshape(-1)[0].item()
 
     def measure(self, fn: Callable[[], Any], inner: int) -> float:
-        self._read_back(fn())  # drain anything queued before the window opens
+        if self.drain:
+            self._read_back(fn())  # drain anything queued before the window opens
         start = time.perf_counter()
         out = None
         for _ in range(inner):
             out = fn()
         self.last_host_s = (time.perf_counter() - start) / inner  # issue only
         self._read_back(out)
-        return (time.perf_counter() - start) / inner
+        elapsed = time.perf_counter() - start
+        self.last_output = out
+        return elapsed / inner
 
 
 class FlushingTimer:
@@ -212,6 +235,7 @@ class FlushingTimer:
         events = "torch.Event" if self._generic else "torch.cuda.Event" if torch else "perf_counter"
         self.name = events + " per call after a last-level-cache flush"
         self.last_wall_s: float | None = None  # per call, the flush included: what a sample really costs
+        self.last_output: Any = None
 
     def _events(self) -> tuple[Any, Any]:
         if self._generic:
@@ -223,11 +247,11 @@ class FlushingTimer:
     def _one(self, fn: Callable[[], Any]) -> float:
         if self._torch is None:
             start = time.perf_counter()
-            fn()
+            self.last_output = fn()
             return time.perf_counter() - start
         start, end = self._events()
         start.record()
-        fn()
+        self.last_output = fn()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3

@@ -59,6 +59,9 @@ class Series:
     inners: list[int] = field(default_factory=list)  # `inner` of each repeat (merged series)
     calls_per_sample: int | None = None  # fixed `inner` (Prepared.calls_per_sample); None: sized by min_sample_s
     before_sample: Callable[[], Any] | None = None  # run before every sample, outside the timed region
+    last_output: Any = None  # what the last timed call returned, until engine/recheck.py has re-checked it
+    keep_output: bool = False  # whether to keep it (a backend that can read it back: Prepared.output); else the
+    # timer's reference is dropped after each sample, so no output outlives the sample that made it
 
     def take(self, round_no: int) -> None:
         """One sample, remembering when it ran (telemetry is matched to these spans)."""
@@ -67,6 +70,9 @@ class Series:
         start = time.perf_counter()
         self.samples.append(self.timer.measure(self.fn, self.inner))
         self.intervals.append((start, time.perf_counter()))
+        if hasattr(self.timer, "last_output"):
+            self.last_output = self.timer.last_output if self.keep_output else None
+            self.timer.last_output = None
         stall.kick()
         self.rounds.append(round_no)
         self.sample_repeats.append(self.repeat)

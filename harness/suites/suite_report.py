@@ -199,6 +199,11 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
                   [[b["backend"], b["case_id"], _num(b["tflops"]), _share(b["of_datasheet"]),
                     _share(b["of_achievable"]), b.get("flags", "")]
                    for b in m.get("backends", [])]),
+           "<h4>Memory-bound rows (decode, small matmuls, membw): judged on bandwidth against the memory roof</h4>",
+           _table(["workload", "backend", "case", "GB/s", "memory roof (GB/s)", "of the roof", "flags"],
+                  [[b["workload"], b["backend"], b["case_id"], _num(b["bandwidth_gbps"]),
+                    _num(b["peak_membw_gbps"]), _share(b["of_memory_roof"]), b.get("flags", "")]
+                   for b in f.get("memory_bound", [])]),
            "<h4>Per-device outliers (the same matmul on each device)</h4>",
            _table(["device", "identity", "TFLOP/s", "vs node median", "flagged (> threshold below)", "flags"],
                   [[d["label"], d["identity"], _num(d["value"]), _pct(d["vs_median"]), "yes" if d["flagged"] else "",

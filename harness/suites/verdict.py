@@ -66,11 +66,17 @@ def imported_achievable(bundle: Bundle) -> dict[str, Any] | None:
             "method": best.achievable_method, "device_id": device_id(best)}
 
 
+def memory_bound_row(r: Row) -> bool:
+    """A row whose shape the memory roof bounds (its `roofline` record): judged on bandwidth, not FLOPs."""
+    return r.roofline is not None and r.roofline.bound == "memory"
+
+
 def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
-    """Per backend, its best main-phase matmul against the datasheet peak and the achievable one."""
+    """Per backend, its best main-phase matmul against the datasheet peak and the achievable one. A small matmul the
+    memory roof bounds is judged on bandwidth (memory_bound), not here."""
     # a row without a phase is a main-phase row (bundles written before phase was)
     rows = [r for b in bundles for r in b.rows if r.workload == "matmul" and (r.phase or "main") == "main"
-            and timed(r) and r.steady_state is None]
+            and timed(r) and r.steady_state is None and not memory_bound_row(r)]
     if not rows:
         return None
     top = _best(rows, lambda r: r.tflops)
@@ -79,11 +85,33 @@ def matmul(bundles: Sequence[Bundle]) -> dict[str, Any] | None:
     for backend in sorted({r.backend for r in rows}):
         best = _best([r for r in rows if r.backend == backend], lambda r: r.tflops)
         backends.append({"backend": backend, "case_id": best.case_id, "tflops": best.tflops,
-                         "of_datasheet": best.mfu, "flags": flags_text(best),
+                         "of_datasheet": best.mfu, "flags": flags_text(best), "of_roofline": _sol(best),
                          "of_achievable": best.tflops / mamf["tflops"] if mamf else None})
     return {"dtype": top.dtype, "datasheet_tflops": top.peak_tflops, "peak_source": top.peak_source,
             "achievable": mamf, "best": backends[[b["backend"] for b in backends].index(top.backend)],
             "backends": backends, "device_id": device_id(top), "achievable_ci95": _achievable_ci(bundles, mamf)}
+
+
+def _sol(r: Row) -> float | None:
+    return r.roofline.sol_fraction if r.roofline is not None else None
+
+
+def memory_bound(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per workload and backend, its memory-bound row nearest its roof (decode steps, small matmuls, membw): the
+    bandwidth it reached against the memory roof, the share a FLOP count cannot judge."""
+    found = [r for r in rows if timed_bytes(r) and memory_bound_row(r)]
+    out = []
+    for workload, backend in sorted({(r.workload, r.backend) for r in found}):
+        best = _best([r for r in found if (r.workload, r.backend) == (workload, backend)], lambda r: _sol(r) or 0)
+        out.append({"workload": workload, "backend": backend, "case_id": best.case_id,
+                    "bandwidth_gbps": best.bandwidth_gbps, "peak_membw_gbps": best.roofline.peak_membw_gbps,
+                    "of_memory_roof": _sol(best), "flags": flags_text(best), "device_id": device_id(best)})
+    return out
+
+
+def timed_bytes(r: Row) -> bool:
+    """Validly timed with a bandwidth figure (a copy has no FLOPs, so no TFLOP/s)."""
+    return r.status == "ok" and r.timing_valid and r.bandwidth_gbps is not None
 
 
 def device_id(row: Row) -> str | None:
@@ -269,7 +297,8 @@ def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
     single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
     rows = [r for b in single for r in b.rows]
     every = [r for _, bundles in parts.values() for b in bundles for r in b.rows]
-    return {"matmul": matmul(single), "attention": attention(rows), "attention_shapes": attention_shapes(rows),
+    return {"matmul": matmul(single), "memory_bound": memory_bound(rows), "attention": attention(rows),
+            "attention_shapes": attention_shapes(rows),
             "training": training(rows, price),
             "sustained": sustained(rows), "throttling": throttling(every),
             "devices": devices([b for kind, bundles in parts.values() if kind == "devices" for b in bundles],

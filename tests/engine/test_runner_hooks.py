@@ -24,7 +24,7 @@ class WideCase(FakeCase):
         return {"size": self.size, "devices": self.devices}
 
     def flops(self):
-        return 1e6 * self.size / self.devices
+        return 1e3 * self.size / self.devices
 
 
 def _prepare(fixed, gather=None):
@@ -54,7 +54,7 @@ def _run(tmp_path, fixed=None, gather=None):
 def test_variants_are_timed_with_the_step_and_rows_use_the_resolved_case(tmp_path):
     bundle = _run(tmp_path)
     row, samples = bundle.raw_rows[1], bundle.samples[1]
-    assert row["params"] == {"size": 2, "devices": 4} and row["flops"] == 0.5e6  # the case as the backend ran it
+    assert row["params"] == {"size": 2, "devices": 4} and row["flops"] == 0.5e3  # the case as the backend ran it
     assert set(row["variants"]) == {"quiet", "loud"} and row["variants"]["loud"]["time_s"]["n"] >= 3
     assert row["scaling_note"] == "earlier rows: 1"  # derive saw the rows written before this one
     assert row["comm_total_s"] > 0  # and the variants' figures

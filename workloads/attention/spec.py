@@ -124,6 +124,12 @@ class AttentionCase:
             entries = float(self.visible_scores())
         return per_entry * entries * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[self.mode]
 
+    def min_flops(self) -> float:
+        """The roofline floor's FLOPs (harness/machine/roofline.py): the score entries the mask keeps, whatever the
+        convention credits (fa2's half of seq_q·seq_kv is up to seq_kv/seq_q times them on a short top-left block)."""
+        per_entry = 4.0 * self.batch * self.heads * self.head_dim
+        return per_entry * self.visible_scores() * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[self.mode]
+
     def bytes_moved(self) -> float:
         # Compulsory traffic. Forward reads Q, K, V and writes O. Backward reads Q, K, V, O, dO and writes
         # dQ, dK, dV. K and V are kv_heads wide (GQA). Score matrices never leave the chip in a fused kernel.

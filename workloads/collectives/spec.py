@@ -186,6 +186,11 @@ class CollectiveCase:
     def bytes_moved(self) -> float:
         return float(self.size_bytes)
 
+    def off_roofline(self) -> str:
+        """Why a collective is not placed on the roofline (harness/machine/roofline.py): its time is bound by its
+        links, which busbw measures, and a single rank may move nothing through DRAM at all."""
+        return "a collective is bound by its links, not by DRAM: see busbw_gbps against the link bandwidth"
+
     def layout(self, ranks: int) -> Layout:
         return layout(self.op, self.size_bytes, DTYPES[self.dtype].itemsize, ranks)
 

@@ -107,6 +107,13 @@ class InferenceSpec:
             return ar.prefill_flops(self.model, self.batch, self.prompt_len, self.flop_convention)
         return ar.decode_step_flops(self.model, self.batch, self.context)
 
+    def min_flops(self) -> float:
+        """The roofline floor's FLOPs (harness/machine/roofline.py): prefill's causal count, the lower triangle a
+        kernel must compute, whatever the convention credits (palm counts every score)."""
+        if self.phase == "prefill":
+            return ar.prefill_flops(self.model, self.batch, self.prompt_len, "causal")
+        return self.flops()
+
     def bytes_moved(self) -> float:
         if self.phase == "prefill":
             return ar.prefill_bytes(self.model, self.batch, self.prompt_len, self.dtype_bytes)

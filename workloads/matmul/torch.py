@@ -80,6 +80,14 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
     def result(rows: np.ndarray | None) -> np.ndarray:
         return torch_rows(check_call(), rows)
 
+    held = case.operands()
+    flags = (held.transpose_a, held.transpose_b)  # how the held tensors are viewed (fp8: FP8_LAYOUT)
+
+    def fresh_inputs(new: MatmulCase) -> None:  # timing.fresh_inputs: new values into the same buffers
+        fresh = new.operands()
+        for tensor, values, transposed in zip(pairs[0], (fresh.a, fresh.b), flags, strict=True):
+            (tensor.T if transposed else tensor).copy_(to_torch(values, case.dtype, ctx.torch_device, case.fp8_format))
+
     notes = {"library": "torch._scaled_mm" if case.dtype == "fp8" else "torch.matmul",
              "fp32_matmul_precision": torch.get_float32_matmul_precision(), "input_copies": len(calls),
              "torch_threads": torch.get_num_threads() if ctx.platform.kind == "cpu" else None}
@@ -87,4 +95,4 @@ def prepare(case: MatmulCase, ctx: RunContext) -> Prepared:
         notes.update(fp8_format=case.fp8_format, fp8_layout=case.operands().fp8_layout)
     if tf32_state is not None:
         notes["tf32"] = tf32_state
-    return Prepared(rotate(calls), result, "torch", notes=notes)
+    return Prepared(rotate(calls), result, "torch", notes=notes, output=torch_rows, fresh_inputs=fresh_inputs)

@@ -87,6 +87,10 @@ class MembwCase:
         reads, writes, _ = COUNTS[self.kernel]
         return (reads + writes) * self.array_bytes()
 
+    def bandwidth(self, seconds: float, ranks: int | None) -> dict[str, float]:
+        """The engine's `bandwidth` hook: GB/s at the median time, for copy too (no FLOPs, so no TFLOP/s)."""
+        return {"bandwidth_gbps": self.bytes_moved() / seconds / 1e9}
+
     @property
     def tolerance(self) -> float:
         return 0.0 if self.kernel == "copy" else 4 * UNIT_ROUNDOFF[self.dtype]

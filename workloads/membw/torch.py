@@ -61,4 +61,4 @@ def prepare(case: MembwCase, ctx: RunContext) -> Prepared:
 
     notes = {"library": f"torch ({case.kernel} into out=)", "input_copies": len(calls),
              **case.notes(ctx.device.cache_bytes)}
-    return Prepared(rotate(calls), result, "torch", notes=notes, fresh_inputs=fresh_inputs)
+    return Prepared(rotate(calls), result, "torch", notes=notes, fresh_inputs=fresh_inputs, output=torch_rows)

@@ -51,4 +51,5 @@ def prepare(case: MembwCase, ctx: RunContext) -> Prepared:
     notes = {"library": "xmfu.kernels.stream (Triton)", "interpreter": on_cpu, "input_copies": len(calls),
              "block": stream.BLOCK, **case.notes(ctx.device.cache_bytes)}
     return Prepared(rotate(calls), result, "host" if on_cpu else "torch", timing_valid=not on_cpu,
-                    timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "", notes=notes, fresh_inputs=fresh_inputs)
+                    timing_note=TRITON_INTERPRETER_NOTE if on_cpu else "", notes=notes, fresh_inputs=fresh_inputs,
+                    output=torch_rows)

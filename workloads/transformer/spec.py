@@ -218,6 +218,11 @@ class TrainSpec:
         recompute = 2.0 * self.model.param_counts()["blocks"] + self._attention_per_token() / 3
         return (self.global_flops() + self.tokens * recompute) / self.devices
 
+    def min_flops(self) -> float:
+        """The roofline floor's FLOPs (harness/machine/roofline.py): the causal attention count (the lower triangle
+        a kernel must compute) whatever the convention credits (palm counts every score)."""
+        return replace(self, flop_convention="causal").flops()
+
     def work_units(self) -> dict[str, float]:
         return {"tokens": float(self.tokens)}
 

@@ -236,6 +236,16 @@ def _environment(raw: bytes) -> tuple[list[dict[str, Any]], dict[str, Any] | Non
             packages if isinstance(packages, dict) else None)
 
 
+def _membw_override(config: str) -> float | None:
+    """config.yaml's peak_membw_gbps (the run's memory roof when given), or None."""
+    try:
+        data = times.parsed_config(config)
+    except Exception:  # a config.yaml that does not parse: the settings' own check says so
+        return None
+    value = data.get("peak_membw_gbps") if isinstance(data, dict) else None
+    return float(value) if times.is_number(value) else None
+
+
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
                formulas: times.Formulas | None,
                run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
@@ -247,6 +257,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
     suite = rederive_run.suite_key(manifest)
     truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
     peaks: dict[Any, Any] = {}  # this bundle's peak lookups, by device and dtype (its devices and settings fixed)
+    membw_override = _membw_override(config)
     for number, row in enumerate(rows, 1):
         where = f"{schema.CASES} line {number}"
         if number <= len(samples):
@@ -258,6 +269,8 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where, peaks)
         problems += row_checks.version_problems(row, packages, where)
+        problems += row_checks.roofline_problems(row, samples[number - 1] if number <= len(samples) else None,
+                                                 devices, membw_override, where, peaks)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)

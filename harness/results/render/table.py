@@ -123,6 +123,22 @@ def _tflops(row: Row) -> str:
     return _num(row.tflops, ".4g") if row.timing_valid else "-"
 
 
+def _sol(row: Row) -> str:
+    """The row's share of the speed of light and the roof that bounds it (its `roofline` record): a memory-bound row
+    (a decode step, a small matmul, membw) is judged by this bandwidth share, not by its MFU."""
+    r = row.roofline
+    if r is None or (r.bound is None and r.sol_fraction is None):
+        return "-"
+    share = _pct(r.sol_fraction) if r.sol_fraction is not None and row.timing_valid else "-"
+    return f"{share} {BOUND.get(r.bound or '', '')}".rstrip()
+
+
+def _gbps(row: Row) -> str:
+    """GB/s where bandwidth is the figure: membw rows and memory-bound rows."""
+    memory = row.workload == "membw" or (row.roofline is not None and row.roofline.bound == "memory")
+    return _num(row.bandwidth_gbps, ".4g") if memory and row.timing_valid else "-"
+
+
 def _median_ms(row: Row) -> str:
     return _num(row.time_s.median * 1e3 if row.time_s is not None else None, ".4g")
 
@@ -132,6 +148,7 @@ def _phase(row: Row) -> str:
     return row.phase or ""
 
 
+BOUND = {"memory": "mem", "compute": "cmp"}
 Cell = Callable[[Row], str]
 # What a row is (lifted into the header line when every row has the same), then its figures (dropped when no row
 # has one). (header, cell, wraps at, right-aligned)
@@ -150,6 +167,8 @@ FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("TFLOP/s", _tflops, "", True),
     ("MFU", lambda r: _pct(r.mfu), "", True),
     ("vs achievable", _vs_achievable, "", True),
+    ("GB/s", _gbps, "", True),
+    ("SOL", _sol, " ", True),  # roofline share, mem or cmp: harness/machine/roofline.py
     ("speedup", _speedup, "] ", False),  # wraps before its verdict only: the value and its CI stay together
     ("TTFT ms", lambda r: _latency_ms(r.ttft_s), "", True),
     ("TPOT ms", lambda r: _latency_ms(r.tpot_s), "", True),

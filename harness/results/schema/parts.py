@@ -45,6 +45,23 @@ class Timer(Record, kw_only=True):
                                   "'not applied: <why>'; absent when not asked for") = None
     flush_l2_bytes: maybe(int | str, "timing.flush_l2: bytes overwritten before every timed call, or 'not applied: "
                                      "<why>'; absent when not asked for") = None
+    fresh_inputs_s: maybe(NonNeg, "timing.fresh_inputs: mean seconds to write new inputs before each call (warm-up "
+                                  "and timed), kept out of the time; absent when not asked for") = None
+    fresh_inputs_calls: maybe(int, "timing.fresh_inputs: how many times new inputs were written", ge=0) = None
+
+
+class TimedCheck(Record, kw_only=True):
+    """The output of the last timed call, read back after the timed loop and checked again (harness/engine/
+    recheck.py): an output cached from earlier inputs, or deferred into the untimed check, fails it."""
+
+    ok: maybe(bool, "whether the error is within the tolerance; null: not re-checked (`note` says why)")
+    error: maybe(float, "the error, in the metric named by `metric`; null: not re-checked or infinite") = None
+    tolerance: maybe(float, "the largest error allowed") = None
+    metric: maybe(str, "the error metric (the case's check)") = None
+    checked: maybe(str, "which elements were compared") = None
+    inputs: maybe(str, "the inputs checked against: the case's, or timing.fresh_inputs' last (its seed)") = None
+    note: maybe(str, "why it was not re-checked (the backend reads no output of a call, a check on another "
+                     "case...)") = None
 
 
 class Sync(Record, kw_only=True):
@@ -164,6 +181,43 @@ class CommDetail(Record, kw_only=True):
     textbook_formula: maybe(str, "the formula behind textbook_bytes_per_rank") = None
 
 
+class Roofline(Record, kw_only=True):
+    """Where the row stands on the roofline (harness/engine/roofline.py): its minimum traffic and intensity, the
+    roof that bounds it, the speed-of-light time max(FLOPs / peak, bytes / bandwidth) and its share of it, and the
+    floor under which a time is not physical (the row is then failed, `invalid: faster than the roofline`)."""
+
+    bytes: doc(float, "the minimum DRAM traffic of the case's shape under its workload's byte model (operands read "
+                      "once, results written once; STREAM's count for membw): the row's `bytes`", ge=0)
+    intensity: maybe(NonNeg, "arithmetic intensity, FLOPs per byte; null where the workload states no traffic")
+    peak_tflops: maybe(Positive, "the compute roof: the row's peak_tflops, TFLOP/s; null: none known")
+    peak_membw_gbps: maybe(Positive, "the memory roof: the device's datasheet memory bandwidth (or override "
+                                     "peak_membw_gbps), GB/s; null: none known (a CPU, a partition)")
+    membw_entry: maybe(str, "the peak table entry the memory roof comes from, or override") = None
+    membw_source: maybe(str, "where the memory roof comes from") = None
+    ridge: maybe(NonNeg, "the ridge point: peak FLOP/s / bandwidth, FLOPs per byte; above it a row is compute-bound")
+    bound: maybe(Literal["compute", "memory"], "the roof that bounds this shape (the larger of compute_s and "
+                                               "memory_s); null where a roof it needs is unknown")
+    compute_s: maybe(NonNeg, "FLOPs / compute roof, s; 0 without FLOPs; null without a compute roof")
+    memory_s: maybe(NonNeg, "bytes / memory roof, s; 0 without traffic; null without a memory roof")
+    sol_s: maybe(NonNeg, "the speed-of-light time max(compute_s, memory_s), s; null where a roof is unknown")
+    sol_fraction: maybe(NonNeg, "sol_s / median time: the share of the speed of light reached (SOL-ExecBench's "
+                                "bound; 1 on the roofline), the bandwidth share of a memory-bound row; null when not "
+                                "timed")
+    cache_bytes: maybe(int, "the device's last-level cache, bytes: traffic it may hold is left out of the floor",
+                       ge=0) = None
+    floor_s: maybe(NonNeg, "floor_share x max(floor FLOPs / compute roof, (bytes - cache_bytes) / bandwidth) over "
+                           "the peak table's roofs (an override roof sets none), s: a median under it fails the row "
+                           "as `invalid: faster than the roofline`; null: no such roof")
+    floor_flops: maybe(NonNeg, "the fewest FLOPs any kernel needs for the case, where the row's convention credits "
+                               "more (attention's fa2 count, a palm prefill or step: the causal count); null: the "
+                               "row's flops") = None
+    floor_share: maybe(Positive, "the share of the roofs' time the floor is (room for boost clocks above the "
+                                 "peak's and a CPU estimate at its base clock)") = None
+    off_roofline: maybe(str, "why the case is not placed on the roofline (a collective: its links bound it); null: "
+                             "placed") = None
+    note: maybe(str, "why a figure is null") = None
+
+
 class PluginSource(Record, kw_only=True):
     """Where a plug-in backend's code came from (harness/engine/plugins.py); absent for a built-in backend."""
 
@@ -211,8 +265,8 @@ class Comparability(Record, kw_only=True):
     dtype: doc(str, "the data type")
     flop_convention: doc(str, "the FLOP count's convention")
     protocol: doc(AnyMap, "the timing settings that change what a number means (xmfu.timing/1: statistic, "
-                          "cold_cache, sustained, flush_l2 when on, cuda_graph when this row's calls were "
-                          "replayed from a graph)")
+                          "cold_cache, sustained, flush_l2 and fresh_inputs when on, cuda_graph when this row's "
+                          "calls were replayed from a graph)")
     plugin: maybe(PluginKey, "a plug-in backend's row: its object, distribution and version; absent for a "
                              "built-in backend") = None
 

@@ -20,12 +20,14 @@ from xmfu.harness.results.schema.parts import (
     Latency,
     PluginSource,
     Repeats,
+    Roofline,
     ScalingBaseline,
     Speedup,
     SteadyState,
     Sync,
     Telemetry,
     Threads,
+    TimedCheck,
     Timer,
     TimeStats,
     Variant,
@@ -48,7 +50,10 @@ class Row(Record, kw_only=True):
     device: doc(str, "the device's name as detected")
     dtype: doc(str, "the data type of the inputs (fp32, tf32, bf16, fp16, fp8)")
     params: doc(AnyMap, "the case's parameters, as its workload defines them (docs/workloads.md)")
-    status: doc(Status, "ok (checked, then timed), skipped, incorrect (failed its check: never timed) or failed")
+    status: doc(Status, "ok (checked, then timed), skipped, incorrect (failed its check, before timing or when the "
+                        "last timed output was re-checked after it (timed_check): no time is given) or failed (an "
+                        "error; or a median under the roofline's floor, the reason then `invalid: faster than the "
+                        "roofline`)")
     reason: maybe(str, "why the status is not ok; null for ok")
     flops: doc(float, "floating-point operations per call under `flop_convention`; 0 for collectives", ge=0)
     flop_convention: doc(str, "how `flops` is counted (e.g. 2mnk; causal-half; palm)")
@@ -75,6 +80,9 @@ class Row(Record, kw_only=True):
                       "null in rows written before it was recorded") = None
     correctness: maybe(Correctness, "the check against the reference; null where none ran (skipped, failed "
                                     "before the check)") = None
+    timed_check: maybe(TimedCheck, "the output of the last timed call re-checked after the timed loop (a cached "
+                                   "or deferred output fails it: the row is then incorrect); absent where not "
+                                   "timed, and in rows written before it was recorded") = None
     notes: doc(AnyMap, "the backend's notes (library, precision settings, compile times, "
                        "ranks...)") = field(default_factory=dict)
     comparability: maybe(Comparability, "what must match for two rows to be compared") = None
@@ -106,6 +114,9 @@ class Row(Record, kw_only=True):
     mfu_vs_achievable_reason: maybe(str, "why mfu_vs_achievable is no plain fraction of the achievable figure: the "
                                          "row timed by another method than that figure was measured by (or it "
                                          "states none), or above 1; null: like for like") = None
+    roofline: maybe(Roofline, "where the row stands on the roofline: its minimum traffic, bound, speed-of-light "
+                              "time and share of it, and the floor no honest time is under; null in rows written "
+                              "before it was recorded") = None
     speedup: maybe(Speedup, "against the run's baseline backend; null for the baseline itself, or without "
                             "one") = None
     telemetry: maybe(Telemetry, "power, clocks, temperature over this backend's timed window; null when not "
