@@ -29,7 +29,7 @@ from xmfu.harness.engine.plugins import placeholder
 from xmfu.harness.engine.registry import Registry
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.machine.roofline import Work
-from xmfu.harness.results.rederive.row_checks import ROOFLINE_WORK
+from xmfu.harness.results.rederive.roofline import ROOFLINE_WORK
 from xmfu.harness.results.rederive.times import Restated, config_data
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import gpu_device
 from xmfu.harness.machine.peaks import lookup, lookup_membw
 from xmfu.harness.machine.roofline import Roofs, Work, faster_than_roofline, place
-from xmfu.harness.results.rederive.row_checks import ROOFLINE_WORK, restated_problems, roofline_problems
+from xmfu.harness.results.rederive.roofline import ROOFLINE_WORK, roofline_problems, roofline_work_problems
 from xmfu.harness.results.rederive.times import Restated
 
 H100 = gpu_device("NVIDIA H100 80GB HBM3", 132, cache_bytes=50 * 2**20, index=0)
@@ -70,5 +70,6 @@ def test_the_workloads_floor_flops_and_off_roofline_are_checked_against_their_fo
     row = _row()
     row["roofline"]["off_roofline"] = "forged"
     restated = Restated(figures={ROOFLINE_WORK: {"floor_flops": None, "off_roofline": None}})
-    assert any("roofline.off_roofline 'forged'" in p for p in restated_problems(row, restated, "line 1"))
-    assert restated_problems(_row(), restated, "line 1") == []
+    want = restated.figures[ROOFLINE_WORK]
+    assert any("roofline.off_roofline 'forged'" in p for p in roofline_work_problems(row, want, "line 1"))
+    assert roofline_work_problems(_row(), want, "line 1") == []

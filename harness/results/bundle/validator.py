@@ -41,6 +41,7 @@ import numpy as np
 from xmfu.harness.results import schema
 from xmfu.harness.results.bundle import files, nodes
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.rederive import roofline as rederive_roofline
 from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.rederive import run as rederive_run
 from xmfu.harness.results.rederive import series as rederive_series
@@ -269,8 +270,8 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where, peaks)
         problems += row_checks.version_problems(row, packages, where)
-        problems += row_checks.roofline_problems(row, samples[number - 1] if number <= len(samples) else None,
-                                                 devices, membw_override, where, peaks)
+        problems += rederive_roofline.roofline_problems(row, samples[number - 1] if number <= len(samples) else None,
+                                                        devices, membw_override, where, peaks)
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
@@ -293,6 +294,8 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         return problems, [*unchecked, "params, FLOPs and bytes: no workload formulas were handed to the validator"]
     for number, (row, restated) in enumerate(zip(rows, formulas(config, devices, rows, samples), strict=True), 1):
         problems += row_checks.restated_problems(row, restated, f"{schema.CASES} line {number}")
+        problems += rederive_roofline.roofline_work_problems(row, restated.figures.get(rederive_roofline.ROOFLINE_WORK),
+                                                             f"{schema.CASES} line {number}")
         if restated.unchecked:
             unchecked.append(f"{schema.CASES} line {number}: {restated.unchecked}")
     return problems, unchecked

@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from xmfu.harness.machine.peaks import BandwidthPeak, Peak, lookup, lookup_membw, match_device
+from xmfu.harness.machine.peaks import lookup, match_device
 from xmfu.harness.machine.platform import DeviceInfo
-from xmfu.harness.machine.roofline import INVALID, Roofs, Work, median_of, place
 from xmfu.harness.results.rederive.times import (
     CI_SE,
     REFERENCE_DRAWS,
@@ -225,14 +224,14 @@ def _verdict_problems(sp: dict[str, Any], low: float, high: float, rounds: int, 
 _DEVICE_FIELDS = frozenset(f.name for f in fields(DeviceInfo))
 
 
-def _device(row: dict[str, Any], devices: list[dict[str, Any]]) -> DeviceInfo | None:
+def recorded_device(row: dict[str, Any], devices: list[dict[str, Any]]) -> DeviceInfo | None:
     for d in devices:
         if d.get("index") == row.get("device_index", 0) and {"kind", "name", "vendor"} <= set(d):
             return DeviceInfo(**{k: v for k, v in d.items() if k in _DEVICE_FIELDS})
     return None
 
 
-def _memo(memo: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> Any:
+def memoized(memo: dict[Any, Any] | None, key: Any, make: Callable[[], Any]) -> Any:
     """make(), remembered in `memo` (one bundle's: its devices and settings fixed) under `key` where it hashes."""
     if memo is None:
         return make()
@@ -273,19 +272,19 @@ def peak_problems(row: dict[str, Any], devices: list[dict[str, Any]], s: Setting
                        f"{s.peak_override}")
         return out
     index, dtype = row.get("device_index", 0), str(row.get("dtype"))
-    device = _memo(memo, ("device", type(index), index), lambda: _device(row, devices))
+    device = memoized(memo, ("device", type(index), index), lambda: recorded_device(row, devices))
     if device is not None and device.name != row.get("device"):
         out.append(f"{where}: device {row.get('device')!r} is not the device environment.json records at index "
                    f"{device.index} ({device.name!r})")
     elif device is not None:
-        want = _memo(memo, ("peak", type(index), index, dtype),
-                     lambda: lookup(device, dtype, cpu_clock_ghz=s.cpu_clock_ghz))
+        want = memoized(memo, ("peak", type(index), index, dtype),
+                        lambda: lookup(device, dtype, cpu_clock_ghz=s.cpu_clock_ghz))
         if want.tflops is None or not close(peak, want.tflops):
             out.append(f"{where}: peak_tflops {peak} is not the peak table's for {device.name} {row.get('dtype')} "
                        f"({want.tflops}, {want.entry or want.note})")
     platform, name = str(row.get("platform")), str(row.get("device"))
-    named, _ = _memo(memo, ("named", platform, name),
-                     lambda: match_device(DeviceInfo(kind=platform, name=name, vendor="")))
+    named, _ = memoized(memo, ("named", platform, name),
+                        lambda: match_device(DeviceInfo(kind=platform, name=name, vendor="")))
     if named is not None:
         value = named["tflops"].get(row.get("dtype"))
         if entry != named["id"] or value is None or peak > value * (1 + REL_TOL):
@@ -314,90 +313,16 @@ def time_field_problems(record: dict[str, Any], names: tuple[str, ...], where: s
     return out
 
 
-ROOFLINE_WORK = "roofline_work"  # a Restated figure: the record's floor_flops and off_roofline (no row key)
-
-
 def restated_problems(row: dict[str, Any], restated: Restated, where: str) -> list[str]:
     """The row's params, FLOPs, bytes and formula figures against what its workload's formulas give."""
     if restated.problem:
         return [f"{where}: {restated.problem}"]
     out = []
     for key, want in restated.figures.items():
-        if key == ROOFLINE_WORK:
-            out += roofline_work_problems(row, want, where)
-        elif key == "comparability" and isinstance(row.get(key), dict) and not same(row[key], want):
+        if key == "comparability" and isinstance(row.get(key), dict) and not same(row[key], want):
             out.append(f"{where}: comparability.protocol {row[key].get('protocol')!r} is not the protocol "
                        f"config.yaml's timing settings give ({want.get('protocol')!r})")
         elif key in row and not same(row[key], want):
             out.append(f"{where}: {key} {row[key]!r} is not what the {row.get('workload')} workload's formula gives "
                        f"for the row's params ({want!r})")
     return out
-
-
-ROOFLINE_FIGURES = ("intensity", "ridge", "compute_s", "memory_s", "sol_s", "sol_fraction", "floor_s", "floor_share",
-                    "bound")
-
-
-def roofline_problems(row: dict[str, Any], rec: dict[str, Any] | None, devices: list[dict[str, Any]],
-                      membw_override: float | None, where: str, memo: dict[Any, Any] | None = None) -> list[str]:
-    """The row's `roofline` record re-derived by the run's own function (machine/roofline.place) from the row's FLOPs,
-    bytes, peak and median, the peak table's memory bandwidth and the recorded device's cache; and its floor's
-    verdict: an ok row timed under it, or a row failed as under it whose samples are not, is a forgery. The record's
-    floor_flops and off_roofline are the workload's formulas' (restated_problems checks them where formulas were
-    handed over). A row without the record was written before it was recorded."""
-    r = row.get("roofline")
-    if not isinstance(r, dict):
-        return []
-    out = [f"{where}: roofline.{k} {r.get(k)!r} is not the row's {k} {row.get(k)!r}" for k in ("bytes", "peak_tflops")
-           if not same(r.get(k), row.get(k))]
-    index = row.get("device_index", 0)
-    device = _memo(memo, ("device", type(index), index), lambda: _device(row, devices))
-    if device is not None:
-        bw = _memo(memo, ("membw", type(index), index), lambda: lookup_membw(device, override=membw_override))
-        if not same(r.get("peak_membw_gbps"), bw.gbps) or r.get("membw_entry") != bw.entry \
-                or r.get("cache_bytes") != device.cache_bytes:
-            out.append(f"{where}: roofline roofs {r.get('peak_membw_gbps')} GB/s ({r.get('membw_entry')}), cache "
-                       f"{r.get('cache_bytes')} B are not the recorded device's ({bw.gbps} GB/s from "
-                       f"{bw.entry or bw.note}, cache {device.cache_bytes} B)")
-    least = r.get("floor_flops")
-    if least is not None and not (is_number(least) and is_number(row.get("flops")) and 0 <= least <= row["flops"]):
-        out.append(f"{where}: roofline.floor_flops {least!r} is not between 0 and the row's flops {row.get('flops')!r}")
-    if out or not all(is_number(row.get(k)) for k in ("flops", "bytes")):
-        return out
-    t = row.get("time_s") if isinstance(row.get("time_s"), dict) else {}
-    median = t.get("median") if row.get("status") == "ok" and row.get("timing_valid") is True else None
-    peak, bw, cache = (r.get(k) if is_number(r.get(k)) and r[k] > 0 else None
-                       for k in ("peak_tflops", "peak_membw_gbps", "cache_bytes"))
-    roofs = Roofs(Peak(peak, None, row.get("peak_entry"), ""), BandwidthPeak(bw, None, r.get("membw_entry"), ""),
-                  int(cache) if cache else None)
-    off = r.get("off_roofline") if isinstance(r.get("off_roofline"), str) else None
-    want = place(Work(row["flops"], row["bytes"], least, off), roofs, median if is_number(median) else None)
-    out += [f"{where}: roofline.{k} {r.get(k)!r} is not what the roofline gives ({want[k]!r})"
-            for k in ROOFLINE_FIGURES if not same(r.get(k), want[k])]
-    return out + _floor_problems(row, rec, want["floor_s"], median, where)
-
-
-def _floor_problems(row: dict[str, Any], rec: dict[str, Any] | None, floor: float | None, median: Any,
-                    where: str) -> list[str]:
-    """An ok row's median under the floor; a row failed as under it whose samples' median is not."""
-    if floor is None:
-        return []
-    if is_number(median) and median < floor:
-        return [f"{where}: status ok with a median of {median} s, under the roofline's floor {floor} s: not physical"]
-    said = str(row.get("reason") or "").startswith(INVALID)
-    samples = (rec or {}).get("samples") or []
-    if said and samples and all(is_number(v) for v in samples):
-        found = median_of(samples, (rec or {}).get("repeats") or [])
-        if found >= floor:
-            return [f"{where}: failed as {INVALID!r}, but its samples' median {found} s is not under the floor "
-                    f"{floor} s"]
-    return []
-
-
-def roofline_work_problems(row: dict[str, Any], want: dict[str, Any], where: str) -> list[str]:
-    """The record's floor_flops and off_roofline against what the workload's formulas give (machine/roofline Work)."""
-    r = row.get("roofline")
-    if not isinstance(r, dict):
-        return []
-    return [f"{where}: roofline.{k} {r.get(k)!r} is not what the {row.get('workload')} workload's formulas give "
-            f"({value!r})" for k, value in want.items() if not same(r.get(k), value)]
