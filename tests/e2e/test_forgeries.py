@@ -269,7 +269,7 @@ def _figures_scaled(factor: float):
             r["time_s"].update({k: r["time_s"][k] * factor for k in TIME_FIELDS})
             r.update({k: r[k] / factor for k in RATE_FIELDS if r.get(k) is not None})
             r["tflops_ci95"] = [v / factor for v in r["tflops_ci95"]]
-            if r.get("contention"):  # claimed quiet: a contended row is not held to the slower bound
+            if r.get("contention"):  # claimed quiet: a contended row is not checked against its warm-up
                 r["contention"].update(contended=False, reason=None)
     return edit
 
