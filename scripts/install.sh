@@ -69,7 +69,7 @@ if [ "$NO_VENV" = 0 ] && [ -d "$VENV" ]; then
   if [ -n "$base_prefix" ] && [ "$base_prefix" = "$(cd "$VENV" && pwd -P)" ]; then
     BASE_PY=$("$BASE_PY" -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)')
     say "$VENV is the active venv (python3 is its own interpreter): it is made again from $BASE_PY, the" \
-        "interpreter it was made from"
+        "interpreter it was made from" >&2
   fi
 fi
 
