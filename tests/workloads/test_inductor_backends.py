@@ -155,7 +155,8 @@ def test_flex_on_torch_2_6_finds_its_cpu_check_in_flex_attention_and_refuses_fp1
     assert "needs AVX2" in torch_flex._cpu_unsupported(torch26, "fp32")
 
 
-@pytest.mark.slow(seconds=10)  # a fresh interpreter importing torch and Inductor's lowering
+@pytest.mark.long  # the slow group (make test-slow; CI's floor run has it): a fresh interpreter importing Inductor
+@pytest.mark.slow(seconds=20)
 def test_the_cpu_check_leaves_flex_attention_its_lowering_in_a_fresh_process():
     """On torch 2.6 importing an Inductor kernel module before torch._inductor.lowering stops in a circular import
     that leaves flex_attention without its lowering; the check is the first thing a torch_flex row does in a fresh
