@@ -25,7 +25,8 @@ def cmd_kernels(args: Sequence[str]) -> int:
                         help=f"comma-separated (default {','.join(DEFAULT_TARGETS)})")
     parser.add_argument("--kernels", default=None, help=f"comma-separated, of {', '.join(ENTRIES)} (default all)")
     parser.add_argument("--dtypes", default=None, help=f"comma-separated, of {', '.join(DTYPES)} (default: every "
-                        "dtype xmfu's backends offer on the target)")
+                        "dtype xmfu's backends offer on the target, but fp32 where a kernel multiplies matrices: "
+                        "its ieee dots run the tensor-core tiles on FMA units, slow to compile and spilling)")
     parser.add_argument("--quick", action="store_true", help="one config of each kernel per target, bf16")
     parser.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="compiler processes at once (default: the CPUs, at most 8)")

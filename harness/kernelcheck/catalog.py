@@ -21,6 +21,11 @@ ATTENTION = {"batch": 4, "heads": 32, "kv_heads": 32, "seq": 4096, "head_dim": 1
 DECODE = {"batch": 8, "heads": 32, "kv_heads": 8, "capacity": 4096, "head_dim": 128}
 STREAM_ELEMENTS = 2**26
 MMA_DTYPES = ("bf16", "fp16", "fp8")  # the dtypes whose dots must run on the target's matrix instructions
+# fp32 at ieee precision multiplies on the FMA units with the same tiles as the tensor-core dtypes: on sm90 those
+# tiles spill kilobytes per thread (5836 bytes for matmul's 128x256x64 with 8 warps, 6208 for the attention
+# forward's 128x64, 36480 for its backward's 32x64), and each compile takes 10-30 s of CPU, several times a 16-bit
+# one. `xmfu kernels --dtypes fp32` compiles them; the default sweep leaves them out.
+NOT_BY_DEFAULT = ("fp32",)
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,15 @@ class Entry:
     dtypes: Callable[[Target], tuple[str, ...]]  # the dtypes xmfu's backends offer on the target
     launch: Callable[[str, Target], None]  # the launch code, on meta tensors (run in the worker only)
     targets: Callable[[Target], bool] = lambda t: True
-    dots: bool = True  # whether its kernels multiply matrices (the instruction-family check applies)
+    dots: bool = True  # whether its kernels multiply matrices (fp32 is then left out unless asked for)
+
+    def swept(self, target: Target, asked: set[str] | None) -> list[str]:
+        """The dtypes compiled for `target`: those asked for (--dtypes) that it offers; by default every one it offers
+        but fp32 where it multiplies matrices (NOT_BY_DEFAULT)."""
+        offered = self.dtypes(target)
+        if asked is not None:
+            return [d for d in offered if d in asked]
+        return [d for d in offered if not (self.dots and d in NOT_BY_DEFAULT)]
 
 
 def gemm_dtypes(target: Target) -> tuple[str, ...]:

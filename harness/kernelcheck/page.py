@@ -113,7 +113,10 @@ def markdown(sweep: Sweep) -> str:
            "```", "", "A compile fails the command (exit 1, each named) where it does not compile, spills, passes the "
            "part's shared memory or tensor memory, or multiplies bf16, fp16 or fp8 without the part's matrix "
            "instructions (mma.sync on sm90 or later, none at all elsewhere), unless the list of known and accepted "
-           "problems below names it. This page is the whole sweep over the default targets; "
+           "problems below names it. This page is the whole sweep over the default targets and dtypes: every dtype "
+           "xmfu's backends offer on the part but fp32 (ieee) where a kernel multiplies matrices, whose FMA dots on "
+           "the tensor-core tiles spill kilobytes per thread and take 10-30 s of CPU each to compile (`--dtypes "
+           "fp32` adds them); "
            "`python -m xmfu.harness.kernelcheck.page` writes it again (about an hour of 2 cores) and "
            "tests/kernelcheck/test_whole_sweep.py (make test-slow) fails while it is out of date.", "",
            "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",

@@ -135,7 +135,7 @@ def plan(entries: list[Entry], targets: list[Target], dtypes: set[str] | None, q
     for target in targets:
         driver.set_active(_Driver(target.gpu_target()))
         for entry in [e for e in entries if e.targets(target)]:
-            offered = [d for d in entry.dtypes(target) if dtypes is None or d in dtypes]
+            offered = entry.swept(target, dtypes)
             for dtype in (["bf16"] if quick and "bf16" in offered else offered[:1] if quick else offered):
                 found = pallas.jobs(entry, dtype, target) if entry.name == "pallas_matmul" else \
                     _launch_jobs(entry, dtype, target)
@@ -268,7 +268,9 @@ def _prepare(vendor: str, first: Target) -> None:
 
 def main() -> None:
     request = json.loads(sys.stdin.read())
-    out = os.fdopen(os.dup(1), "w", buffering=1)  # the JSON lines; stdout itself takes ptxas' printed log
+    out = os.fdopen(os.dup(1), "w", buffering=1)  # the JSON lines: this process's own copy of the pipe
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # so no ptxas or linker child holds the pipe open (Triton's
+    #                                               printed ptxas log goes to sys.stdout, redirected per compile)
     targets = [TARGETS[name] for name in request["targets"]]
     _prepare(request["vendor"], targets[0])
     entries = [ENTRIES[name] for name in request["entries"]]
