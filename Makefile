@@ -17,7 +17,7 @@ WHEELHOUSE_EXTRAS ?=
 WHEELHOUSE_ADD ?=
 WHEELHOUSE_NUMPY ?=
 
-.PHONY: install bench test test-slow test-docs test-fast test-trials test-slurm lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
+.PHONY: install bench test test-slow test-kernels test-docs test-fast test-trials test-slurm lint clean gpu-reference wheelhouse image-cuda image-rocm image-tpu
 
 install: $(STAMP)
 
@@ -57,12 +57,17 @@ test: install
 
 # The slow group but the docs: each trial loop once (XMFU_TRIALS=N for more) and the tests marked long.
 test-slow: install
-	$(PY) -m pytest -n 2 --dist worksteal -m "(trials or long) and not docs and not slurm"
+	$(PY) -m pytest -n 2 --dist worksteal -m "(trials or long) and not docs and not slurm and not sweep"
+
+# xmfu kernels' whole sweep (every Triton kernel x config x dtype x default target compiled on this CPU; about an
+# hour of 2 cores, so outside CI's time): every compile clean or named, docs/kernels.md current.
+test-kernels: install
+	$(PY) -m pytest -m sweep tests/kernelcheck/test_whole_sweep.py
 
 # Everything but the end-to-end runs (its time not measured since the suite grew; make test's is above).
 test-fast: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e and not slurm"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not e2e and not slurm and not sweep"
 
 # Every CPU line of README.md and docs/ run as written, in page order in one scratch folder
 # (tests/e2e/test_docs_commands.py; tests/docs_lines.py says which lines and why some are skipped). Too long for

@@ -118,7 +118,7 @@ def markdown(sweep: Sweep) -> str:
            "the tensor-core tiles spill kilobytes per thread and take 10-30 s of CPU each to compile (`--dtypes "
            "fp32` adds them); "
            "`python -m xmfu.harness.kernelcheck.page` writes it again (about an hour of 2 cores) and "
-           "tests/kernelcheck/test_whole_sweep.py (make test-slow) fails while it is out of date.", "",
+           "tests/kernelcheck/test_whole_sweep.py (make test-kernels) fails while it is out of date.", "",
            "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",
            "|---|---|---|---|---|"]
     out += [f"| {t.name} | {t.part} | {t.processors} | {_kib(t.shared_per_block)} KiB | {t.max_warps} "

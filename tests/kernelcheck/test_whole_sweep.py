@@ -1,6 +1,6 @@
 """The whole sweep of `xmfu kernels`: every Triton kernel x autotune config x dtype x default target (sm80, sm90,
 sm100, gfx942, gfx950) compiled by the installed Triton on this CPU, once for the module (about an hour of 2 cores:
-make test-slow).
+make test-kernels, outside make test-slow and CI's time).
 
 It fails where a config spills, passes its part's shared memory, or multiplies bf16, fp16 or fp8 without the part's
 own matrix instructions (mma.sync on sm90+), unless findings.MARKS names the case: known (a fix under way, with its
@@ -17,7 +17,7 @@ from xmfu.harness.kernelcheck.catalog import ENTRIES
 from xmfu.harness.kernelcheck.findings import MARKS
 from xmfu.harness.kernelcheck.targets import DEFAULT_TARGETS, TARGETS
 
-pytestmark = [pytest.mark.long, pytest.mark.slow(seconds=3600)]
+pytestmark = [pytest.mark.sweep, pytest.mark.long, pytest.mark.slow(seconds=3600)]
 
 
 @pytest.fixture(scope="module")
