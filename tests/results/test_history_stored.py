@@ -37,7 +37,8 @@ def test_the_stores_schema_is_its_record_column_by_column():
                "ttft_s", "ttft_p99_s", "tpot_s", "tpot_p99_s", "mbu")
     expected = pa.schema([("run_id", pa.string()), ("created", pa.timestamp("us", tz="UTC")),
                           *[(n, pa.string()) for n in strings], ("timing_valid", pa.bool_()),
-                          *[(n, pa.float64()) for n in figures], ("contended", pa.bool_())])
+                          *[(n, pa.float64()) for n in figures], ("contended", pa.bool_()),
+                          ("suite_id", pa.string())])  # added by issue 42: history report counts a suite run once
     assert parquet.schema().equals(expected)
     assert tuple(parquet.COLUMNS) == stored.FIGURES == figures  # every figure column has its reader
     assert set(parquet.IDENTITY) <= set(stored.kinds())
