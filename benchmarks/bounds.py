@@ -6,7 +6,8 @@ here and printed beside the figure each was promised against.
 
 Each scenario runs as a user runs it (a fresh `python -m xmfu` of this checkout) in a temporary folder:
 
-  mamf-smoke              `experiment=mamf scale=smoke` (8 shapes up to 512^3, flushed): about 10 s here, 60 s promised
+  mamf-smoke              `experiment=mamf scale=smoke` (8 shapes up to 512^3, flushed): 60 s promised (about 10 s on
+                          the quiet 2-core machine, 40.5 s there at load average 12)
   torch-never-joins       rank 0 of a 2-rank DDP training step whose rank 1 never starts, timeout_s=3
   torch-dist-never-joins  rank 0 of a 2-rank torch.distributed all-reduce whose rank 1 never starts, timeout_s=3
   jax-never-joins         process 0 of 2 of a JAX collectives run whose process 1 never starts, timeout_s=3
