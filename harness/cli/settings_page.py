@@ -13,6 +13,7 @@ from pathlib import Path
 
 from xmfu.harness.config.hydra_app import config_groups
 from xmfu.harness.config.run_help import settings_page
+from xmfu.harness.results.schema.generated import write_or_check
 from xmfu.workloads.catalog import build_registry
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"  # a checkout's docs/settings.md
@@ -37,16 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="write docs/settings.md from the declarations")
     parser.add_argument("--check", action="store_true", help="exit 1 when docs/settings.md is out of date")
     ns = parser.parse_args(argv)
-    text = docs_page()
-    current = SETTINGS_PAGE.read_text() if SETTINGS_PAGE.exists() else None
-    if ns.check:
-        if current != text:
-            print(f"out of date: {SETTINGS_PAGE} (run python -m xmfu.harness.cli.settings_page)")
-        return int(current != text)
-    if current != text:
-        SETTINGS_PAGE.write_text(text)
-        print(f"wrote {SETTINGS_PAGE}")
-    return 0
+    return write_or_check({SETTINGS_PAGE: docs_page()}, "python -m xmfu.harness.cli.settings_page", ns.check)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xmfu.harness.kernelcheck.targets import Target
+from xmfu.harness.kernelcheck.targets import Target, chosen
 
 GEMM = 4096
 ATTENTION = {"batch": 4, "heads": 32, "kv_heads": 32, "seq": 4096, "head_dim": 128, "causal": True}
@@ -191,9 +191,4 @@ class EntryError(ValueError):
 def parse_entries(text: str | None) -> tuple[Entry, ...]:
     if not text:
         return tuple(ENTRIES.values())
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ENTRIES]
-    if unknown or not names:
-        raise EntryError(f"unknown kernel{'s' if len(unknown) > 1 else ''} {', '.join(unknown) or '(none given)'}. "
-                         f"Allowed: {', '.join(ENTRIES)} (comma-separated)")
-    return tuple(ENTRIES[n] for n in dict.fromkeys(names))
+    return chosen(text, ENTRIES, "kernel", EntryError)

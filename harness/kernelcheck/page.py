@@ -18,6 +18,7 @@ from xmfu.harness.kernelcheck.catalog import ENTRIES
 from xmfu.harness.kernelcheck.findings import MARKS
 from xmfu.harness.kernelcheck.sweep import Row, Sweep
 from xmfu.harness.kernelcheck.targets import DEFAULT_TARGETS, TARGETS
+from xmfu.harness.results.schema.generated import write_or_check
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "kernels.md"  # a checkout's docs/kernels.md
 ABBREVIATIONS = {"GROUP_M": "g", "warps": "w", "stages": "s", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "nk",
@@ -170,14 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     current = PAGE.read_text() if PAGE.exists() else None
     if ns.kernels and current:
         text = spliced(current, text)
-    if ns.check:
-        if current != text:
-            print(f"out of date: {PAGE} (run python -m xmfu.harness.kernelcheck.page)")
-        return int(current != text)
-    if current != text:
-        PAGE.write_text(text)
-        print(f"wrote {PAGE}")
-    return 0
+    return write_or_check({PAGE: text}, "python -m xmfu.harness.kernelcheck.page", ns.check)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ SM/CU counts and XCDs are those of one part per target (the persistent kernel is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 KIB = 1024
 
@@ -71,18 +72,27 @@ RESERVED_SHARED_PER_BLOCK = 1 * KIB  # system use, compute capability 8.0 and la
 SIMDS_PER_CU = 4
 
 
+T = TypeVar("T")
+
+
 class TargetError(ValueError):
     """A target name xmfu does not know: the message says which it knows."""
 
 
+def chosen(text: str, table: dict[str, T], kind: str, error: type[ValueError]) -> tuple[T, ...]:
+    """A comma-separated list of `table`'s names -> their values, in the order given, once each; an unknown name (or
+    none) raises `error` naming it and what is allowed. `kind`: what a name names ("target", "kernel")."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in table]
+    if unknown or not names:
+        raise error(f"unknown {kind}{'s' if len(unknown) > 1 else ''} {', '.join(unknown) or '(none given)'}. "
+                    f"Allowed: {', '.join(table)} (comma-separated)")
+    return tuple(table[n] for n in dict.fromkeys(names))
+
+
 def parse_targets(text: str) -> tuple[Target, ...]:
     """`sm80,sm90,gfx942` -> those targets, in the order given, once each."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in TARGETS]
-    if unknown or not names:
-        raise TargetError(f"unknown target{'s' if len(unknown) > 1 else ''} {', '.join(unknown) or '(none given)'}. "
-                          f"Allowed: {', '.join(TARGETS)} (comma-separated)")
-    return tuple(TARGETS[n] for n in dict.fromkeys(names))
+    return chosen(text, TARGETS, "target", TargetError)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from xmfu.harness.results.schema.generated import write_or_check
 from xmfu.harness.results.schema.records import SCHEMA, ArchiveManifest, Manifest, NodeRecord, Reading, Samples
 from xmfu.harness.results.schema.row import Row
 
@@ -117,15 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {SCHEMA_FILE: schema_text()}
     if docs.exists():
         wanted[docs] = docs_with_tables(docs.read_text())
-    stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
-    if ns.check:
-        for path in stale:
-            print(f"out of date: {path} (run python -m xmfu.harness.results.schema.generate)")
-        return 1 if stale else 0
-    for path in stale:
-        path.write_text(wanted[path])
-        print(f"wrote {path}")
-    return 0
+    return write_or_check(wanted, "python -m xmfu.harness.results.schema.generate", ns.check)
 
 
 if __name__ == "__main__":
