@@ -29,6 +29,6 @@ def test_an_active_venv_is_made_again_from_the_interpreter_it_came_from(tmp_path
     env = {**os.environ, "XMFU_PLATFORM": "cpu", "PYTHON": str(own), "VENV": str(venv), "VIRTUAL_ENV": str(venv)}
     proc = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{venv} is the active venv" in proc.stdout
+    assert f"{venv} is the active venv" in proc.stderr  # a note, not part of the plan
     assert f"+ {base} -m venv --system-site-packages {venv}" in proc.stdout.splitlines()
     assert f"+ {own} -m venv" not in proc.stdout
