@@ -216,9 +216,27 @@ def cmd_admitted(args: Sequence[str]) -> int:
     return 0
 
 
+def cmd_flagged(args: Sequence[str]) -> int:
+    """The nodes whose own figures (matmul, node fabric) the checks so far flag, comma-separated on one line
+    (nothing when none); the job calls it after the node checks and measures those nodes again (job.again_lines)."""
+    from xmfu.harness.fleet import outcome
+    from xmfu.harness.fleet.rules import NODE_FIGURES
+
+    p = Parser(prog="xmfu fleet flagged", description="the nodes to check again, comma-separated (for the job)")
+    p.add_argument("folder")
+    ns = p.parse_args(args)
+    try:
+        d = outcome.judged(Path(ns.folder))[0]
+    except ValueError as exc:
+        return usage_error(f"fleet flagged: {exc}")
+    flagged = {f.subject for f in d.findings if f.figure in NODE_FIGURES}
+    print(",".join(sorted(flagged)))
+    return 0
+
+
 def cmd_fleet(args: Sequence[str]) -> int:
     commands = {"run": cmd_run, "report": cmd_report, "resume": cmd_resume, "manifest": cmd_manifest,
-                "admitted": cmd_admitted}
+                "admitted": cmd_admitted, "flagged": cmd_flagged}
     if not args or args[0] not in commands:
         said = f"{args[0]!r} is not a fleet command" if args else "a fleet command is needed"
         return usage_error(f"fleet: {said}: {USAGE}")

@@ -181,6 +181,9 @@ def _verdict(out: Diagnosis, fleet: Fleet, findings: list[Finding]) -> Diagnosis
     contended = sum(1 for n in fleet.nodes.values() for f in (n.matmul, n.busbw) if f and f.contended)
     if contended:
         out.caveats.append(f"{contended} node figures were measured while other work ran on their host (contended)")
+    again = [h for h in fleet.hosts if h in fleet.nodes and fleet.nodes[h].measured_again]
+    if again:
+        out.caveats.append(f"checked twice, the better measurement judged (the first was flagged): {', '.join(again)}")
     if failing:
         out.verdict = FAIL
         subjects = sorted({f.subject for f in failing})

@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xmfu.harness.fleet.spec import AGAIN
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.schema.row import Row
@@ -71,6 +72,7 @@ class NodeResult:
     failed_parts: list[str] = field(default_factory=list)
     doctor_problems: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)  # bundles that did not validate, with their first problem
+    measured_again: bool = False  # its figures were flagged and the job checked it a second time
 
 
 @dataclass
@@ -212,23 +214,38 @@ def read_all(jobs: Sequence[tuple[Path, str]]) -> list[Read]:
 Item = str | tuple[Path, str]  # a part that exited non-zero (what it says), or a bundle to read (folder, where)
 
 
-def node_record(folder: Path, host: str, step: StepRecord | None) -> tuple[NodeResult, list[Item]]:
-    """The node as its node.json says (ran, devices, the doctor's problems) and, in its parts' order, what is left
-    to add: parts that exited non-zero, and the bundles to read."""
-    out = NodeResult(host, step)
-    suite = folder / "nodes" / host
+def _parts(folder: Path, run: str, host: str) -> tuple[dict, list[Item]] | None:
+    """One node check's node.json (nodes/<run>/<host>/node.json) and, in its parts' order, its parts that exited
+    non-zero and its bundles to read; None where the check left no record."""
+    suite = folder / "nodes" / run
     record = suite / host / "node.json"
     if not record.is_file():
-        return out, []
+        return None
     data = json.loads(record.read_text())
-    out.ran = True
-    out.devices = len(data.get("platform", {}).get("devices") or [])
-    out.doctor_problems = list((data.get("doctor") or {}).get("problems") or [])
     items: list[Item] = []
     for part in data.get("parts", []):
         if part.get("exit_code") not in (0, None):
             items.append(f"{part['name']} exited {part['exit_code']}")
-        items += [(suite / relative, f"nodes/{host}/{relative}") for relative in part.get("bundles", [])]
+        items += [(suite / relative, f"nodes/{run}/{relative}") for relative in part.get("bundles", [])]
+    return data, items
+
+
+def node_record(folder: Path, host: str, step: StepRecord | None) -> tuple[NodeResult, list[Item]]:
+    """The node as its node.json says (ran, devices, the doctor's problems) and what is left to add: parts that
+    exited non-zero, and the bundles to read, of its check and of its check again where the job measured it a second
+    time (job.again_lines: nodes/<host>-again/); `_add` keeps the better figure of the two."""
+    out = NodeResult(host, step)
+    first = _parts(folder, host, host)
+    if first is None:
+        return out, []
+    data, items = first
+    out.ran = True
+    out.devices = len(data.get("platform", {}).get("devices") or [])
+    out.doctor_problems = list((data.get("doctor") or {}).get("problems") or [])
+    again = _parts(folder, f"{host}-{AGAIN}", host)
+    if again is not None:
+        out.measured_again = True
+        items += again[1]
     return out, items
 
 

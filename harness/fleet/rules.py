@@ -26,6 +26,7 @@ import yaml
 FIGURES = {"matmul_tflops": ("TFLOP/s", "the node's best matmul"),
            "node_busbw_gbps": ("GB/s busbw", "the collective over the node's own devices"),
            "link_busbw_gbps": ("GB/s busbw", "an all_reduce between two nodes, one process each")}
+NODE_FIGURES = ("matmul_tflops", "node_busbw_gbps")  # a node's own, measured by its check (the rest: its links)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from xmfu.harness.fleet.schedule import PAIR_MODES
 
 LEVELS = ("quick", "medium", "long")
 NODE_EXPERIMENT = {"quick": "fleet-quick", "medium": "fleet-medium", "long": "acceptance"}
+AGAIN = "again"  # a node check measured a second time: its step node-<host>-again, its results nodes/<host>-again/
 # Minutes a step may run before Slurm ends it (srun --time): the node check, one pair's link test, the all-node
 # steps. Generous against the measured step times (docs/fleet.md), so only a hung step reaches them.
 STEP_MINUTES = {"quick": {"node": 10, "pair": 5, "all": 10},

@@ -1,0 +1,73 @@
+"""A node whose own figure the first checks flagged is checked again by the job (job.again_lines, into
+nodes/<host>-again/): gather reads both checks' bundles and keeps the better figure, the diagnosis says which nodes
+were checked twice, and `xmfu fleet flagged` names the nodes to check again. On the local Slurm cluster two of four
+untouched nodes read 2.7x below the others while other jobs ran on the host; a node is excluded as slow only when it
+is slow twice."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from xmfu.harness.cli.fleet import cmd_flagged
+from xmfu.harness.cli.formulas import install
+from xmfu.harness.fleet import gather
+from xmfu.harness.fleet.diagnose import FAIL, diagnose
+from xmfu.harness.fleet.gather import Figure, Fleet, NodeResult
+from xmfu.harness.fleet.rules import DEFAULT_RULES
+from xmfu.harness.results.bundle import validator
+
+DATA = Path(__file__).resolve().parent / "data" / "try2"
+
+
+@pytest.fixture(autouse=True)
+def _formulas() -> Iterator[None]:
+    before = validator._FORMULAS[0], validator._RUN_FORMULA[0]
+    install()
+    yield
+    validator.use_formulas(*before)
+
+
+def test_a_node_checked_again_has_both_checks_read_and_the_better_figure_kept(tmp_path):
+    folder = tmp_path / "fleet"
+    shutil.copytree(DATA, folder)
+    first, _ = gather.node_record(folder, "n1", None)
+    assert not first.measured_again
+    shutil.copytree(folder / "nodes" / "n1", folder / "nodes" / "n1-again")  # the same check, measured again
+    out, items = gather.node_record(folder, "n1", None)
+    assert out.ran and out.measured_again
+    wheres = [where for _, where in items]
+    assert wheres == ["nodes/n1/n1/n1-n1-matmul", "nodes/n1/n1-collectives",
+                      "nodes/n1-again/n1/n1-n1-matmul", "nodes/n1-again/n1-collectives"]
+    node = gather.node(folder, "n1", None)
+    assert node.matmul is not None and node.busbw is not None and node.invalid == []
+
+
+def _fleet(values: dict[str, float], again: tuple[str, ...] = ()) -> Fleet:
+    nodes = {h: NodeResult(h, ran=True, matmul=Figure(v, v * 0.99, v * 1.01, "TFLOP/s", "t"),
+                           busbw=Figure(1.0, 0.99, 1.01, "GB/s busbw", "t"), devices=1, measured_again=h in again)
+             for h, v in values.items()}
+    return Fleet(Path("/f"), list(values), nodes, [], {}, {}, ["1"])
+
+
+def test_the_diagnosis_says_which_nodes_were_checked_twice():
+    d = diagnose(_fleet({"n1": 0.19, "n2": 0.18, "n3": 0.19, "n4": 0.185}, again=("n3",)), DEFAULT_RULES)
+    assert d.verdict != FAIL and d.excluded == {}
+    assert "checked twice, the better measurement judged (the first was flagged): n3" in d.caveats
+    slow = diagnose(_fleet({"n1": 0.19, "n2": 0.18, "n3": 0.06, "n4": 0.185}, again=("n3",)), DEFAULT_RULES)
+    assert slow.verdict == FAIL and list(slow.excluded) == ["n3"]  # slow twice: excluded
+
+
+def test_fleet_flagged_prints_the_nodes_whose_own_figures_are_low(tmp_path, capsys, monkeypatch):
+    from xmfu.harness.fleet import outcome
+
+    fleets = {"slow": _fleet({"n1": 0.19, "n2": 0.06, "n3": 0.19, "n4": 0.05}),
+              "even": _fleet({"n1": 0.19, "n2": 0.18, "n3": 0.19, "n4": 0.185})}
+    monkeypatch.setattr(outcome, "judged", lambda folder: (diagnose(fleets[folder.name], DEFAULT_RULES), ()))
+    assert cmd_flagged([str(tmp_path / "slow")]) == 0
+    assert capsys.readouterr().out == "n2,n4\n"
+    assert cmd_flagged([str(tmp_path / "even")]) == 0
+    assert capsys.readouterr().out == "\n"
