@@ -124,7 +124,19 @@ def _history_check(ns: argparse.Namespace) -> int:
         print(f"FLAGGED {judge.series_label(key, keys)}: within the noise; the latest run's row: {said}")
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
+    _print_power(rows, ns, keys)
     return 1 if judged else 0
+
+
+def _print_power(rows: list[Stored], ns: argparse.Namespace, keys: list[tuple]) -> None:
+    """Each judged series' detectable change, those that cannot see --detect named, and the summary line."""
+    from xmfu.harness.results.history import judge, power
+
+    found = power.powers(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
+    for p in found:
+        cannot = "" if p.can_detect(ns.detect) else f"; cannot detect a {100 * ns.detect:g}% change (run-to-run noise)"
+        print(f"{judge.series_label(p.key, keys)} {ns.metric}: {p.text()}{cannot}")
+    print(power.summary(found, len(judge.insufficient(rows, ns.metric)), ns.detect).line())
 
 
 def cmd_history(args: Sequence[str]) -> int:

@@ -32,15 +32,19 @@ def _number(minimum: float, strictly: bool) -> Callable[[str], float]:
 
 
 def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
-    """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
+    """--window, --sigmas, --min-change, --detect: the rule `history check` and the page judge a point by, its defaults
     the rule's own (results/history/judge.py RULE)."""
     from xmfu.harness.results.history.judge import RULE
+    from xmfu.harness.results.history.power import DETECT
 
     p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
     p.add_argument("--sigmas", type=_number(0, strictly=True), default=RULE.sigmas,
                    help="noise multiples a change must exceed")
     p.add_argument("--min-change", type=_number(0, strictly=False), default=RULE.min_change,
                    help="relative change a point must exceed whatever the noise")
+    p.add_argument("--detect", type=_number(0, strictly=True), default=DETECT,
+                   help="the relative change every series should be able to detect (0.10: 10%%); series too noisy "
+                        "for it are listed")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -64,7 +68,7 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
 
     rows = parquet.load(store)
     page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
-                                ns.min_change)
+                                ns.min_change, ns.detect)
     write_output("history report", out, lambda path: path.write_text(page))
     print(f"history report: {len({r.run_id for r in rows})} runs, page {out}")
     return 0

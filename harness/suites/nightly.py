@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.history import coverage_history, parquet
+from xmfu.harness.results.history import coverage_history, parquet, power
 from xmfu.harness.results.history import judge as series_judge
 from xmfu.harness.results.history.stored import Stored
 
@@ -63,6 +63,7 @@ def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str]
                   "not judged")
         judged = len(mine & set(series_judge.series(rows, metric))) - len(waiting)
         print(f"history check {metric}: {judged} series judged")
+        _print_power(rows, metric, mine, len(waiting))
         for f in series_judge.check(rows, metric):
             if tuple(f[k] for k in parquet.SERIES_KEY) not in mine:
                 continue
@@ -76,6 +77,17 @@ def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str]
     for lost in coverage_history.lost(rows, run_ids):
         out.problems.append(f"COVERAGE LOST {lost}")
     return out
+
+
+def _print_power(rows: Sequence[Stored], metric: str, mine: set[tuple], too_few: int) -> None:
+    """What the gate could see tonight (history/power.py): the series too noisy for a 10% change, and the count."""
+    found = [p for p in power.powers(rows, metric) if p.key in mine]
+    keys = [p.key for p in found]
+    for p in found:
+        if not p.can_detect(power.DETECT):
+            print(f"history check {metric}: {series_judge.series_label(p.key, keys)} {p.text()}; cannot detect a "
+                  f"{100 * power.DETECT:g}% change (run-to-run noise)")
+    print(f"history check {metric}: {power.summary(found, too_few).line()}")
 
 
 def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bool = False) -> Judged:

@@ -110,6 +110,22 @@ def test_a_series_that_differs_run_to_run_is_labelled_and_a_real_drop_still_judg
     assert all("run-to-run sd" in u for u in judged.unreliable)
 
 
+def test_the_night_says_what_it_could_see(store, tmp_path, capsys):
+    """Issue 38, item 1: the night's summary line counts the series it extended by what they can detect; the
+    700-702 TFLOP/s series (runs 0.1% apart) and the attention row (the same every night) see a 10% change."""
+    _night(tmp_path / "suite" / "host", 7, 701.0)
+    nightly.append_and_check(store, tmp_path / "suite", ["tflops"])
+    out = capsys.readouterr().out
+    assert "history check tflops: 2 series can detect a 10% change, 0 cannot (noise), 0 have too few runs" in out
+    for night in range(8, 10):  # two runs at half the speed: the next night's baseline is that much wider
+        _night(tmp_path / f"s{night}" / "host", night, 350.0)
+        nightly.append_and_check(store, tmp_path / f"s{night}", ["tflops"])
+    out = capsys.readouterr().out
+    assert "matmul matmul-bf16-8192x8192x8192-NN torch GPU A bf16 detects >= " in out
+    assert "cannot detect a 10% change (run-to-run noise)" in out and "1 series can detect a 10% change, 1 cannot" \
+        in out
+
+
 def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
     for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
         nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])

@@ -194,12 +194,21 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     side of the worse on PREDICTION_TAIL of series-nights when its log-values are normal, whatever n (the t
     interval is exact); at MIN_BASELINE = 5 runs the bound is 14.3 sds, at 7 (the window) 8.6: a 2x slowdown
     (log 2 = 0.69) is still judged in series whose runs differ by up to 4.8% and 8.1% (sd)."""
+    found = interval(before)
+    if found is None or latest <= 0:
+        return None
+    n, mean, sd, bound = found
+    return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
+
+
+def interval(before: Sequence[float]) -> tuple[int, float, float, float] | None:
+    """run_to_run's prediction interval of the `before` runs on their natural-log values: (runs, mean, sd, bound),
+    the interval mean +- bound; None with fewer than 2 positive values."""
     logs = [math.log(v) for v in before if v > 0]
-    if len(logs) < 2 or latest <= 0:
+    if len(logs) < 2:
         return None
     n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
-    bound = t_quantile(PREDICTION_TAIL, n - 1) * sd * math.sqrt(1 + 1 / n)
-    return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
+    return n, mean, sd, t_quantile(PREDICTION_TAIL, n - 1) * sd * math.sqrt(1 + 1 / n)
 
 
 def unreliable(row: Stored, change: float | None,

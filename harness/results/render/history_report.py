@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.results.analysis import coverage
-from xmfu.harness.results.history import coverage_history, judge, parquet, trend
+from xmfu.harness.results.history import coverage_history, judge, parquet, power, trend
 from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.render.html_table import html_table, with_contents
@@ -113,6 +113,28 @@ def _gap_section(rows: Sequence[Stored], gap: tuple[str, str] | None, changes: S
     return figures.svg(fig, "gap")
 
 
+def _power_section(rows: Sequence[Stored], window: int, sigmas: float, min_change: float, detect: float) -> str:
+    """What each judged series can see (results/history/power.py), the summary line first; the series that cannot
+    see `detect` marked."""
+    found = [p for metric in METRICS for p in power.powers(rows, metric, window, sigmas, min_change)]
+    too_few = sum(len(judge.insufficient(rows, metric)) for metric in METRICS)
+    keys = [p.key for p in found]
+    table_rows, css = [], []
+    for p in found:
+        cannot = not p.can_detect(detect)
+        table_rows.append([p.metric, judge.series_label(p.key, keys), p.runs, _percent(p.rule_bound),
+                           _percent(p.interval_bound), p.text(), "no (noise)" if cannot else "yes"])
+        css.append("bad" if cannot else "")
+    head = f"<p>{escape(power.summary(found, too_few, detect).line())}.</p>"
+    return head + (_table(["metric", "series", "baseline runs", f"{sigmas:g} robust sigmas or {100 * min_change:g}%",
+                           "prediction interval", "detectable change for the worse",
+                           f"can detect {100 * detect:g}%"], table_rows, css) if found else "")
+
+
+def _percent(value: float | None) -> str:
+    return "not measured" if value is None else f"{100 * value:.1f}%"
+
+
 def default_gap(rows: Sequence[Stored]) -> tuple[str, str] | None:
     """ROCm against CUDA when the store holds both."""
     platforms = {r.platform for r in rows}
@@ -131,7 +153,7 @@ def _coverage_section(rows: Sequence[Stored], changes: Sequence[Change]) -> str:
 
 def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None,
           window: int = judge.RULE.window, sigmas: float = judge.RULE.sigmas,
-          min_change: float = judge.RULE.min_change) -> str:
+          min_change: float = judge.RULE.min_change, detect: float = power.DETECT) -> str:
     """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
     gap = gap or default_gap(rows)
     changes = software_changes(rows)
@@ -151,6 +173,7 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
                f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
     sections = (
         ("Changes beyond the noise", _steps_html(steps, changes)),
+        ("What each series can detect", _power_section(rows, window, sigmas, min_change, detect)),
         ("Software changes between consecutive runs",
          _table(["mark", "when", "platform", "device", "first run with it", "what changed"],
                 [[c.label, c.at.isoformat(timespec="minutes"), c.platform, c.device, c.run_id, c.text()]
