@@ -106,11 +106,15 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def _history_check(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import judge, parquet
+    from xmfu.harness.results.history import judge, parquet, states
 
     if ns.window < 1:
         raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
                            "(the number of previous runs in the baseline)")
+    try:
+        exit_on = states.parse_exit_on(ns.exit_on)
+    except ValueError as exc:
+        raise UsageFailure(f"history check: --exit-on {exc}") from None
     rows = parquet.load(store_path("history check", ns.store, must_hold_runs=True))
     keys = list(judge.series(rows, ns.metric))
     for s in judge.insufficient(rows, ns.metric):
@@ -125,7 +129,15 @@ def _history_check(ns: argparse.Namespace) -> int:
     if not flagged:
         print(f"no change in {ns.metric} beyond the noise")
     _print_power(rows, ns, keys)
-    return 1 if judged else 0
+    found = states.states(rows, ns.metric, flagged, ns.strict)
+    for s in found:
+        if s.state in (states.FAILURE, states.NOT_JUDGED) and not any(s.key == tuple(
+                f[k] for k in parquet.SERIES_KEY) for f in flagged):  # a flagged one is listed above, with why
+            print(f"{s.state.upper().replace('_', ' ')} {judge.series_label(s.key, keys)}: {s.why}")
+    status = states.exit_status(found, exit_on)
+    print(f"night: {states.night(found)} ({states.counts(found) or 'no series'}); exit {status} "
+          f"(--exit-on {','.join(exit_on) or 'none'})")
+    return status
 
 
 def _print_power(rows: list[Stored], ns: argparse.Namespace, keys: list[tuple]) -> None:
@@ -142,6 +154,7 @@ def _print_power(rows: list[Stored], ns: argparse.Namespace, keys: list[tuple]) 
 def cmd_history(args: Sequence[str]) -> int:
     from xmfu.harness.cli import history_page
     from xmfu.harness.results.history.parquet import StoreError
+    from xmfu.harness.results.history.states import EXIT_ON
 
     parser = Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -153,11 +166,15 @@ def cmd_history(args: Sequence[str]) -> int:
     p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
                          help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
     p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
-    p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
+    p_check = sub.add_parser("check", help="each series' state (failure, regression, not_judged, insufficient_data, "
+                                           "no_regression); exit 1 on a regression, 4 on a failure")
     p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
     history_page.add_rule_options(p_check, int)
     p_check.add_argument("--strict", action="store_true",
                          help="exit 1 also for changes on rows marked contended or noisy (listed as UNRELIABLE)")
+    p_check.add_argument("--exit-on", default=",".join(EXIT_ON),
+                         help="the states that fail the command, comma-separated (failure 4, regression 1, not_judged "
+                              "3, insufficient_data 5; the worst held decides), or none")
     p_report = history_page.add_parser(sub)
     for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")

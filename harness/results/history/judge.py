@@ -118,7 +118,7 @@ def check(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas
     robust standard deviation); flagged when |latest - baseline| > max(sigmas x noise, min_change x baseline).
     """
     flagged = []
-    latest = _latest_rows(rows, metric)
+    latest = latest_rows(rows, metric)
     for key, points in series(rows, metric).items():
         if len(points) < MIN_RUNS:
             continue
@@ -144,11 +144,11 @@ def flagged_within_noise(rows: Sequence[Stored], metric: str,
     quality flags: 'no change' on a row that says it was contended is not the same verdict as on a clean one."""
     seen = {tuple(f[k] for k in SERIES_KEY) for f in changed}
     judged = {key for key, points in series(rows, metric).items() if len(points) >= MIN_RUNS}
-    return [(key, said) for key, row in _latest_rows(rows, metric).items()
+    return [(key, said) for key, row in latest_rows(rows, metric).items()
             if key in judged and key not in seen and (said := stored_flags(row))]
 
 
-def _latest_rows(rows: Sequence[Stored], metric: str) -> dict[tuple, Stored]:
+def latest_rows(rows: Sequence[Stored], metric: str) -> dict[tuple, Stored]:
     """SERIES_KEY -> the series' latest row (the one `series` puts last)."""
     out: dict[tuple, tuple[tuple[datetime, float], Stored]] = {}
     for r in rows:
