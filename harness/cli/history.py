@@ -105,56 +105,9 @@ def _history_trend(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _history_check(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import judge, parquet, states
-
-    if ns.window < 1:
-        raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
-                           "(the number of previous runs in the baseline)")
-    try:
-        exit_on = states.parse_exit_on(ns.exit_on)
-    except ValueError as exc:
-        raise UsageFailure(f"history check: --exit-on {exc}") from None
-    rows = parquet.load(store_path("history check", ns.store, must_hold_runs=True))
-    keys = list(judge.series(rows, ns.metric))
-    for s in judge.insufficient(rows, ns.metric):
-        label = judge.series_label(tuple(s[k] for k in parquet.SERIES_KEY), keys)
-        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
-    flagged = judge.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
-    for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
-        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {judge.describe(f)}")
-    for key, said in judge.flagged_within_noise(rows, ns.metric, flagged):  # the verdict "no change" with its flags
-        print(f"FLAGGED {judge.series_label(key, keys)}: within the noise; the latest run's row: {said}")
-    if not flagged:
-        print(f"no change in {ns.metric} beyond the noise")
-    _print_power(rows, ns, keys)
-    found = states.states(rows, ns.metric, flagged, ns.strict)
-    for s in found:
-        if s.state in (states.FAILURE, states.NOT_JUDGED) and not any(s.key == tuple(
-                f[k] for k in parquet.SERIES_KEY) for f in flagged):  # a flagged one is listed above, with why
-            print(f"{s.state.upper().replace('_', ' ')} {judge.series_label(s.key, keys)}: {s.why}")
-    status = states.exit_status(found, exit_on)
-    print(f"night: {states.night(found)} ({states.counts(found) or 'no series'}); exit {status} "
-          f"(--exit-on {','.join(exit_on) or 'none'})")
-    return status
-
-
-def _print_power(rows: list[Stored], ns: argparse.Namespace, keys: list[tuple]) -> None:
-    """Each judged series' detectable change, those that cannot see --detect named, and the summary line."""
-    from xmfu.harness.results.history import judge, power
-
-    found = power.powers(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    for p in found:
-        cannot = "" if p.can_detect(ns.detect) else f"; cannot detect a {100 * ns.detect:g}% change (run-to-run noise)"
-        print(f"{judge.series_label(p.key, keys)} {ns.metric}: {p.text()}{cannot}")
-    print(power.summary(found, len(judge.insufficient(rows, ns.metric)), ns.detect).line())
-
-
 def cmd_history(args: Sequence[str]) -> int:
-    from xmfu.harness.cli import history_page
+    from xmfu.harness.cli import history_check, history_page
     from xmfu.harness.results.history.parquet import StoreError
-    from xmfu.harness.results.history.states import EXIT_ON
 
     parser = Parser(prog="xmfu history")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -166,15 +119,7 @@ def cmd_history(args: Sequence[str]) -> int:
     p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
                          help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
     p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
-    p_check = sub.add_parser("check", help="each series' state (failure, regression, not_judged, insufficient_data, "
-                                           "no_regression); exit 1 on a regression, 4 on a failure")
-    p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
-    history_page.add_rule_options(p_check, int)
-    p_check.add_argument("--strict", action="store_true",
-                         help="exit 1 also for changes on rows marked contended or noisy (listed as UNRELIABLE)")
-    p_check.add_argument("--exit-on", default=",".join(EXIT_ON),
-                         help="the states that fail the command, comma-separated (failure 4, regression 1, not_judged "
-                              "3, insufficient_data 5; the worst held decides), or none")
+    p_check = history_check.add_parser(sub, _history_columns(), history_page.add_rule_options)
     p_report = history_page.add_parser(sub)
     for p in (p_add, p_trend, p_check, p_report):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")
@@ -182,7 +127,7 @@ def cmd_history(args: Sequence[str]) -> int:
         p.error = parser.error  # one-paragraph errors, exit 2
     ns = parser.parse_args(args)
     try:
-        return {"add": _history_add, "trend": _history_trend, "check": _history_check,
+        return {"add": _history_add, "trend": _history_trend, "check": lambda ns: history_check.run(ns, store_path),
                 "report": lambda ns: history_page.run(ns, store_path, output_path)}[ns.action](ns)
     except UsageFailure as exc:
         return usage_error(str(exc))

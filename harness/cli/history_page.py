@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +60,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callable[..., Path]) -> int:
     """`store_of` and `output_of` are the CLI's checks of --store and -o (each raises its usage error)."""
-    from xmfu.harness.results.history import parquet
+    from xmfu.harness.results.history import parquet, recorded
+    from xmfu.harness.results.history.judge import RULE
     from xmfu.harness.results.render import history_report
 
     out = output_of("history report", ns.output, (".html",))
@@ -67,8 +69,9 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
     from xmfu.harness.cli.common import write_output
 
     rows = parquet.load(store)
-    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
-                                ns.min_change, ns.detect)
+    rule = dataclasses.replace(RULE, window=ns.window, sigmas=ns.sigmas, min_change=ns.min_change, detect=ns.detect)
+    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, rule,
+                                recorded.notes(store, rule))
     write_output("history report", out, lambda path: path.write_text(page))
     print(f"history report: {len({r.run_id for r in rows})} runs, page {out}")
     return 0

@@ -3,6 +3,7 @@ and exit 1 on a regression or a lost coverage cell; and the whole nightly throug
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,10 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
     rows = parquet.load(tmp_path / "store")
     assert {r.suite.split("/")[0] for r in rows} == {"nightly"} and len({r.comparability_key for r in rows}) == 1
+    (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "r").glob("*/suite.json")]
+    history = summary["history"]  # the judgement with the rule it was made by (issue 38, item 5), as in the store
+    assert history["rule"]["window"] == judge.RULE.window and history["nights"] == {"tflops": "insufficient_data"}
+    assert (tmp_path / "store" / "_judgements" / f"{history['id']}.json").exists()
     monkeypatch.chdir(ROOT)
     changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
                     *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])

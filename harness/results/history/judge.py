@@ -3,6 +3,7 @@ run-to-run noise (the prediction interval of the next run), steps, and which cha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -90,15 +91,49 @@ def gap(rows: Sequence[Stored], metric: str, numerator: str, denominator: str) -
     return out
 
 
+# How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
+# central 99.98% prediction interval of its baseline runs (0.01% on the side of the worse; see `run_to_run`). Why
+# so far out: a nightly judges each series every night, 27 of them in suite version 1 at smoke sizes, about
+# 10,000 series-nights a year; at 1e-4 each, normal run-to-run noise alone pages someone about once a year
+# (a Bonferroni budget), where 0.001 would page about ten times.
+PREDICTION_TAIL = 1e-4
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How `history check` (and the history page) judge a point: against the median of the `window` runs before
-    it, flagged beyond max(`sigmas` x the robust noise, `min_change` x that median). The defaults are written
-    here once; the commands' options and the functions below take theirs from RULE."""
+    """How `history check`, the nightly and the history page judge a point, declared once here (issue 38, item 5),
+    and recorded with each judgement (suite.json, `history check --format json`, the store's `_judgements/`:
+    results/history/recorded.py) so that a changed rule shows as one instead of silently re-judging history.
+
+    A point is held against the `baseline` statistic (the median) of the `window` runs before it; it is a change when
+    `consecutive` points in a row (1: the latest alone) lie beyond max(`sigmas` x 1.4826 x the MAD of those runs,
+    `min_change` x their median) and, for the worse, outside their prediction interval with `prediction_tail` on
+    that side (`run_to_run`); a series is judged only with `min_baseline` runs before its latest (MIN_BASELINE);
+    every series should be able to detect a change of `detect` (results/history/power.py). The commands' options
+    and the functions below take their defaults from RULE."""
 
     window: int = 7
+    baseline: str = "median"
+    consecutive: int = 1
     sigmas: float = 3.0
     min_change: float = 0.02
+    prediction_tail: float = PREDICTION_TAIL
+    min_baseline: int = MIN_BASELINE
+    detect: float = 0.10
+
+    def text(self) -> str:
+        """The rule in one line, as `history check` and the page state it."""
+        points = "the latest point lies" if self.consecutive == 1 else f"{self.consecutive} points in a row lie"
+        return (f"the {self.baseline} of the previous {self.window} runs; a change when {points} beyond "
+                f"max({self.sigmas:g} robust sigmas, "
+                f"{100 * self.min_change:g}%) and, for the worse, outside the runs' "
+                f"{100 * (1 - 2 * self.prediction_tail):g}% prediction interval; judged from {self.min_baseline} "
+                f"runs before the latest; every series should detect {100 * self.detect:g}%")
+
+    def differences(self, other: Rule) -> list[str]:
+        """'window 7 -> 5' for each field that differs from `other` (this rule being the newer)."""
+        mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [f"{name} {theirs[name]} -> {value}" for name, value in mine.items() if theirs[name] != value]
 
 
 RULE = Rule()
@@ -168,12 +203,6 @@ def spread(row: Stored) -> dict[str, float | None]:
     return {"ci95_half_width": half, "cv": row.cv}
 
 
-# How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
-# central 99.98% prediction interval of its baseline runs (0.01% on the side of the worse; see `run_to_run`). Why
-# so far out: a nightly judges each series every night, 27 of them in suite version 1 at smoke sizes, about
-# 10,000 series-nights a year; at 1e-4 each, normal run-to-run noise alone pages someone about once a year
-# (a Bonferroni budget), where 0.001 would page about ten times.
-PREDICTION_TAIL = 1e-4
 
 
 def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xmfu.harness.results.history import judge
 from xmfu.harness.results.history.stored import Stored
 
-DETECT = 0.10  # the change the nightly summary asks every series to be able to see (`--detect`)
+DETECT = judge.RULE.detect  # the change the summary asks every series to be able to see (`--detect`)
 
 
 @dataclass(frozen=True)

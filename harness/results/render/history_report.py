@@ -151,10 +151,11 @@ def _coverage_section(rows: Sequence[Stored], changes: Sequence[Change]) -> str:
             + "<h3>The matrix as it stands (each platform's latest day)</h3>" + coverage.render_html(now))
 
 
-def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None,
-          window: int = judge.RULE.window, sigmas: float = judge.RULE.sigmas,
-          min_change: float = judge.RULE.min_change, detect: float = power.DETECT) -> str:
-    """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
+def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None, rule: judge.Rule = judge.RULE,
+          notes: Sequence[str] = ()) -> str:
+    """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present.
+    `notes`: what the store's recorded judgements say against `rule` (recorded.notes)."""
+    window, sigmas, min_change, detect = rule.window, rule.sigmas, rule.min_change, rule.detect
     gap = gap or default_gap(rows)
     changes = software_changes(rows)
     series_html, steps = [], []
@@ -170,7 +171,8 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
     summary = (f"<p>{counted} from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
                f"devices: {escape(', '.join(sorted({r.platform + ' ' + r.device for r in rows})))}. Changes "
                f"beyond the noise: max({sigmas:g} robust sigmas, {100 * min_change:g}%) of the median of the previous "
-               f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
+               f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began. "
+               f"The rule: {escape(rule.text())}.</p>" + "".join(f"<p class='note'>{escape(n)}</p>" for n in notes))
     sections = (
         ("Changes beyond the noise", _steps_html(steps, changes)),
         ("What each series can detect", _power_section(rows, window, sigmas, min_change, detect)),
