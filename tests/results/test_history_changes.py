@@ -122,3 +122,12 @@ def test_a_key_change_is_a_lost_series_not_comparable(store, tmp_path):
     (found,) = changes.changes(rows)
     assert ("matmul matmul-bf16-8192x8192x8192-NN torch GPU A bf16",
             f"not comparable (comparability key {rows[0].comparability_key} -> other)") in found.lost
+
+
+def test_the_history_page_shows_the_changes_first(store, tmp_path, cli):
+    assert cli("history", "report", "--store", str(store), "-o", str(tmp_path / "h.html")).returncode == 0
+    html = (tmp_path / "h.html").read_text()
+    assert html.index("What changed since the run before</h2>") < html.index("Changes beyond the noise</h2>")
+    assert "<li>torch: 2.13.0 -&gt; 2.14.0</li>" in html and "<li>lost: attention att triton GPU A bf16 (failed)</li>" \
+        in html
+    assert "xmfu run experiment=nightly &#x27;suite.only=[matmul]&#x27; results_dir=/scratch/n" in html

@@ -18,6 +18,7 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.results.analysis import coverage
+from xmfu.harness.results.history import changes as what_changed
 from xmfu.harness.results.history import coverage_history, judge, parquet, power, trend
 from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
@@ -113,6 +114,28 @@ def _gap_section(rows: Sequence[Stored], gap: tuple[str, str] | None, changes: S
     return figures.svg(fig, "gap")
 
 
+def _list(items: Sequence[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>" if items else "<p>none</p>"
+
+
+def _changes_section(rows: Sequence[Stored]) -> str:
+    """`xmfu history changes` on the page (results/history/changes.py), one part per platform and device."""
+    parts = []
+    for c in what_changed.changes(rows):
+        moved = _table(["series", "metric", "baseline", "latest", "change", "detectable", "repro", "bundle"],
+                       [[m.label, m.metric, f"{m.baseline:.4g}", f"{m.latest:.4g}", f"{100 * m.change:+.1f}%",
+                         f"{100 * m.detectable:.1f}%", m.repro, m.bundle] for m in c.moved],
+                       ["bad" if m.worse else "" for m in c.moved]) if c.moved else "<p>none</p>"
+        parts.append(
+            f"<h3>{escape(f'{c.platform} {c.device}: run {c.run.id} since {c.since.id}')}</h3>"
+            f"<h4>Toolchain and environment</h4>{_list([f'{w}: {b} -> {a}' for w, b, a in c.toolchain])}"
+            f"<h4>Verdicts that flipped</h4>{_list([f'{s} {m}: {b} -> {a}' for s, m, b, a, _ in c.flips])}"
+            f"<h4>Series gained or lost</h4>"
+            f"{_list([f'lost: {x} ({why})' for x, why in c.lost] + [f'gained: {x} ({how})' for x, how in c.gained])}"
+            f"<h4>Metrics moved beyond their detectable change, biggest first</h4>{moved}")
+    return "".join(parts) or "<p>Each platform and device in the store has one run: nothing to compare yet.</p>"
+
+
 def _power_section(rows: Sequence[Stored], window: int, sigmas: float, min_change: float, detect: float) -> str:
     """What each judged series can see (results/history/power.py), the summary line first; the series that cannot
     see `detect` marked."""
@@ -174,6 +197,7 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
                f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began. "
                f"The rule: {escape(rule.text())}.</p>" + "".join(f"<p class='note'>{escape(n)}</p>" for n in notes))
     sections = (
+        ("What changed since the run before", _changes_section(rows)),
         ("Changes beyond the noise", _steps_html(steps, changes)),
         ("What each series can detect", _power_section(rows, window, sigmas, min_change, detect)),
         ("Software changes between consecutive runs",
