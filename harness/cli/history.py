@@ -106,7 +106,7 @@ def _history_trend(ns: argparse.Namespace) -> int:
 
 
 def cmd_history(args: Sequence[str]) -> int:
-    from xmfu.harness.cli import history_changes, history_check, history_page
+    from xmfu.harness.cli import history_changes, history_check, history_issue, history_page
     from xmfu.harness.results.history.parquet import StoreError
 
     parser = Parser(prog="xmfu history")
@@ -122,15 +122,17 @@ def cmd_history(args: Sequence[str]) -> int:
     p_check = history_check.add_parser(sub, _history_columns(), history_page.add_rule_options)
     p_report = history_page.add_parser(sub)
     p_changes = history_changes.add_parser(sub)
-    for p in (p_add, p_trend, p_check, p_report, p_changes):
+    p_issue = history_issue.add_parser(sub, _history_columns())
+    for p in (p_add, p_trend, p_check, p_report, p_changes, p_issue):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")
-    for p in (p_add, p_trend, p_check, p_report, p_changes):
+    for p in (p_add, p_trend, p_check, p_report, p_changes, p_issue):
         p.error = parser.error  # one-paragraph errors, exit 2
     ns = parser.parse_args(args)
     try:
         return {"add": _history_add, "trend": _history_trend, "check": lambda ns: history_check.run(ns, store_path),
                 "report": lambda ns: history_page.run(ns, store_path, output_path),
-                "changes": lambda ns: history_changes.run(ns, store_path)}[ns.action](ns)
+                "changes": lambda ns: history_changes.run(ns, store_path),
+                "issue": lambda ns: history_issue.run(ns, store_path)}[ns.action](ns)
     except UsageFailure as exc:
         return usage_error(str(exc))
     except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout

@@ -50,6 +50,10 @@ def _bundle(folder, night: int, rows: list[dict], torch: str = "2.13.0", digest:
 
 @pytest.fixture
 def store(tmp_path):
+    return planted(tmp_path)
+
+
+def planted(tmp_path):
     """Seven nights at 700-702 TFLOP/s with the attention row ok; the eighth on torch 2.14.0 in another image, the
     matmul 14% slower, the attention row failed and a new matmul size."""
     store = tmp_path / "store"
