@@ -157,7 +157,7 @@ def check(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas
     for key, points in series(rows, metric).items():
         if len(points) < MIN_RUNS:
             continue
-        found = _judge(points, len(points) - 1, window, sigmas, min_change)
+        found = judge_point(points, len(points) - 1, window, sigmas, min_change)
         if found:
             flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
                             "flags": stored_flags(latest[key]),
@@ -212,7 +212,7 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
 
     Why: a row's CI and CV measure the spread of samples within one process, and processes differ by more
     (collectives between CPU processes on a shared 2-core machine were bimodal from one run to the next, each
-    run's own CI narrow: -54% to -89% between runs of one build), while the MAD that `_judge` scales its limit
+    run's own CI narrow: -54% to -89% between runs of one build), while the MAD that `judge_point` scales its limit
     by is near 0 when 4 of 5 baseline runs agree, however far the fifth lies. So the baseline's spread is
     taken as the sample standard deviation of its logs, which the fifth run does widen, and the latest run is
     held against the prediction interval for one new observation from the same normal distribution, mean and
@@ -278,7 +278,7 @@ def describe(f: dict[str, Any]) -> str:
     return line
 
 
-def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
+def judge_point(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
            min_change: float, start: int = 0) -> dict[str, Any] | None:
     """Point i against the median of the `window` points before it, none before `start` (check's rule);
     None within the noise."""
@@ -304,7 +304,7 @@ def steps(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas
         for i in range(len(points)):
             if i - start < MIN_RUNS - 1:  # too few runs at this level to judge yet
                 continue
-            found = _judge(points, i, window, sigmas, min_change, start)
+            found = judge_point(points, i, window, sigmas, min_change, start)
             if found:
                 out.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
                             "worse": worse(metric, found["change"])})

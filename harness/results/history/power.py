@@ -51,7 +51,7 @@ def detectable(before: Sequence[float], metric: str, sigmas: float = judge.RULE.
     """(the MAD rule's bound, the prediction interval's bound), each the smallest relative change for the worse
     (latest / baseline - 1, as its size) beyond which a latest run is judged a regression against `before`.
 
-    judge._judge flags a latest value when |latest - base| > max(sigmas x 1.4826 x MAD, min_change x |base|), base
+    judge.judge_point flags a latest value when |latest - base| > max(sigmas x 1.4826 x MAD, min_change x |base|), base
     the median of `before`: a change of the relative size limit / base either way. judge.unreliable then labels it
     `noisy` (not a regression) while log(latest) lies within mean +- bound, the prediction interval of the
     `before` runs' logs (judge.interval); on the side of the worse the latest must lie below exp(mean - bound) (a

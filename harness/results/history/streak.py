@@ -11,7 +11,7 @@ from typing import Any
 
 from xmfu.harness.results.history import judge
 from xmfu.harness.results.history.changes import TOOLCHAIN, repro
-from xmfu.harness.results.history.stored import SERIES_KEY, Stored
+from xmfu.harness.results.history.stored import Stored
 
 FLIP_DAYS = 60  # the span the flip count covers, before the latest run
 
@@ -40,10 +40,21 @@ def matching(rows: Sequence[Stored], metric: str, name: str) -> list[tuple[tuple
     return exact or [(k, label) for k, label in labels if name in label]
 
 
-def _step_counts(found: dict[str, Any]) -> bool:
-    """A step that is a regression: for the worse, and outside the runs' own prediction interval."""
-    spread = found.get("run_to_run")
-    return found["worse"] and not (spread is not None and spread["within"])
+def _steps(points: Sequence[tuple[datetime, float]], metric: str) -> list[dict[str, Any]]:
+    """The series' level changes: as judge.steps marks them, except that a point within the runs' own prediction
+    interval (run-to-run noise, `unreliable: noisy` to `history check`) is no change and does not restart the
+    baseline (judge.steps restarts it at every mark, so one noisy mark would hide a later regression)."""
+    out: list[dict[str, Any]] = []
+    start = 0
+    for i in range(len(points)):
+        if i - start < judge.MIN_RUNS - 1:
+            continue
+        found = judge.judge_point(points, i, judge.RULE.window, judge.RULE.sigmas, judge.RULE.min_change, start)
+        spread = found.get("run_to_run") if found else None
+        if found and not (spread is not None and spread["within"]):
+            out.append({**found, "worse": judge.worse(metric, found["change"])})
+            start = i
+    return out
 
 
 def _row(rows: Sequence[Stored], key: tuple, at: datetime, metric: str) -> Stored:
@@ -52,12 +63,12 @@ def _row(rows: Sequence[Stored], key: tuple, at: datetime, metric: str) -> Store
 
 def streak(rows: Sequence[Stored], key: tuple, label: str, metric: str) -> Streak:
     points = judge.series(rows, metric)[key]
-    mine = [s for s in judge.steps(rows, metric) if tuple(s[k] for k in SERIES_KEY) == key]
+    mine = _steps(points, metric)
     latest = points[-1][0]
     flips = sum(1 for s in mine if s["at"] >= latest - timedelta(days=FLIP_DAYS))
     recent = [(t, v) for t, v in points if t >= latest - timedelta(days=FLIP_DAYS)]
     last = mine[-1] if mine else None
-    if last is None or not _step_counts(last):  # no step, or the latest step was for the better or noise
+    if last is None or not last["worse"]:  # no step, or the latest was for the better
         return Streak(key, label, metric, recent, None, None, None, None, 0, flips, [],
                       repro(_row(rows, key, latest, metric)))
     bad, good = _row(rows, key, last["at"], metric), _row(rows, key, last["previous_at"], metric)
