@@ -360,15 +360,15 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     print(f"report: {p.root / 'report.html'}", flush=True)
     if interrupted:
         print("xmfu: interrupted; the finished parts are kept and reported", file=sys.stderr)
-    return exit_status(verdict["judgement"]["verdict"], interrupted)
+    return exit_status(verdict["judgement"]["verdict"], interrupted, p.spec.not_judged_fails)
 
 
 NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own evidence says it proves nothing
 
 
-def exit_status(verdict: str, interrupted: bool) -> int:
+def exit_status(verdict: str, interrupted: bool, not_judged_fails: bool = True) -> int:
     """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
-    harness/suites/judgement.py); 0 PASS."""
+    harness/suites/judgement.py), 0 instead with suite.not_judged_fails=false; 0 PASS."""
     if interrupted:
         return 130
-    return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT}.get(verdict, 0)
+    return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT if not_judged_fails else 0}.get(verdict, 0)
