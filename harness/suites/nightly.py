@@ -70,7 +70,8 @@ def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str]
         _print_power(rows, metric, mine, len(waiting))
         flagged = series_judge.check(rows, metric)
         tonight = [s for s in states.states(rows, metric, flagged, strict) if s.key in mine]
-        print(f"history check {metric}: {states.night(tonight)} ({states.counts(tonight) or 'no series'})")
+        if tonight:
+            print(f"history check {metric}: {states.night(tonight)} ({states.counts(tonight)})")
         found += tonight
         for f in flagged:
             if tuple(f[k] for k in parquet.SERIES_KEY) not in mine:
@@ -95,7 +96,8 @@ def _print_power(rows: Sequence[Stored], metric: str, mine: set[tuple], too_few:
         if not p.can_detect(power.DETECT):
             print(f"history check {metric}: {series_judge.series_label(p.key, keys)} {p.text()}; cannot detect a "
                   f"{100 * power.DETECT:g}% change (run-to-run noise)")
-    print(f"history check {metric}: {power.summary(found, too_few).line()}")
+    if found or too_few:
+        print(f"history check {metric}: {power.summary(found, too_few).line()}")
 
 
 def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bool = False) -> Judged:

@@ -115,6 +115,8 @@ def test_one_run_is_nothing_to_compare_and_an_older_store_says_what_it_lacks(tmp
     assert changes.repro(replace(row, overrides=None, bundle=None)) == (
         "not recorded (stored before the overrides column)", "not recorded (stored before the bundle column)")
     assert changes.repro(replace(row, bundle=""))[1] == "not kept (added from an archive)"
+    assert changes.repro(replace(row, overrides="workload=matmul run_id=n7-matmul 'backends=[torch]'"))[0] == \
+        "xmfu run workload=matmul 'backends=[torch]'"  # a repeat is a run of its own
 
 
 def test_a_key_change_is_a_lost_series_not_comparable(store, tmp_path):

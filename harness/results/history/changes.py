@@ -6,6 +6,7 @@ A run is a suite's run (its parts share a suite_id) or one bundle outside a suit
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -140,8 +141,9 @@ def repro(r: Stored) -> tuple[str, str]:
     is not known."""
     if r.overrides is None:
         command = "not recorded (stored before the overrides column)"
-    else:
-        command = f"xmfu run {r.overrides}".rstrip()
+    else:  # the run's own run_id= left out: a repeat is a run of its own (the same id would name the same folder)
+        kept = [o for o in shlex.split(r.overrides) if not o.startswith("run_id=")]
+        command = f"xmfu run {shlex.join(kept)}".rstrip()
     if r.bundle is None:
         return command, "not recorded (stored before the bundle column)"
     return command, r.bundle or "not kept (added from an archive)"
