@@ -110,7 +110,10 @@ class Rule:
     `min_change` x their median) and, for the worse, outside their prediction interval with `prediction_tail` on
     that side (`run_to_run`); a series is judged only with `min_baseline` runs before its latest (MIN_BASELINE);
     every series should be able to detect a change of `detect` (results/history/power.py). The commands' options
-    and the functions below take their defaults from RULE."""
+    and the functions below take their defaults from RULE. `window`, `sigmas`, `min_change` and `detect` are
+    options (`--window`...); `baseline`, `consecutive`, `prediction_tail` and `min_baseline` are what the gate
+    implements (the median, the latest point alone, PREDICTION_TAIL, MIN_BASELINE), recorded so that a version
+    that changes them is seen to."""
 
     window: int = 7
     baseline: str = "median"
@@ -203,8 +206,6 @@ def spread(row: Stored) -> dict[str, float | None]:
     return {"ci95_half_width": half, "cv": row.cv}
 
 
-
-
 def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     """Whether `latest` could be one more run like the `before` runs, judged by their own run-to-run spread:
     {"sd", "runs", "bound", "within"} on natural-log values (sd and bound in log units, about fractions), or None
@@ -279,7 +280,7 @@ def describe(f: dict[str, Any]) -> str:
 
 
 def judge_point(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
-           min_change: float, start: int = 0) -> dict[str, Any] | None:
+                min_change: float, start: int = 0) -> dict[str, Any] | None:
     """Point i against the median of the `window` points before it, none before `start` (check's rule);
     None within the noise."""
     values = [v for _, v in points]
