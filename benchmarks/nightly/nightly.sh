@@ -9,7 +9,8 @@
 #
 # Settings (environment): XMFU_STORE (required: the history store, shared by the CUDA and the ROCm machine),
 # XMFU_RESULTS (bundles; default /tmp/xmfu-nightly), XMFU_PUBLISH (where the pages go; default
-# $XMFU_STORE/../pages), XMFU (the xmfu command; default `xmfu`), XMFU_EXTRA (more overrides, e.g. price=2.5).
+# $XMFU_STORE/../pages), XMFU (the xmfu command; default `xmfu`), XMFU_EXTRA (more overrides, e.g. price=2.5;
+# suite.not_judged_fails=false on a shared machine whose contended nights should exit 0, not 3).
 set -euo pipefail
 
 : "${XMFU_STORE:?set XMFU_STORE to the history store folder}"

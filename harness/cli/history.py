@@ -105,30 +105,8 @@ def _history_trend(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _history_check(ns: argparse.Namespace) -> int:
-    from xmfu.harness.results.history import judge, parquet
-
-    if ns.window < 1:
-        raise UsageFailure(f"history check: --window {ns.window} is out of range. Allowed: an integer >= 1 "
-                           "(the number of previous runs in the baseline)")
-    rows = parquet.load(store_path("history check", ns.store, must_hold_runs=True))
-    keys = list(judge.series(rows, ns.metric))
-    for s in judge.insufficient(rows, ns.metric):
-        label = judge.series_label(tuple(s[k] for k in parquet.SERIES_KEY), keys)
-        print(f"{label}: insufficient history ({s['runs']} of {s['minimum']})")
-    flagged = judge.check(rows, ns.metric, ns.window, ns.sigmas, ns.min_change)
-    judged = [f for f in flagged if ns.strict or not f.get("unreliable")]
-    for f in flagged:  # a change its own row discounts (contended, noisy) is listed, and fails only with --strict
-        print(f"{'CHANGED' if f in judged else 'UNRELIABLE'} {judge.describe(f)}")
-    for key, said in judge.flagged_within_noise(rows, ns.metric, flagged):  # the verdict "no change" with its flags
-        print(f"FLAGGED {judge.series_label(key, keys)}: within the noise; the latest run's row: {said}")
-    if not flagged:
-        print(f"no change in {ns.metric} beyond the noise")
-    return 1 if judged else 0
-
-
 def cmd_history(args: Sequence[str]) -> int:
-    from xmfu.harness.cli import history_page
+    from xmfu.harness.cli import history_changes, history_check, history_issue, history_page
     from xmfu.harness.results.history.parquet import StoreError
 
     parser = Parser(prog="xmfu history")
@@ -141,20 +119,20 @@ def cmd_history(args: Sequence[str]) -> int:
     p_trend.add_argument("--gap", nargs=2, metavar=("NUMERATOR", "DENOMINATOR"),
                          help="ratio between two platforms or devices on matching cases, e.g. rocm cuda")
     p_trend.add_argument("-o", "--output", help="write the plot here: FILE.svg (the plot) or FILE.html (a page)")
-    p_check = sub.add_parser("check", help="exit 1 if the latest value moved beyond the run-to-run noise")
-    p_check.add_argument("--metric", default="tflops", choices=sorted(_history_columns()))
-    history_page.add_rule_options(p_check, int)
-    p_check.add_argument("--strict", action="store_true",
-                         help="exit 1 also for changes on rows marked contended or noisy (listed as UNRELIABLE)")
+    p_check = history_check.add_parser(sub, _history_columns(), history_page.add_rule_options)
     p_report = history_page.add_parser(sub)
-    for p in (p_add, p_trend, p_check, p_report):
+    p_changes = history_changes.add_parser(sub)
+    p_issue = history_issue.add_parser(sub, _history_columns())
+    for p in (p_add, p_trend, p_check, p_report, p_changes, p_issue):
         p.add_argument("--store", required=True, help="the history folder (Parquet files)")
-    for p in (p_add, p_trend, p_check, p_report):
+    for p in (p_add, p_trend, p_check, p_report, p_changes, p_issue):
         p.error = parser.error  # one-paragraph errors, exit 2
     ns = parser.parse_args(args)
     try:
-        return {"add": _history_add, "trend": _history_trend, "check": _history_check,
-                "report": lambda ns: history_page.run(ns, store_path, output_path)}[ns.action](ns)
+        return {"add": _history_add, "trend": _history_trend, "check": lambda ns: history_check.run(ns, store_path),
+                "report": lambda ns: history_page.run(ns, store_path, output_path),
+                "changes": lambda ns: history_changes.run(ns, store_path),
+                "issue": lambda ns: history_issue.run(ns, store_path)}[ns.action](ns)
     except UsageFailure as exc:
         return usage_error(str(exc))
     except StoreError as exc:  # a file in the store that is not Parquet, or not the store's layout

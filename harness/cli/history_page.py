@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -32,15 +33,19 @@ def _number(minimum: float, strictly: bool) -> Callable[[str], float]:
 
 
 def add_rule_options(p: argparse.ArgumentParser, window_type: Callable[[str], int]) -> None:
-    """--window, --sigmas, --min-change: the rule `history check` and the page judge a point by, its defaults
+    """--window, --sigmas, --min-change, --detect: the rule `history check` and the page judge a point by, its defaults
     the rule's own (results/history/judge.py RULE)."""
     from xmfu.harness.results.history.judge import RULE
+    from xmfu.harness.results.history.power import DETECT
 
     p.add_argument("--window", type=window_type, default=RULE.window, help="previous runs in each point's baseline")
     p.add_argument("--sigmas", type=_number(0, strictly=True), default=RULE.sigmas,
                    help="noise multiples a change must exceed")
     p.add_argument("--min-change", type=_number(0, strictly=False), default=RULE.min_change,
                    help="relative change a point must exceed whatever the noise")
+    p.add_argument("--detect", type=_number(0, strictly=True), default=DETECT,
+                   help="the relative change every series should be able to detect (0.10: 10%%); series too noisy "
+                        "for it are listed")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -55,7 +60,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callable[..., Path]) -> int:
     """`store_of` and `output_of` are the CLI's checks of --store and -o (each raises its usage error)."""
-    from xmfu.harness.results.history import parquet
+    from xmfu.harness.results.history import parquet, recorded
+    from xmfu.harness.results.history.judge import RULE
     from xmfu.harness.results.render import history_report
 
     out = output_of("history report", ns.output, (".html",))
@@ -63,8 +69,9 @@ def run(ns: argparse.Namespace, store_of: Callable[..., Path], output_of: Callab
     from xmfu.harness.cli.common import write_output
 
     rows = parquet.load(store)
-    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, ns.window, ns.sigmas,
-                                ns.min_change)
+    rule = dataclasses.replace(RULE, window=ns.window, sigmas=ns.sigmas, min_change=ns.min_change, detect=ns.detect)
+    page = history_report.build(rows, str(store), tuple(ns.gap) if ns.gap else None, rule,
+                                recorded.notes(store, rule))
     write_output("history report", out, lambda path: path.write_text(page))
     print(f"history report: {len({r.run_id for r in rows})} runs, page {out}")
     return 0

@@ -66,6 +66,9 @@ class SuiteSettings:
     needs_store: bool = setting(False, "refuse to run without store=PATH")
     strict: bool = setting(False, "with store=PATH: a change for the worse fails the run even on a row its own "
                            "bundle marks contended or noisy (by default those are listed as unreliable)")
+    not_judged_fails: bool = setting(True, "exit 3 on a NOT JUDGED verdict (rows contended, or none validly timed); "
+                                     "false: exit 0 with the verdict still NOT JUDGED, so that a shared runner's "
+                                     "contended night is not a failed job while a regression (FAIL, 1) still is")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class SuiteSpec:
     check: tuple[str, ...]  # metrics `history check` judges after a run with a store
     needs_store: bool
     strict: bool  # judge the rows their own evidence discounts (nightly.py)
+    not_judged_fails: bool  # exit 3 on NOT JUDGED (suite.exit_status); false: 0
     definition_sha: str  # of every part, `only` aside: running a subset does not change what a row means
 
 
@@ -136,7 +140,7 @@ def parse_suite(data: Any) -> SuiteSpec:
                      parts=tuple(p for p in parts if only is None or p.name in only),
                      outlier_threshold=s.outlier_threshold, reference_within=s.reference_within,
                      reference_far_below=s.reference_far_below, barrier_timeout_s=s.barrier_timeout_s, check=s.check,
-                     needs_store=s.needs_store, strict=s.strict,
+                     needs_store=s.needs_store, strict=s.strict, not_judged_fails=s.not_judged_fails,
                      definition_sha=definition_sha(s.name, s.version, parts))
 
 

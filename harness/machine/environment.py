@@ -113,9 +113,11 @@ def peaks_used(plat: Platform, cpu_clock_ghz: float | None = None) -> dict[str, 
             "by_dtype": {d: lookup(device, d, cpu_clock_ghz=cpu_clock_ghz).as_row() for d in PEAK_DTYPES}}
 
 
+# XMFU_IMAGE_DIGEST: the image's digest as the job that started the container knows it (sha256:...; a container
+# cannot read its own digest), for `xmfu history changes` to say the image moved (docs/nightly.md)
 CONTAINER_VARS = ("CONTAINER_IMAGE", "IMAGE_NAME", "NVIDIA_PYTORCH_VERSION", "PYTORCH_VERSION", "CUDA_VERSION",
                   "ROCM_VERSION", "SINGULARITY_NAME", "APPTAINER_NAME", "SINGULARITY_CONTAINER", "ENROOT_ROOTFS",
-                  "HOSTNAME")
+                  "HOSTNAME", "XMFU_IMAGE_DIGEST")
 
 
 def container(environ: dict[str, str] | None = None) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.history import coverage_history, parquet
+from xmfu.harness.results.history import coverage_history, parquet, power, recorded, states
 from xmfu.harness.results.history import judge as series_judge
+from xmfu.harness.results.history.states import SeriesState
 from xmfu.harness.results.history.stored import Stored
 
 
@@ -49,12 +50,15 @@ def append(store: Path, folders: Sequence[Path]) -> tuple[list[str], list[str]]:
 class Judged(NamedTuple):
     problems: list[str]  # each fails the night
     unreliable: list[str]  # changes for the worse that the rows' own evidence discounts (fail only when strict)
+    states: tuple[SeriesState, ...] = ()  # each series this run extended, every metric
+    record: recorded.Recorded | None = None  # the judgement as written into the store (and suite.json)
 
 
 def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str], strict: bool = False) -> Judged:
     """Regressions in the series these runs extended, and coverage cells lost since the previous night."""
     mine = {r.key() for r in rows if r.run_id in set(run_ids)}
     out = Judged([], [])
+    found: list[SeriesState] = []
     for metric in metrics:
         waiting = [s for s in series_judge.insufficient(rows, metric)
                    if tuple(s[k] for k in parquet.SERIES_KEY) in mine]
@@ -63,7 +67,13 @@ def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str]
                   "not judged")
         judged = len(mine & set(series_judge.series(rows, metric))) - len(waiting)
         print(f"history check {metric}: {judged} series judged")
-        for f in series_judge.check(rows, metric):
+        _print_power(rows, metric, mine, len(waiting))
+        flagged = series_judge.check(rows, metric)
+        tonight = [s for s in states.states(rows, metric, flagged, strict) if s.key in mine]
+        if tonight:
+            print(f"history check {metric}: {states.night(tonight)} ({states.counts(tonight)})")
+        found += tonight
+        for f in flagged:
             if tuple(f[k] for k in parquet.SERIES_KEY) not in mine:
                 continue
             line = series_judge.describe(f)
@@ -75,7 +85,19 @@ def judge(rows: Sequence[Stored], run_ids: Sequence[str], metrics: Sequence[str]
                 out.problems.append(f"REGRESSION {line}")
     for lost in coverage_history.lost(rows, run_ids):
         out.problems.append(f"COVERAGE LOST {lost}")
-    return out
+    return out._replace(states=tuple(found))
+
+
+def _print_power(rows: Sequence[Stored], metric: str, mine: set[tuple], too_few: int) -> None:
+    """What the gate could see tonight (history/power.py): the series too noisy for a 10% change, and the count."""
+    found = [p for p in power.powers(rows, metric) if p.key in mine]
+    keys = [p.key for p in found]
+    for p in found:
+        if not p.can_detect(power.DETECT):
+            print(f"history check {metric}: {series_judge.series_label(p.key, keys)} {p.text()}; cannot detect a "
+                  f"{100 * power.DETECT:g}% change (run-to-run noise)")
+    if found or too_few:
+        print(f"history check {metric}: {power.summary(found, too_few).line()}")
 
 
 def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bool = False) -> Judged:
@@ -88,6 +110,12 @@ def append_and_check(store: Path, root: Path, metrics: Sequence[str], strict: bo
         return Judged([*problems, f"the store {store} could not be read to judge this run ({exc})"], [])
     judged = judge(rows, run_ids, metrics, strict)
     judged.problems[:0] = problems
+    record = recorded.made(root.name, run_ids, series_judge.RULE, judged.states)
+    try:  # the judgement as made, under the rule it was made by (results/history/recorded.py)
+        recorded.write(store, record)
+    except (OSError, ValueError) as exc:
+        judged.problems.append(f"the judgement could not be recorded in {store} ({exc})")
+    judged = judged._replace(record=record)
     for line in judged.unreliable:
         print(line)
     if not judged.problems:

@@ -333,19 +333,22 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
                         "that died, or a results_dir that is not shared between nodes): their results are missing")
     problems += [f"part {o.name} exited {o.exit_code}" for o in outcomes if o.exit_code not in (0, None, 130)]
     unreliable: list[str] = []
+    history: dict[str, Any] | None = None  # the store's judgement: rule, each series' state (nightly.py)
     if p.settings.store and not interrupted:
         from xmfu.harness.suites.nightly import append_and_check
 
         judged = append_and_check(Path(p.settings.store), p.root, p.spec.check, p.spec.strict)
         problems += judged.problems
         unreliable = judged.unreliable
+        history = judged.record.as_dict() if judged.record else None
     bands = Bands(p.spec.reference_within, p.spec.reference_far_below)
     html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable, bands)
     (p.root / "report.html").write_text(html)
     problems = verdict["problems"] + problems
     summary = {"judgement": verdict["judgement"], "suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
-               "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable}
+               "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable,
+               "history": history}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=_plain) + "\n")
     print(verdict["judgement"]["line"])  # the first line of the summary, as of the page
     for line in verdict["headlines"]:
@@ -357,15 +360,15 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
     print(f"report: {p.root / 'report.html'}", flush=True)
     if interrupted:
         print("xmfu: interrupted; the finished parts are kept and reported", file=sys.stderr)
-    return exit_status(verdict["judgement"]["verdict"], interrupted)
+    return exit_status(verdict["judgement"]["verdict"], interrupted, p.spec.not_judged_fails)
 
 
 NOT_JUDGED_EXIT = 3  # neither a pass (0) nor a failure found (1): the run's own evidence says it proves nothing
 
 
-def exit_status(verdict: str, interrupted: bool) -> int:
+def exit_status(verdict: str, interrupted: bool, not_judged_fails: bool = True) -> int:
     """130 interrupted; 1 FAIL (a problem found); 3 NOT JUDGED (rows contended, or none validly timed:
-    harness/suites/judgement.py); 0 PASS."""
+    harness/suites/judgement.py), 0 instead with suite.not_judged_fails=false; 0 PASS."""
     if interrupted:
         return 130
-    return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT}.get(verdict, 0)
+    return {"FAIL": 1, "NOT JUDGED": NOT_JUDGED_EXIT if not_judged_fails else 0}.get(verdict, 0)

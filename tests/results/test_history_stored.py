@@ -38,7 +38,9 @@ def test_the_stores_schema_is_its_record_column_by_column():
     expected = pa.schema([("run_id", pa.string()), ("created", pa.timestamp("us", tz="UTC")),
                           *[(n, pa.string()) for n in strings], ("timing_valid", pa.bool_()),
                           *[(n, pa.float64()) for n in figures], ("contended", pa.bool_()),
-                          ("suite_id", pa.string())])  # issue 42 item 12: a suite's parts counted as one run
+                          ("suite_id", pa.string()),  # issue 42 item 12: a suite's parts counted as one run
+                          ("overrides", pa.string()), ("bundle", pa.string()),  # issue 38, item 2: a repro per point
+                          ("image_digest", pa.string())])
     assert parquet.schema().equals(expected)
     assert tuple(parquet.COLUMNS) == stored.FIGURES == figures  # every figure column has its reader
     assert set(parquet.IDENTITY) <= set(stored.kinds())

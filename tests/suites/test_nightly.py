@@ -3,6 +3,7 @@ and exit 1 on a regression or a lost coverage cell; and the whole nightly throug
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,22 @@ def test_a_series_that_differs_run_to_run_is_labelled_and_a_real_drop_still_judg
     assert all("run-to-run sd" in u for u in judged.unreliable)
 
 
+def test_the_night_says_what_it_could_see(store, tmp_path, capsys):
+    """Issue 38, item 1: the night's summary line counts the series it extended by what they can detect; the
+    700-702 TFLOP/s series (runs 0.1% apart) and the attention row (the same every night) see a 10% change."""
+    _night(tmp_path / "suite" / "host", 7, 701.0)
+    nightly.append_and_check(store, tmp_path / "suite", ["tflops"])
+    out = capsys.readouterr().out
+    assert "history check tflops: 2 series can detect a 10% change, 0 cannot (noise), 0 have too few runs" in out
+    for night in range(8, 10):  # two runs at half the speed: the next night's baseline is that much wider
+        _night(tmp_path / f"s{night}" / "host", night, 350.0)
+        nightly.append_and_check(store, tmp_path / f"s{night}", ["tflops"])
+    out = capsys.readouterr().out
+    assert "matmul matmul-bf16-8192x8192x8192-NN torch GPU A bf16 detects >= " in out
+    assert "cannot detect a 10% change (run-to-run noise)" in out and "1 series can detect a 10% change, 1 cannot" \
+        in out
+
+
 def test_only_the_series_this_run_extended_are_judged(store, tmp_path):
     for night in range(7):  # another device's series drops on its last night; tonight's run is GPU A's
         nightly.append(store, [_night(tmp_path / "b", night, 700.0 if night < 6 else 500.0, device="GPU B")])
@@ -150,6 +167,10 @@ def test_the_nightly_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert "history check tflops: 1 series with fewer than 6 runs" in first.stdout and "report: " in first.stdout
     rows = parquet.load(tmp_path / "store")
     assert {r.suite.split("/")[0] for r in rows} == {"nightly"} and len({r.comparability_key for r in rows}) == 1
+    (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "r").glob("*/suite.json")]
+    history = summary["history"]  # the judgement with the rule it was made by (issue 38, item 5), as in the store
+    assert history["rule"]["window"] == judge.RULE.window and history["nights"] == {"tflops": "insufficient_data"}
+    assert (tmp_path / "store" / "_judgements" / f"{history['id']}.json").exists()
     monkeypatch.chdir(ROOT)
     changed = main(["run", "experiment=nightly", f"store={tmp_path / 'store'}", f"results_dir={tmp_path / 'r'}",
                     *tiny, "suite.parts.matmul.what=renamed", "suite.version=2"])

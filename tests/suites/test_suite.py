@@ -188,3 +188,8 @@ def test_the_exit_status_follows_the_verdicts_first_line():
     """Issue 30, item 7: NOT JUDGED (rows contended, or none validly timed) is neither a pass nor a failure found."""
     assert [suite.exit_status(v, False) for v in ("PASS", "FAIL", "NOT JUDGED")] == [0, 1, 3]
     assert suite.exit_status("PASS", True) == 130
+    # issue 38, item 3: suite.not_judged_fails=false, for a shared runner whose nights are contended: only FAIL fails
+    assert [suite.exit_status(v, False, not_judged_fails=False) for v in ("PASS", "FAIL", "NOT JUDGED")] == [0, 1, 0]
+    assert _spec(one={"overrides": TINY}).not_judged_fails is True
+    assert parse_suite({"name": "tiny", "version": 1, "not_judged_fails": False,
+                        "parts": {"one": {"overrides": TINY}}}).not_judged_fails is False

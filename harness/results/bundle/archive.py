@@ -35,6 +35,7 @@ ARCHIVE_SCHEMA = "xmfu.archive/1"
 MANIFEST_NAME = "xmfu-archive.json"
 SUFFIXES = (".tar.gz", ".tgz")
 MAX_MEMBERS = 200_000  # a bundle is a handful of files; a suite of hundreds of bundles is far below this
+EXTRACTED = "xmfu-archive-"  # the prefix of the temporary folder `opened` extracts into (removed afterwards)
 MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # what reading an archive may write to the temporary folder
 # What an archive may expand to, as a multiple of its own size: bundles' JSON packs 5 to 20-fold (an import of
 # 4,000 nccl-tests rows: 18-fold), gzip's deflate can reach about 1,000-fold (a run of zeros), so a member past this
@@ -211,7 +212,7 @@ def opened(archive: str | Path) -> Iterator[list[tuple[str, Loaded]]]:
     """The archive's bundles (their folder in the archive, and the bundle read and validated from a temporary
     folder that is removed afterwards). ArchiveError when the archive itself is not sound; the bundles' own
     problems are in their Loaded."""
-    into = Path(tempfile.mkdtemp(prefix="xmfu-archive-"))
+    into = Path(tempfile.mkdtemp(prefix=EXTRACTED))
     try:
         manifest = _manifest(into, _extract(Path(archive), into))
         yield [(bundle, load_bundle(into / bundle)) for bundle in manifest.bundles]

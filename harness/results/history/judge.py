@@ -3,6 +3,7 @@ run-to-run noise (the prediction interval of the next run), steps, and which cha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -90,15 +91,52 @@ def gap(rows: Sequence[Stored], metric: str, numerator: str, denominator: str) -
     return out
 
 
+# How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
+# central 99.98% prediction interval of its baseline runs (0.01% on the side of the worse; see `run_to_run`). Why
+# so far out: a nightly judges each series every night, 27 of them in suite version 1 at smoke sizes, about
+# 10,000 series-nights a year; at 1e-4 each, normal run-to-run noise alone pages someone about once a year
+# (a Bonferroni budget), where 0.001 would page about ten times.
+PREDICTION_TAIL = 1e-4
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How `history check` (and the history page) judge a point: against the median of the `window` runs before
-    it, flagged beyond max(`sigmas` x the robust noise, `min_change` x that median). The defaults are written
-    here once; the commands' options and the functions below take theirs from RULE."""
+    """How `history check`, the nightly and the history page judge a point, declared once here (issue 38, item 5),
+    and recorded with each judgement (suite.json, `history check --format json`, the store's `_judgements/`:
+    results/history/recorded.py) so that a changed rule shows as one instead of silently re-judging history.
+
+    A point is held against the `baseline` statistic (the median) of the `window` runs before it; it is a change when
+    `consecutive` points in a row (1: the latest alone) lie beyond max(`sigmas` x 1.4826 x the MAD of those runs,
+    `min_change` x their median) and, for the worse, outside their prediction interval with `prediction_tail` on
+    that side (`run_to_run`); a series is judged only with `min_baseline` runs before its latest (MIN_BASELINE);
+    every series should be able to detect a change of `detect` (results/history/power.py). The commands' options
+    and the functions below take their defaults from RULE. `window`, `sigmas`, `min_change` and `detect` are
+    options (`--window`...); `baseline`, `consecutive`, `prediction_tail` and `min_baseline` are what the gate
+    implements (the median, the latest point alone, PREDICTION_TAIL, MIN_BASELINE), recorded so that a version
+    that changes them is seen to."""
 
     window: int = 7
+    baseline: str = "median"
+    consecutive: int = 1
     sigmas: float = 3.0
     min_change: float = 0.02
+    prediction_tail: float = PREDICTION_TAIL
+    min_baseline: int = MIN_BASELINE
+    detect: float = 0.10
+
+    def text(self) -> str:
+        """The rule in one line, as `history check` and the page state it."""
+        points = "the latest point lies" if self.consecutive == 1 else f"{self.consecutive} points in a row lie"
+        return (f"the {self.baseline} of the previous {self.window} runs; a change when {points} beyond "
+                f"max({self.sigmas:g} robust sigmas, "
+                f"{100 * self.min_change:g}%) and, for the worse, outside the runs' "
+                f"{100 * (1 - 2 * self.prediction_tail):g}% prediction interval; judged from {self.min_baseline} "
+                f"runs before the latest; every series should detect {100 * self.detect:g}%")
+
+    def differences(self, other: Rule) -> list[str]:
+        """'window 7 -> 5' for each field that differs from `other` (this rule being the newer)."""
+        mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [f"{name} {theirs[name]} -> {value}" for name, value in mine.items() if theirs[name] != value]
 
 
 RULE = Rule()
@@ -118,11 +156,11 @@ def check(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas
     robust standard deviation); flagged when |latest - baseline| > max(sigmas x noise, min_change x baseline).
     """
     flagged = []
-    latest = _latest_rows(rows, metric)
+    latest = latest_rows(rows, metric)
     for key, points in series(rows, metric).items():
         if len(points) < MIN_RUNS:
             continue
-        found = _judge(points, len(points) - 1, window, sigmas, min_change)
+        found = judge_point(points, len(points) - 1, window, sigmas, min_change)
         if found:
             flagged.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
                             "flags": stored_flags(latest[key]),
@@ -144,11 +182,11 @@ def flagged_within_noise(rows: Sequence[Stored], metric: str,
     quality flags: 'no change' on a row that says it was contended is not the same verdict as on a clean one."""
     seen = {tuple(f[k] for k in SERIES_KEY) for f in changed}
     judged = {key for key, points in series(rows, metric).items() if len(points) >= MIN_RUNS}
-    return [(key, said) for key, row in _latest_rows(rows, metric).items()
+    return [(key, said) for key, row in latest_rows(rows, metric).items()
             if key in judged and key not in seen and (said := stored_flags(row))]
 
 
-def _latest_rows(rows: Sequence[Stored], metric: str) -> dict[tuple, Stored]:
+def latest_rows(rows: Sequence[Stored], metric: str) -> dict[tuple, Stored]:
     """SERIES_KEY -> the series' latest row (the one `series` puts last)."""
     out: dict[tuple, tuple[tuple[datetime, float], Stored]] = {}
     for r in rows:
@@ -168,14 +206,6 @@ def spread(row: Stored) -> dict[str, float | None]:
     return {"ci95_half_width": half, "cv": row.cv}
 
 
-# How unlikely a run-to-run fluctuation must be before a flagged change counts: the latest run lies outside the
-# central 99.98% prediction interval of its baseline runs (0.01% on the side of the worse; see `run_to_run`). Why
-# so far out: a nightly judges each series every night, 27 of them in suite version 1 at smoke sizes, about
-# 10,000 series-nights a year; at 1e-4 each, normal run-to-run noise alone pages someone about once a year
-# (a Bonferroni budget), where 0.001 would page about ten times.
-PREDICTION_TAIL = 1e-4
-
-
 def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     """Whether `latest` could be one more run like the `before` runs, judged by their own run-to-run spread:
     {"sd", "runs", "bound", "within"} on natural-log values (sd and bound in log units, about fractions), or None
@@ -183,7 +213,7 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
 
     Why: a row's CI and CV measure the spread of samples within one process, and processes differ by more
     (collectives between CPU processes on a shared 2-core machine were bimodal from one run to the next, each
-    run's own CI narrow: -54% to -89% between runs of one build), while the MAD that `_judge` scales its limit
+    run's own CI narrow: -54% to -89% between runs of one build), while the MAD that `judge_point` scales its limit
     by is near 0 when 4 of 5 baseline runs agree, however far the fifth lies. So the baseline's spread is
     taken as the sample standard deviation of its logs, which the fifth run does widen, and the latest run is
     held against the prediction interval for one new observation from the same normal distribution, mean and
@@ -194,12 +224,21 @@ def run_to_run(before: Sequence[float], latest: float) -> dict[str, Any] | None:
     side of the worse on PREDICTION_TAIL of series-nights when its log-values are normal, whatever n (the t
     interval is exact); at MIN_BASELINE = 5 runs the bound is 14.3 sds, at 7 (the window) 8.6: a 2x slowdown
     (log 2 = 0.69) is still judged in series whose runs differ by up to 4.8% and 8.1% (sd)."""
+    found = interval(before)
+    if found is None or latest <= 0:
+        return None
+    n, mean, sd, bound = found
+    return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
+
+
+def interval(before: Sequence[float]) -> tuple[int, float, float, float] | None:
+    """run_to_run's prediction interval of the `before` runs on their natural-log values: (runs, mean, sd, bound),
+    the interval mean +- bound; None with fewer than 2 positive values."""
     logs = [math.log(v) for v in before if v > 0]
-    if len(logs) < 2 or latest <= 0:
+    if len(logs) < 2:
         return None
     n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
-    bound = t_quantile(PREDICTION_TAIL, n - 1) * sd * math.sqrt(1 + 1 / n)
-    return {"sd": sd, "runs": n, "bound": bound, "within": abs(math.log(latest) - mean) <= bound}
+    return n, mean, sd, t_quantile(PREDICTION_TAIL, n - 1) * sd * math.sqrt(1 + 1 / n)
 
 
 def unreliable(row: Stored, change: float | None,
@@ -240,8 +279,8 @@ def describe(f: dict[str, Any]) -> str:
     return line
 
 
-def _judge(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
-           min_change: float, start: int = 0) -> dict[str, Any] | None:
+def judge_point(points: Sequence[tuple[datetime, float]], i: int, window: int, sigmas: float,
+                min_change: float, start: int = 0) -> dict[str, Any] | None:
     """Point i against the median of the `window` points before it, none before `start` (check's rule);
     None within the noise."""
     values = [v for _, v in points]
@@ -266,7 +305,7 @@ def steps(rows: Sequence[Stored], metric: str, window: int = RULE.window, sigmas
         for i in range(len(points)):
             if i - start < MIN_RUNS - 1:  # too few runs at this level to judge yet
                 continue
-            found = _judge(points, i, window, sigmas, min_change, start)
+            found = judge_point(points, i, window, sigmas, min_change, start)
             if found:
                 out.append({**dict(zip(SERIES_KEY, key, strict=True)), "metric": metric, **found,
                             "worse": worse(metric, found["change"])})

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -23,6 +25,7 @@ import msgspec
 
 from xmfu.harness.results.analysis.coverage import variant
 from xmfu.harness.results.analysis.flags import flags_text
+from xmfu.harness.results.bundle.archive import EXTRACTED
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.history.stored import SERIES_KEY as SERIES_KEY  # where the store's readers find it
 from xmfu.harness.results.history.stored import Stored, kinds
@@ -112,9 +115,20 @@ def flatten(bundle: Bundle, environment: dict[str, Any]) -> list[Stored]:
               "suite": f"{suite['name']}/{suite['version']}/{suite['definition_sha']}" if suite else "",
               "suite_id": str(suite.get("suite_id") or ""),
               "run_id": m["run_id"], "created": when(m["created"]), "git_sha": m.get("git_sha") or "",
-              "xmfu_version": m.get("xmfu_version") or ""}
+              "xmfu_version": m.get("xmfu_version") or "", "overrides": shlex.join(map(str, m.get("overrides") or [])),
+              "bundle": _kept_folder(bundle.folder),
+              "image_digest": str((environment.get("container") or {}).get("XMFU_IMAGE_DIGEST") or "")}
     return [Stored(**common, **_columns(record), **_figures(record, raw))
             for raw, record in zip(bundle.raw_rows, bundle.rows, strict=True)]
+
+
+def _kept_folder(folder: Path) -> str:
+    """Where the bundle stays: its folder, or '' for one read from an archive (`archive.opened` extracts it into
+    a temporary folder that is removed once it is added)."""
+    where = folder.resolve()
+    temporary = Path(tempfile.gettempdir()).resolve()
+    extracted = where.is_relative_to(temporary) and any(p.name.startswith(EXTRACTED) for p in where.parents)
+    return "" if extracted else str(where)
 
 
 def _columns(row: Row) -> dict[str, Any]:

@@ -70,6 +70,12 @@ class Stored(msgspec.Struct, frozen=True, kw_only=True):
     # added later: the suite run a part's bundle belongs to (its parts are one run: `history report` counts it once);
     # '' outside a suite, null in files written before it
     suite_id: str | None = None
+    # added later (issue 38, item 2): how to make the row again, and what it ran in: the run's overrides as one shell
+    # line (`xmfu run` + this repeats the run), the bundle folder it was added from, and the image digest the run
+    # recorded (XMFU_IMAGE_DIGEST in environment.json's container); '' where the run has none
+    overrides: str | None = None
+    bundle: str | None = None
+    image_digest: str | None = None
 
     def key(self) -> tuple:
         """The row's series (SERIES_KEY): runs compare only within one."""

@@ -18,7 +18,8 @@ from html import escape
 from typing import Any
 
 from xmfu.harness.results.analysis import coverage
-from xmfu.harness.results.history import coverage_history, judge, parquet, trend
+from xmfu.harness.results.history import changes as what_changed
+from xmfu.harness.results.history import coverage_history, judge, parquet, power, trend
 from xmfu.harness.results.history.stored import Stored
 from xmfu.harness.results.plots import figures
 from xmfu.harness.results.render.html_table import html_table, with_contents
@@ -113,6 +114,50 @@ def _gap_section(rows: Sequence[Stored], gap: tuple[str, str] | None, changes: S
     return figures.svg(fig, "gap")
 
 
+def _list(items: Sequence[str]) -> str:
+    return "<ul>" + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>" if items else "<p>none</p>"
+
+
+def _changes_section(rows: Sequence[Stored]) -> str:
+    """`xmfu history changes` on the page (results/history/changes.py), one part per platform and device."""
+    parts = []
+    for c in what_changed.changes(rows):
+        moved = _table(["series", "metric", "baseline", "latest", "change", "detectable", "repro", "bundle"],
+                       [[m.label, m.metric, f"{m.baseline:.4g}", f"{m.latest:.4g}", f"{100 * m.change:+.1f}%",
+                         f"{100 * m.detectable:.1f}%", m.repro, m.bundle] for m in c.moved],
+                       ["bad" if m.worse else "" for m in c.moved]) if c.moved else "<p>none</p>"
+        parts.append(
+            f"<h3>{escape(f'{c.platform} {c.device}: run {c.run.id} since {c.since.id}')}</h3>"
+            f"<h4>Toolchain and environment</h4>{_list([f'{w}: {b} -> {a}' for w, b, a in c.toolchain])}"
+            f"<h4>Verdicts that flipped</h4>{_list([f'{s} {m}: {b} -> {a}' for s, m, b, a, _ in c.flips])}"
+            f"<h4>Series gained or lost</h4>"
+            f"{_list([f'lost: {x} ({why})' for x, why in c.lost] + [f'gained: {x} ({how})' for x, how in c.gained])}"
+            f"<h4>Metrics moved beyond their detectable change, biggest first</h4>{moved}")
+    return "".join(parts) or "<p>Each platform and device in the store has one run: nothing to compare yet.</p>"
+
+
+def _power_section(rows: Sequence[Stored], window: int, sigmas: float, min_change: float, detect: float) -> str:
+    """What each judged series can see (results/history/power.py), the summary line first; the series that cannot
+    see `detect` marked."""
+    found = [p for metric in METRICS for p in power.powers(rows, metric, window, sigmas, min_change)]
+    too_few = sum(len(judge.insufficient(rows, metric)) for metric in METRICS)
+    keys = [p.key for p in found]
+    table_rows, css = [], []
+    for p in found:
+        cannot = not p.can_detect(detect)
+        table_rows.append([p.metric, judge.series_label(p.key, keys), p.runs, _percent(p.rule_bound),
+                           _percent(p.interval_bound), p.text(), "no (noise)" if cannot else "yes"])
+        css.append("bad" if cannot else "")
+    head = f"<p>{escape(power.summary(found, too_few, detect).line())}.</p>"
+    return head + (_table(["metric", "series", "baseline runs", f"{sigmas:g} robust sigmas or {100 * min_change:g}%",
+                           "prediction interval", "detectable change for the worse",
+                           f"can detect {100 * detect:g}%"], table_rows, css) if found else "")
+
+
+def _percent(value: float | None) -> str:
+    return "not measured" if value is None else f"{100 * value:.1f}%"
+
+
 def default_gap(rows: Sequence[Stored]) -> tuple[str, str] | None:
     """ROCm against CUDA when the store holds both."""
     platforms = {r.platform for r in rows}
@@ -129,10 +174,11 @@ def _coverage_section(rows: Sequence[Stored], changes: Sequence[Change]) -> str:
             + "<h3>The matrix as it stands (each platform's latest day)</h3>" + coverage.render_html(now))
 
 
-def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None,
-          window: int = judge.RULE.window, sigmas: float = judge.RULE.sigmas,
-          min_change: float = judge.RULE.min_change) -> str:
-    """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present."""
+def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None, rule: judge.Rule = judge.RULE,
+          notes: Sequence[str] = ()) -> str:
+    """The page. `gap`: (numerator, denominator) platform or device names; default ROCm / CUDA when present.
+    `notes`: what the store's recorded judgements say against `rule` (recorded.notes)."""
+    window, sigmas, min_change, detect = rule.window, rule.sigmas, rule.min_change, rule.detect
     gap = gap or default_gap(rows)
     changes = software_changes(rows)
     series_html, steps = [], []
@@ -148,9 +194,12 @@ def build(rows: Sequence[Stored], store: str, gap: tuple[str, str] | None = None
     summary = (f"<p>{counted} from {times[0]:%Y-%m-%d} to {times[-1]:%Y-%m-%d} in {escape(store)}; platforms and "
                f"devices: {escape(', '.join(sorted({r.platform + ' ' + r.device for r in rows})))}. Changes "
                f"beyond the noise: max({sigmas:g} robust sigmas, {100 * min_change:g}%) of the median of the previous "
-               f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began.</p>")
+               f"{window} runs (as `xmfu history check` judges the latest night), each marked where it began. "
+               f"The rule: {escape(rule.text())}.</p>" + "".join(f"<p class='note'>{escape(n)}</p>" for n in notes))
     sections = (
+        ("What changed since the run before", _changes_section(rows)),
         ("Changes beyond the noise", _steps_html(steps, changes)),
+        ("What each series can detect", _power_section(rows, window, sigmas, min_change, detect)),
         ("Software changes between consecutive runs",
          _table(["mark", "when", "platform", "device", "first run with it", "what changed"],
                 [[c.label, c.at.isoformat(timespec="minutes"), c.platform, c.device, c.run_id, c.text()]
