@@ -67,7 +67,13 @@ say() { echo "xmfu install: $*"; }
 if [ "$NO_VENV" = 0 ] && [ -d "$VENV" ]; then
   base_prefix=$("$BASE_PY" -c 'import os, sys; print(os.path.realpath(sys.prefix))' 2>/dev/null || true)
   if [ -n "$base_prefix" ] && [ "$base_prefix" = "$(cd "$VENV" && pwd -P)" ]; then
-    BASE_PY=$("$BASE_PY" -c 'import sys; print(getattr(sys, "_base_executable", "") or sys.executable)')
+    # sys._base_executable names the base interpreter from Python 3.11; in 3.10 it is the venv's own python, and
+    # sys.base_prefix (the base installation, in every version: the venv module's docs) gives bin/pythonX.Y
+    BASE_PY=$("$BASE_PY" -c 'import os, sys
+base = getattr(sys, "_base_executable", "") or ""
+if not base or os.path.abspath(base).startswith(os.path.abspath(sys.prefix) + os.sep):
+    base = os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2])
+print(base)')
     say "$VENV is the active venv (python3 is its own interpreter): it is made again from $BASE_PY, the" \
         "interpreter it was made from" >&2
   fi

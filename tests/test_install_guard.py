@@ -24,8 +24,11 @@ def test_an_active_venv_is_made_again_from_the_interpreter_it_came_from(tmp_path
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     own = venv / "bin" / "python"
-    base = subprocess.run([str(own), "-c", "import sys; print(sys._base_executable)"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    # the interpreter the venv was made from (sys._base_executable is the venv's own python on Python 3.10)
+    base = str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    if sys.version_info >= (3, 11):
+        base = subprocess.run([str(own), "-c", "import sys; print(sys._base_executable)"], capture_output=True,
+                              text=True, check=True).stdout.strip()
     env = {**os.environ, "XMFU_PLATFORM": "cpu", "PYTHON": str(own), "VENV": str(venv), "VIRTUAL_ENV": str(venv)}
     proc = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -20,6 +20,7 @@ from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.engine.fresh import Fresh, FreshInputsTimer, unsupported
 from xmfu.harness.engine.timers import HostTimer
 from xmfu.harness.engine.timing import Series
+from xmfu.harness.machine import compat
 from xmfu.workloads.membw.spec import MembwCase
 
 CASE = MembwCase("scale", 1024, "fp32")
@@ -134,7 +135,11 @@ def test_the_builtin_membw_backends_time_on_fresh_inputs_and_pass_the_recheck(cl
         row = rows[backend]
         assert row["status"] == "ok" and row["timed_check"]["ok"] is True, row
         assert row["timer"]["fresh_inputs_calls"] > row["time_s"]["n"]  # warm-up calls read new inputs too
-    assert rows["triton"]["status"] == "ok" and "timed_check" not in rows["triton"]  # the interpreter: never timed
+    too_old = compat.triton_interpreter_too_old()  # triton < 3.4 on a CPU (the floor): refused with the reason
+    if too_old:
+        assert rows["triton"]["status"] == "skipped" and too_old in json.dumps(rows["triton"]), rows["triton"]
+    else:
+        assert rows["triton"]["status"] == "ok" and "timed_check" not in rows["triton"]  # the interpreter: never timed
     assert cli("validate", str(tmp_path / "m")).returncode == 0
 
 

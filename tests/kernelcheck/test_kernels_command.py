@@ -44,10 +44,18 @@ def test_one_kernel_compiled_for_hopper_and_mi300_through_the_command(tmp_path):
     env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "xmfu", "kernels", "--targets", "sm90,gfx942", "--kernels", "stream",
                            "--quick", "--json", "-j", "2"], capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)
     assert [(r["target"], r["kernel"], r["dtype"]) for r in data["rows"]] == [
         ("sm90", "_stream[KERNEL=3]", "bf16"), ("gfx942", "_stream[KERNEL=3]", "bf16")]
+    note = data["target_notes"].get("gfx942", "")
+    if "ROCm linker" in note and "not found" in note:
+        # a Triton without the AMD linker of its own (3.2, the floor's) links gfx targets with ROCm's ld.lld, which a
+        # machine without ROCm lacks: the target is named with the reason, and nothing checked is a failure (exit 1)
+        assert done.returncode == 1 and f"triton {data['triton']} cannot compile for gfx942" in note
+        data["rows"] = data["rows"][:1]
+        data["target_notes"] = {}
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
     for row in data["rows"]:
         facts = row["facts"]
         assert row["error"] is None and row["problems"] == [] and row["family"] == "none"
