@@ -47,7 +47,7 @@ def single_device_reference(run: TrainSpec, step: Callable, tx: Any) -> dict[str
         return None
     device = local_jax_device()
     try:
-        return {**_single_device_step(run, device, step, tx), "device": str(device)}
+        return {**_single_device_step(run, device, step, tx), "device": device_name(device)}
     except Exception as exc:  # XLA reports running out of device memory as RESOURCE_EXHAUSTED
         if "RESOURCE_EXHAUSTED" not in str(exc) or device.platform == "cpu":
             raise
@@ -56,6 +56,12 @@ def single_device_reference(run: TrainSpec, step: Callable, tx: Any) -> dict[str
 
 
 HOST_REFERENCE = "cpu (does not fit one device)"
+
+
+def device_name(device: Any) -> str:
+    """`cpu:0`, `cuda:0`: the device as jax 0.5 and later print it; jax 0.4 prints its client's name (TFRT_CPU_0)."""
+    text = str(device)
+    return text if ":" in text else f"{device.platform}:{device.id}"
 
 
 def _from_process_zero(value: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
@@ -77,7 +83,7 @@ def _shared_scalars(ref: dict[str, Any] | None) -> dict[str, Any]:
                                              np.float32)
     loss, grad_norm, on_host = _from_process_zero(mine, (3,)).tolist()
     first = next(d for d in jax.devices() if d.process_index == 0)  # process 0's first device: local_jax_device()
-    device = ref["device"] if ref is not None else (HOST_REFERENCE if on_host else str(first))
+    device = ref["device"] if ref is not None else (HOST_REFERENCE if on_host else device_name(first))
     return {"loss": loss if ref is None else ref["loss"], "grad_norm": grad_norm if ref is None else ref["grad_norm"],
             "device": device}
 
