@@ -218,19 +218,25 @@ def cmd_admitted(args: Sequence[str]) -> int:
 
 def cmd_flagged(args: Sequence[str]) -> int:
     """The nodes whose own figures (matmul, node fabric) the checks so far flag, comma-separated on one line
-    (nothing when none); the job calls it after the node checks and measures those nodes again (job.again_lines)."""
+    (nothing when none); the job calls it after the node checks and measures those nodes again (job.again_lines);
+    with --links, the flagged links as A:B, after the link rounds (job.links_again_lines)."""
     from xmfu.harness.fleet import outcome
     from xmfu.harness.fleet.rules import NODE_FIGURES
 
     p = Parser(prog="xmfu fleet flagged", description="the nodes to check again, comma-separated (for the job)")
+    p.add_argument("--links", action="store_true", help="the links instead, as A:B")
     p.add_argument("folder")
     ns = p.parse_args(args)
     try:
-        d = outcome.judged(Path(ns.folder))[0]
+        found = outcome.gathered(Path(ns.folder))
+        d, fleet = outcome.judged(Path(ns.folder), found=found)[0], found[1]
     except ValueError as exc:
         return usage_error(f"fleet flagged: {exc}")
-    flagged = {f.subject for f in d.findings if f.figure in NODE_FIGURES}
-    print(",".join(sorted(flagged)))
+    if ns.links:
+        slow = {f.subject for f in d.findings if f.figure == "link_busbw_gbps"}
+        print(",".join(f"{p.a}:{p.b}" for p in fleet.pairs if p.name in slow))
+    else:
+        print(",".join(sorted({f.subject for f in d.findings if f.figure in NODE_FIGURES})))
     return 0
 
 

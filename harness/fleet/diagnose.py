@@ -182,6 +182,7 @@ def _verdict(out: Diagnosis, fleet: Fleet, findings: list[Finding]) -> Diagnosis
     if contended:
         out.caveats.append(f"{contended} node figures were measured while other work ran on their host (contended)")
     again = [h for h in fleet.hosts if h in fleet.nodes and fleet.nodes[h].measured_again]
+    again += [p.name for p in fleet.pairs if p.measured_again]
     if again:
         out.caveats.append(f"checked twice, the better measurement judged (the first was flagged): {', '.join(again)}")
     if failing:

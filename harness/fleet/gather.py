@@ -82,6 +82,7 @@ class PairResult:
     step: StepRecord | None = None
     busbw: Figure | None = None
     invalid: str = ""
+    measured_again: bool = False  # its figure was flagged and the job tested the link a second time
 
     @property
     def name(self) -> str:
@@ -276,21 +277,27 @@ def node(folder: Path, host: str, step: StepRecord | None) -> NodeResult:
     return _completed(out, items, dict(zip(jobs, read_all(jobs), strict=True)))
 
 
-def _link(folder: Path, p: PairResult) -> tuple[Path, str] | None:
-    path = folder / "links" / p.name
-    return (path, f"links/{p.name}") if (path / "manifest.json").is_file() else None
+def _links(folder: Path, p: PairResult) -> list[tuple[Path, str]]:
+    """The pair's link bundle, and its second measurement where the job tested the link again (job.again_lines:
+    links/pair-<a>-<b>-again)."""
+    names = (p.name, f"{p.name}-{AGAIN}")
+    return [(folder / "links" / n, f"links/{n}") for n in names if (folder / "links" / n / "manifest.json").is_file()]
 
 
-def _paired(p: PairResult, r: Read | None) -> PairResult:
-    if r is not None:
-        p.invalid, p.busbw = r.invalid, r.busbw
+def _paired(p: PairResult, reads: Sequence[Read]) -> PairResult:
+    """The better valid measurement of the link; a bundle that does not validate is named when none is valid."""
+    valid = [r for r in reads if not r.invalid and r.busbw is not None]
+    p.measured_again = len(reads) > 1
+    if valid:
+        p.busbw = max((r.busbw for r in valid if r.busbw is not None), key=lambda f: f.value)
+    elif reads:
+        p.invalid = next((r.invalid for r in reads if r.invalid), "")
     return p
 
 
 def pair(folder: Path, a: str, b: str, step: StepRecord | None) -> PairResult:
     out = PairResult(a, b, step)
-    job = _link(folder, out)
-    return _paired(out, read(*job) if job else None)
+    return _paired(out, [read(*job) for job in _links(folder, out)])
 
 
 ALL_STEPS = ("all-collectives", "all-training")
@@ -304,14 +311,14 @@ def gather(folder: Path, pairs: Sequence[tuple[str, str]]) -> Fleet:
     all_hosts, jobs = hosts(folder)
     records = {h: node_record(folder, h, found_steps.get(f"node-{h}")) for h in all_hosts}
     links = [PairResult(a, b, found_steps.get(f"pair-{a}-{b}")) for a, b in pairs]
-    link_jobs = [_link(folder, p) for p in links]
+    link_jobs = [_links(folder, p) for p in links]
     everything = {name: (folder / "all" / name, f"all/{name}") for name in ALL_STEPS
                   if (folder / "all" / name / "manifest.json").is_file()}
     todo = [i for _, items in records.values() for i in items if not isinstance(i, str)]
-    todo += [j for j in link_jobs if j is not None] + list(everything.values())
+    todo += [j for jobs in link_jobs for j in jobs] + list(everything.values())
     reads = dict(zip(todo, read_all(todo), strict=True))
     nodes = {h: _completed(out, items, reads) for h, (out, items) in records.items()}
-    links = [_paired(p, reads[j] if j else None) for p, j in zip(links, link_jobs, strict=True)]
+    links = [_paired(p, [reads[j] for j in jobs]) for p, jobs in zip(links, link_jobs, strict=True)]
     figures: dict[str, Figure | None] = {name: None for name in ALL_STEPS}
     for name, job in everything.items():
         r = reads[job]

@@ -190,6 +190,8 @@ def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | No
     total = sum(max(s.minutes for s in group) for group in plan) + 5
     if any(group[0].kind == "node" for group in plan):
         total += spec.minutes("node") + 5  # the flagged nodes' checks again, and the judgement that picks them
+    if any(group[0].kind == "pair" for group in plan):
+        total += 2 * spec.minutes("pair") + 5  # two flagged links again, one after the other, and the judgement
     body = [HEADER.format(fleet_id=spec.fleet_id, folder=shlex.quote(str(spec.folder.resolve())),
                           sbatch=sbatch_lines(spec, n, hosts, total)), STEP_FUNCTION]
     if hosts:
@@ -205,6 +207,8 @@ def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | No
             body.append("wait")
         if group[0].kind == "node":
             body += again_lines(spec, nodes[0])
+    if any(group[0].kind == "pair" for group in plan):
+        body += links_again_lines(spec, nodes[0])
     if together:
         body += admitted_lines(spec, nodes[0], [step_line(spec, g[0], background=False) for g in together])
     return "\n".join(body) + "\n"
@@ -231,6 +235,21 @@ def again_lines(spec: FleetSpec, first: str) -> list[str]:
     return ["\n# node checks again where a node's own figure was flagged: slow twice, or not slow",
             f'FLAGGED=$(srun {words} 2> "$F/steps/flagged.err")',
             'for host in ${FLAGGED//,/ }; do', f"  {again}", "done", "wait"]
+
+
+def links_again_lines(spec: FleetSpec, first: str) -> list[str]:
+    """The link tests again, one after the other (two flagged links may share a node), on the pairs whose bus
+    bandwidth the rounds flagged, as `xmfu fleet flagged --links` judges them: a link is slow only when it is slow
+    twice (gather.py judges the better measurement). On this project's local cluster a whole round of links read
+    slow while other work started on the host."""
+    judge = Step("flagged-links", "admit", (first,), ("fleet", "flagged", "--links", "$F"), 5)
+    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
+    name = f"pair-$a-$b-{AGAIN}"
+    again = Step(name, "pair", ("$a", "$b"), link_command(name), spec.minutes("pair"))
+    return ["\n# link tests again where a link was flagged: slow twice, or not slow",
+            f'FLAGGED_LINKS=$(srun {words} 2> "$F/steps/flagged-links.err")',
+            'for pair in ${FLAGGED_LINKS//,/ }; do', '  a=${pair%%:*} b=${pair#*:}',
+            f"  {step_line(spec, again, background=False)}", "done"]
 
 
 def admitted_lines(spec: FleetSpec, first: str, lines: Sequence[str]) -> list[str]:

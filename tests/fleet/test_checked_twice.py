@@ -16,7 +16,7 @@ from xmfu.harness.cli.fleet import cmd_flagged
 from xmfu.harness.cli.formulas import install
 from xmfu.harness.fleet import gather
 from xmfu.harness.fleet.diagnose import FAIL, diagnose
-from xmfu.harness.fleet.gather import Figure, Fleet, NodeResult
+from xmfu.harness.fleet.gather import Figure, Fleet, NodeResult, PairResult
 from xmfu.harness.fleet.rules import DEFAULT_RULES
 from xmfu.harness.results.bundle import validator
 
@@ -66,8 +66,26 @@ def test_fleet_flagged_prints_the_nodes_whose_own_figures_are_low(tmp_path, caps
 
     fleets = {"slow": _fleet({"n1": 0.19, "n2": 0.06, "n3": 0.19, "n4": 0.05}),
               "even": _fleet({"n1": 0.19, "n2": 0.18, "n3": 0.19, "n4": 0.185})}
-    monkeypatch.setattr(outcome, "judged", lambda folder: (diagnose(fleets[folder.name], DEFAULT_RULES), ()))
+    fleets["even"].pairs = [PairResult(a, b, busbw=Figure(v, v * 0.99, v * 1.01, "GB/s busbw", "t"))
+                            for (a, b), v in {("n1", "n2"): 0.5, ("n3", "n4"): 0.51, ("n1", "n4"): 0.12,
+                                              ("n2", "n3"): 0.49}.items()]
+    monkeypatch.setattr(outcome, "gathered", lambda folder: (None, fleets[folder.name]))
+    monkeypatch.setattr(outcome, "judged", lambda folder, found: (diagnose(found[1], DEFAULT_RULES), ()))
     assert cmd_flagged([str(tmp_path / "slow")]) == 0
     assert capsys.readouterr().out == "n2,n4\n"
     assert cmd_flagged([str(tmp_path / "even")]) == 0
     assert capsys.readouterr().out == "\n"
+    assert cmd_flagged(["--links", str(tmp_path / "even")]) == 0
+    assert capsys.readouterr().out == "n1:n4\n"
+
+
+def test_a_link_tested_again_counts_its_better_measurement(tmp_path):
+    folder = tmp_path / "fleet"
+    shutil.copytree(DATA, folder)
+    once = gather.pair(folder, "n1", "n2", None)
+    assert once.busbw is not None and not once.measured_again
+    shutil.copytree(folder / "links" / "pair-n3-n4", folder / "links" / "pair-n1-n2-again")  # a faster measurement
+    twice = gather.pair(folder, "n1", "n2", None)
+    faster = gather.pair(folder, "n3", "n4", None).busbw
+    assert twice.measured_again and twice.busbw is not None and twice.invalid == ""
+    assert twice.busbw.value == max(once.busbw.value, faster.value)

@@ -24,12 +24,16 @@ def test_the_script_runs_nodes_at_once_then_pair_rounds_then_every_node(tmp_path
     assert [line.split('"')[1] for line in lines] == [
         "node-${NODES[0]}", "node-${NODES[1]}", "node-${NODES[2]}", "node-${NODES[3]}", "node-$host-again",
         "pair-${NODES[0]}-${NODES[1]}", "pair-${NODES[2]}-${NODES[3]}",
-        "pair-${NODES[0]}-${NODES[3]}", "pair-${NODES[1]}-${NODES[2]}", "all-collectives", "all-training"]
+        "pair-${NODES[0]}-${NODES[3]}", "pair-${NODES[1]}-${NODES[2]}", "pair-$a-$b-again", "all-collectives",
+        "all-training"]
     # after the nodes, after the flagged nodes' checks again, after each round of pairs: the all-node steps run alone
     assert text.count("\nwait") == 4
     # a node whose own figure the first checks flagged is checked again (job.again_lines), named by its own step
     assert '"fleet" "flagged" "$F"' in text and 'for host in ${FLAGGED//,/ }; do' in text
     assert '"node-$host-again"' in text and '"run_id=$host-again"' in text
+    # and a flagged link tested again, one after the other (two flagged links may share a node)
+    assert '"fleet" "flagged" "--links" "$F"' in text and 'for pair in ${FLAGGED_LINKS//,/ }; do' in text
+    assert '"--nodelist=$a,$b"' in text and '"run_id=pair-$a-$b-again"' in text
     # the all-node steps run over the nodes admitted so far, judged by `xmfu fleet admitted` in a step of its own
     assert '"fleet" "admitted" "$F"' in text
     assert '"--nodelist=$ADMITTED"' in lines[-1] and '"--nodes=$N_ADMITTED"' in lines[-1]
@@ -42,13 +46,14 @@ def test_the_script_runs_nodes_at_once_then_pair_rounds_then_every_node(tmp_path
 
 def test_exhaustive_pairs_and_the_long_level(tmp_path):
     text = job.script(_spec(tmp_path, nodes=5, level="long", pairs="exhaustive"))
-    assert sum(1 for line in _steps(text) if '"pair-' in line) == 10
+    assert sum(1 for line in _steps(text) if '"pair-' in line) == 11  # 10 pairs, and a flagged one again
     assert '"experiment=acceptance"' in text and '"--time=180"' in text
 
 
 def test_a_resumed_job_names_its_hosts_and_runs_only_what_is_missing(tmp_path):
     text = job.script(_spec(tmp_path), hosts=["n2", "n3"], steps=["node-n3", "pair-n2-n3"])
-    assert [line.split('"')[1] for line in _steps(text)] == ["node-n3", "node-$host-again", "pair-n2-n3"]
+    assert [line.split('"')[1] for line in _steps(text)] == ["node-n3", "node-$host-again", "pair-n2-n3",
+                                                            "pair-$a-$b-again"]
     assert "#SBATCH --nodelist=n2,n3" in text and "NODES=(n2 n3)" in text and "#SBATCH --nodes=2" in text
 
 

@@ -61,7 +61,9 @@ def test_without_an_image_no_container_word_is_written(tmp_path):
 FAKE_SRUN = """#!/bin/bash
 # records the words it was given, one file per call, NUL-separated
 printf '%s\\0' "$@" > "$XMFU_TEST_CALLS/$(date +%s%N)-$$"
-case "$*" in *"fleet admitted"*) echo n1,n2 ;; *"fleet flagged"*) echo n2 ;; esac  # as `xmfu fleet ...` prints them
+case "$*" in  # what `xmfu fleet ...` prints
+  *"fleet admitted"*) echo n1,n2 ;; *"fleet flagged --links"*) echo n1:n2 ;; *"fleet flagged"*) echo n2 ;;
+esac
 """
 FAKE_SCONTROL = """#!/bin/bash
 [ "$1 $2" = "show hostnames" ] && tr ',' '\\n' <<< "$3"
@@ -92,8 +94,8 @@ def test_the_script_hands_srun_the_expanded_container_words(tmp_path, runtime):
     folder = str(spec.folder.resolve())
     calls = _run_script(spec, tmp_path)
     names = [w.split("=", 1)[1] for c in calls for w in c if w.startswith("--job-name=")]
-    assert sorted(names) == sorted(["node-n1", "node-n2", "flagged", "node-n2-again", "pair-n1-n2", "admitted",
-                                    "all-collectives", "all-training"])
+    assert sorted(names) == sorted(["node-n1", "node-n2", "flagged", "node-n2-again", "pair-n1-n2", "flagged-links",
+                                    "pair-n1-n2-again", "admitted", "all-collectives", "all-training"])
     binds = f"{folder}:{folder},/data:/data:ro,/scratch:/scratch"
     for words in calls:
         assert not any("$" in w for w in words), words  # $F and ${NODES[i]} expanded by bash
@@ -106,7 +108,10 @@ def test_the_script_hands_srun_the_expanded_container_words(tmp_path, runtime):
             assert not any(w.startswith("--container") for w in words)
         assert any(w.startswith(f"results_dir={folder}/") for w in words[xmfu:]) or words[xmfu + 1:xmfu + 3] in (
             ["fleet", "admitted"], ["fleet", "flagged"])
+        assert words[xmfu + 1:xmfu + 4] != ["fleet", "flagged", "--links"] or words[-1] == folder
     records = sorted(p.name for p in (spec.folder / job.STEPS).glob("*.json"))
-    assert len(records) == 6  # every step recorded its end (the judgements print, and are not recorded)
+    assert len(records) == 7  # every step recorded its end (the judgements print, and are not recorded)
+    link = next(c for c in calls if "--job-name=pair-n1-n2-again" in c)
+    assert "--nodelist=n1,n2" in link and "run_id=pair-n1-n2-again" in link
     again = next(c for c in calls if "--job-name=node-n2-again" in c)
     assert "--nodelist=n2" in again and "run_id=n2-again" in again
