@@ -25,6 +25,10 @@ MIN_FOR_BASELINE = 3  # fewer values give no robust median and spread: the figur
 # Up to this many values, each is judged against the others alone: in a large fleet leaving one out changes nothing
 # (and judging 500,000 pairs that way would cost a median each)
 LEAVE_ONE_OUT_BELOW = 32
+# Fewer other values than this give no spread worth a threshold (harness/results/history/judge.py's MIN_BASELINE, from
+# its simulation: below 5 points a MAD rule is a coin toss): a figure is then judged by the rule's fraction alone
+# against the others' lower bounds (few_peers)
+MIN_FOR_SPREAD = 5
 PASS, FAIL, NOT_JUDGED = "PASS", "FAIL", "NOT JUDGED"
 
 
@@ -64,6 +68,18 @@ def robust(values: Sequence[float], figure: str, source: str, least: int = MIN_F
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
     return Baseline(figure, median, MAD_TO_SIGMA * mad, len(values), source)
+
+
+def few_peers(rule: Rule, others: Sequence[Figure], source: str) -> tuple[Baseline, float]:
+    """The baseline and threshold where fewer than MIN_FOR_SPREAD others judge a figure: the rule's fraction below
+    the median of the others' lower 95% bounds, with no spread term (a MAD of two to four values is half a gap or
+    less: the spread it gives is as wide as the nodes' own disagreement, and on the local cluster two live peers 30%
+    apart left a node at a third of their speed unflagged). Each peer is taken at its own pessimistic bound, so its
+    noise cannot make a node look slow."""
+    median = statistics.median(g.low for g in others)
+    limit = median * (1 - rule.below_median)
+    limit = max(limit, rule.floor) if rule.floor is not None else limit
+    return Baseline(rule.figure, median, 0.0, len(others), f"{source} (their lower 95% bounds)"), limit
 
 
 def threshold(rule: Rule, base: Baseline) -> float:
@@ -117,11 +133,14 @@ def judge_figures(rule: Rule, subjects: Sequence[tuple[str, Figure | None]], giv
     out = []
     for i, (subject, f) in enumerate(measured):
         own = base
+        limit = None
         if given is None and len(measured) <= LEAVE_ONE_OUT_BELOW:
-            others = [g.value for j, (_, g) in enumerate(measured) if j != i]
+            others = [g for j, (_, g) in enumerate(measured) if j != i]
             # two others are enough to judge by: the fleet itself had the three a baseline needs
-            own = robust(others, rule.figure, f"{source} but {subject}", least=2) or base
-        limit = threshold(rule, own)
+            own = robust([g.value for g in others], rule.figure, f"{source} but {subject}", least=2) or base
+            if len(others) < MIN_FOR_SPREAD:
+                own, limit = few_peers(rule, others, f"{source} but {subject}")
+        limit = threshold(rule, own) if limit is None else limit
         if f.high < limit:
             out.append(Finding(subject, rule.code, f"{f.value:.4g} {unit} (95% CI {f.low:.4g}-{f.high:.4g}) below "
                                f"{limit:.4g}, the threshold from the median {own.median:.4g} of {own.source}: "

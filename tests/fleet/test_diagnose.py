@@ -39,7 +39,24 @@ def test_a_slow_node_is_excluded_with_its_reason_and_the_figures():
     d = diagnose(_fleet({"n1": 700, "n2": 705, "n3": 450, "n4": 702}, RING), DEFAULT_RULES)
     assert d.verdict == FAIL and list(d.excluded) == ["n3"]
     (f,) = d.excluded["n3"]
-    assert f.code == "slow-matmul" and f.value == 450 and f.threshold == pytest.approx(702 * 0.9)  # the others' median
+    # three others are too few for a spread: 10% below the median of their lower 95% bounds (702's, at 1%)
+    assert f.code == "slow-matmul" and f.value == 450 and f.threshold == pytest.approx(702 * 0.99 * 0.9)
+
+
+def test_with_few_peers_their_lower_bounds_judge_not_their_disagreement():
+    """On the local cluster: n4 dead, n1 and n2 30% apart, n3 held to a tenth of a core at a third of their speed
+    (its CI 0.0189-0.0212). A spread from two values (1.4826 x half their gap, 4 sigmas) left no threshold; their
+    lower bounds do. Two slow nodes of four are each judged against a median the other cannot move."""
+    fleet = _fleet({"n1": 0.0728, "n2": 0.053, "n3": 0.0199, "n4": 1.0}, RING)
+    fleet.nodes["n1"].matmul = Figure(0.0728, 0.0661, 0.0838, "TFLOP/s", "n1")
+    fleet.nodes["n2"].matmul = Figure(0.053, 0.0487, 0.0689, "TFLOP/s", "n2")
+    fleet.nodes["n3"].matmul = Figure(0.0199, 0.0189, 0.0212, "TFLOP/s", "n3")
+    fleet.nodes["n4"] = NodeResult("n4")  # could not run
+    d = diagnose(fleet, DEFAULT_RULES)
+    (f,) = [f for f in d.findings if f.code == "slow-matmul"]
+    assert f.subject == "n3" and f.threshold == pytest.approx(0.9 * (0.0661 + 0.0487) / 2)
+    two = diagnose(_fleet({"n1": 700, "n2": 300, "n3": 705, "n4": 310}, RING), DEFAULT_RULES)
+    assert sorted(f.subject for f in two.findings if f.code == "slow-matmul") == ["n2", "n4"]
 
 
 def test_in_a_small_fleet_each_node_is_judged_against_the_others():
