@@ -108,6 +108,9 @@ def why_not_run(host: str, step: StepRecord | None) -> str:
 def node_findings(n: NodeResult, devices: int | None, common_doctor: set[str]) -> list[Finding]:
     if not n.ran:
         return [Finding(n.host, "could-not-run", why_not_run(n.host, n.step))]
+    if n.interrupted:  # its figures are a part of a check: nothing else is judged of it
+        return [Finding(n.host, "could-not-run", f"{n.host}'s check was ended by a signal ({', '.join(n.interrupted)}):"
+                        f" {why_not_run(n.host, n.step)}")]
     out = [Finding(n.host, "part-failed", p) for p in n.failed_parts]
     out += [Finding(n.host, "invalid-result", f"a bundle that does not validate: {why}") for why in n.invalid]
     if devices is not None and n.devices is not None and n.devices < devices:

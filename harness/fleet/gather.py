@@ -31,6 +31,11 @@ from xmfu.harness.results.schema.row import Row
 # brake; amdsmi gpu_metrics throttle_status): a power cap or idle clocks are how a GPU normally runs.
 THROTTLING = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake", "throttled", "indep_throttled")
 THROTTLED_SHARE = 0.1  # of the readings of one row, before a reason counts
+# A part's exit status when a signal ended it: xmfu's own for SIGINT and SIGTERM (130), a shell's 128 + SIGTERM. Slurm
+# ends a step past its time limit and a cancelled job's steps with SIGTERM (then SIGKILL): the node could not finish
+# its check, which is not a failure of the node.
+INTERRUPTED = (130, 143)
+INTERRUPTED_MARK = "interrupted: "
 ERR_TAIL = 600  # characters of a step's stderr kept as its reason
 MAX_WORKERS = 4  # processes validating bundles at once (each holds one bundle at a time), at most one per core
 PARALLEL_FROM = 24  # bundles: fewer are validated in this process (starting workers costs more than it saves)
@@ -73,6 +78,7 @@ class NodeResult:
     doctor_problems: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)  # bundles that did not validate, with their first problem
     measured_again: bool = False  # its figures were flagged and the job checked it a second time
+    interrupted: list[str] = field(default_factory=list)  # parts ended by a signal (scancel, a step's time limit)
 
 
 @dataclass
@@ -225,7 +231,9 @@ def _parts(folder: Path, run: str, host: str) -> tuple[dict, list[Item]] | None:
     data = json.loads(record.read_text())
     items: list[Item] = []
     for part in data.get("parts", []):
-        if part.get("exit_code") not in (0, None):
+        if part.get("exit_code") in INTERRUPTED:
+            items.append(f"{INTERRUPTED_MARK}{part['name']} exited {part['exit_code']}")
+        elif part.get("exit_code") not in (0, None):
             items.append(f"{part['name']} exited {part['exit_code']}")
         items += [(suite / relative, f"nodes/{run}/{relative}") for relative in part.get("bundles", [])]
     return data, items
@@ -264,7 +272,9 @@ def _add(out: NodeResult, r: Read) -> None:
 
 def _completed(out: NodeResult, items: Sequence[Item], reads: dict[tuple[Path, str], Read]) -> NodeResult:
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, str) and item.startswith(INTERRUPTED_MARK):
+            out.interrupted.append(item[len(INTERRUPTED_MARK):])
+        elif isinstance(item, str):
             out.failed_parts.append(item)
         else:
             _add(out, reads[item])

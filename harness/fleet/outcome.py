@@ -98,8 +98,8 @@ def line(d: Diagnosis) -> str:
 def missing(s: spec.FleetSpec, fleet: Fleet) -> tuple[list[str], list[str]]:
     """(the hosts, the step names) a resumed job must run: node checks that never finished, link tests without a
     result (their nodes both able to run), the all-node steps without theirs (on every host)."""
-    names = [f"node-{h}" for h, n in fleet.nodes.items() if not n.ran]
-    hosts = [h for h, n in fleet.nodes.items() if not n.ran]
+    names = [f"node-{h}" for h, n in fleet.nodes.items() if not n.ran or n.interrupted]
+    hosts = [h for h, n in fleet.nodes.items() if not n.ran or n.interrupted]
     for p in fleet.pairs:
         if p.busbw is None:
             names.append(p.name)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xmfu.harness.fleet import job, slurm
-from xmfu.harness.fleet.spec import FleetSpec, write
+from xmfu.harness.fleet.spec import AGAIN, FleetSpec, write
 
 POLL_S = 5.0
 GRACE_S = 300.0  # past the job's time limit: for Slurm to end it and the file system to show its last records
@@ -31,8 +31,14 @@ class Submitted:
 
 
 def _expected(script_text: str) -> tuple[str, ...]:
-    """The step names a script runs, as written (`step "NAME" ...`); `${NODES[i]}` stays unexpanded."""
-    return tuple(line.split('"')[1] for line in script_text.splitlines() if line.lstrip().startswith('step "'))
+    """The step names a script runs, as written (`step "NAME" ...`); `${NODES[i]}` stays unexpanded. The checks
+    again (job.again_lines: `node-$host-again`, one line for however many nodes are flagged) are not counted."""
+    names = (line.split('"')[1] for line in script_text.splitlines() if line.lstrip().startswith('step "'))
+    return tuple(n for n in names if not _again(n))
+
+
+def _again(name: str) -> bool:
+    return name.endswith(f"-{AGAIN}")
 
 
 def submit(spec: FleetSpec, hosts: Sequence[str] = (), names: Sequence[str] | None = None,
@@ -57,14 +63,17 @@ def submit(spec: FleetSpec, hosts: Sequence[str] = (), names: Sequence[str] | No
 
 def progress_line(folder: Path, sub: Submitted, started: float, now: float) -> str:
     """Steps ended of those the job runs, by kind (its step records written since it was submitted)."""
-    ended = [p.stem for p in (folder / job.STEPS).glob("*.json") if p.stat().st_mtime >= sub.at - 1]
+    records = [p.stem for p in (folder / job.STEPS).glob("*.json") if p.stat().st_mtime >= sub.at - 1]
+    ended = [n for n in records if not _again(n)]
     done = {k: sum(1 for n in ended if n.startswith(k + "-")) for k in ("node", "pair", "all")}
     want = {k: sum(1 for n in sub.steps if n.startswith(k + "-")) for k in done}
     share = len(ended) / len(sub.steps) if sub.steps else 0.0
     elapsed = now - started
     eta = f", ETA {_clock(elapsed / share - elapsed)}" if 0 < share < 1 else ""
+    again = len(records) - len(ended)
     return (f"xmfu fleet: job {sub.job_id}: nodes {done['node']}/{want['node']}, pairs {done['pair']}/{want['pair']}, "
-            f"all-node steps {done['all']}/{want['all']}, {_clock(elapsed)} elapsed{eta}")
+            f"all-node steps {done['all']}/{want['all']}{f', {again} checked again' if again else ''}, "
+            f"{_clock(elapsed)} elapsed{eta}")
 
 
 def _clock(seconds: float) -> str:

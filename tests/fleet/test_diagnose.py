@@ -134,3 +134,13 @@ def test_a_rules_file_replaces_a_rule_and_a_bad_one_says_what_is_wrong(tmp_path)
         bad.write_text(text)
         with pytest.raises(RulesError, match=said):
             load(bad)
+
+
+def test_a_check_ended_by_a_signal_could_not_run_and_is_not_a_failed_part():
+    """scancel of the job (or a step past its limit) while a node's matmul ran: its suite records the part as exited
+    130 (SIGTERM, as xmfu exits on it); the node could not run its check, which is not the node failing."""
+    fleet = _fleet({"n1": 700, "n2": 705, "n3": 690, "n4": 702}, RING)
+    fleet.nodes["n2"].interrupted = ["matmul exited 130"]
+    d = diagnose(fleet, DEFAULT_RULES)
+    assert [(f.subject, f.code) for f in d.findings] == [("n2", "could-not-run")]
+    assert "ended by a signal (matmul exited 130)" in d.findings[0].detail and d.verdict == NOT_JUDGED

@@ -38,14 +38,21 @@ def _fleet_test_only(cluster: Cluster, results: Path, fleet_id: str, *extra: str
 
 
 def _step_lines(script: Path) -> list[str]:
-    return [line for line in script.read_text().splitlines() if line.startswith('step "')]
+    """The job's `step` lines (the all-node ones sit inside the admitted-nodes test, indented), and whether each is
+    a check again (job.again_lines: one line for however many nodes or links are flagged)."""
+    return [line.strip() for line in script.read_text().splitlines() if line.lstrip().startswith('step "')]
+
+
+def _first_checks(lines: list[str]) -> list[str]:
+    return [line for line in lines if '-again"' not in line.split(" ", 2)[1]]
 
 
 def test_pyxis_form_passes_sbatch_test_only_with_the_srun_container_options(slurm_cluster: Cluster, tmp_path):
     script = _fleet_test_only(slurm_cluster, tmp_path, "pyxis", "--container-image", IMAGE_PYXIS,
                               "--container-mounts", "/data:/data:ro")
     lines = _step_lines(script)
-    assert len(lines) == 5  # 2 node checks, 1 pair, the all-node collective and training
+    assert len(_first_checks(lines)) == 5  # 2 node checks, 1 pair, the all-node collective and training
+    assert len(lines) == 7  # and a flagged node's check and a flagged link's test again
     for line in lines:
         assert (f'"--container-image={IMAGE_PYXIS}" "--container-mounts=$F:$F,/data:/data:ro" '
                 '"--container-workdir=$F" "xmfu" "run"') in line
@@ -57,7 +64,7 @@ def test_apptainer_form_passes_sbatch_test_only_with_the_exec_prefix(slurm_clust
     script = _fleet_test_only(slurm_cluster, tmp_path, "apptainer", "--container-image", IMAGE_SIF,
                               "--container-runtime", "apptainer")
     lines = _step_lines(script)
-    assert len(lines) == 5
+    assert len(_first_checks(lines)) == 5 and len(lines) == 7
     for line in lines:
         assert f'"apptainer" "exec" "--nv" "--rocm" "--bind" "$F:$F" "{IMAGE_SIF}" "xmfu" "run"' in line
         assert "--container-" not in line
@@ -65,8 +72,10 @@ def test_apptainer_form_passes_sbatch_test_only_with_the_exec_prefix(slurm_clust
 
 
 STAND_IN = """#!/bin/bash
-# apptainer's stand-in: records where it ran and the words it was given, then exits 0
+# apptainer's stand-in: records where it ran and the words it was given, then exits 0; as `xmfu fleet admitted`,
+# it admits every node of the job (`xmfu fleet flagged` flags none: it prints nothing)
 printf '%s\\0' "$(hostname)" "$SLURM_STEP_ID" "$@" > "{calls}/$(hostname)-$SLURM_JOB_ID-$SLURM_STEP_ID-$$"
+case "$*" in *"xmfu fleet admitted"*) scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, ;; esac
 """
 
 
@@ -93,11 +102,16 @@ def test_apptainer_form_runs_each_step_on_its_nodes_under_real_slurm(slurm_clust
             "all-training"}
     assert set(records) == want, records
     assert all(r["rc"] == 0 for r in records.values()), records
-    ran = [p.read_bytes().decode().split("\0")[:-1] for p in calls.iterdir()]
+    every = [p.read_bytes().decode().split("\0")[:-1] for p in calls.iterdir()]
     binds = f"{folder}:{folder},/data:/data:ro"
-    for _host, _step, *words in ran:
+    for _host, _step, *words in every:
         assert words[:6] == ["exec", "--nv", "--rocm", "--bind", binds, IMAGE_SIF], words
-        assert words[6:8] == ["xmfu", "run"]
+        assert words[6:8] in (["xmfu", "run"], ["xmfu", "fleet"]), words
+    # the judgements (fleet flagged, flagged --links, admitted) run on the first node, in the container too
+    judged = sorted(" ".join(w for w in words[7:] if w != str(folder)) for _h, _s, *words in every
+                    if words[7] == "fleet")
+    assert judged == ["fleet admitted", "fleet flagged", "fleet flagged --links"], judged
+    ran = [[host, step, *words] for host, step, *words in every if words[7] == "run"]
     by_step: dict[str, list[str]] = {}
     for host, step, *_ in ran:
         by_step.setdefault(step, []).append(host)
