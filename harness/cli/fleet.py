@@ -232,11 +232,13 @@ def cmd_flagged(args: Sequence[str]) -> int:
         d, fleet = outcome.judged(Path(ns.folder), found=found)[0], found[1]
     except ValueError as exc:
         return usage_error(f"fleet flagged: {exc}")
+    # a node or link already measured twice (a resumed job judges the whole folder again) is not measured a third time
     if ns.links:
         slow = {f.subject for f in d.findings if f.figure == "link_busbw_gbps"}
-        print(",".join(f"{p.a}:{p.b}" for p in fleet.pairs if p.name in slow))
+        print(",".join(f"{p.a}:{p.b}" for p in fleet.pairs if p.name in slow and not p.measured_again))
     else:
-        print(",".join(sorted({f.subject for f in d.findings if f.figure in NODE_FIGURES})))
+        flagged = {f.subject for f in d.findings if f.figure in NODE_FIGURES}
+        print(",".join(sorted(h for h in flagged if not fleet.nodes[h].measured_again)))
     return 0
 
 

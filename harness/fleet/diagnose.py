@@ -98,7 +98,7 @@ def why_not_run(host: str, step: StepRecord | None) -> str:
     if "DUE TO TIME LIMIT" in said or "time limit" in said.lower():
         return f"{host}'s check ran past its time limit and Slurm ended it"
     if "Node failure" in said or "NODE_FAIL" in said or "Communication connection failure" in said:
-        return f"{host} failed while its check ran (Slurm: node failure)"
+        return f"{host} went down while its check ran (Slurm: node failure)"
     if "CANCELLED" in said:
         return f"{host}'s check was cancelled"
     tail = " ".join(said.split())[-200:] or "nothing on stderr"

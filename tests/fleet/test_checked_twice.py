@@ -77,6 +77,11 @@ def test_fleet_flagged_prints_the_nodes_whose_own_figures_are_low(tmp_path, caps
     assert capsys.readouterr().out == "\n"
     assert cmd_flagged(["--links", str(tmp_path / "even")]) == 0
     assert capsys.readouterr().out == "n1:n4\n"
+    # measured twice already (a resumed job judges the folder again): not a third time
+    fleets["slow"].nodes["n2"].measured_again = True
+    fleets["even"].pairs[2].measured_again = True
+    assert cmd_flagged([str(tmp_path / "slow")]) == 0 and capsys.readouterr().out == "n4\n"
+    assert cmd_flagged(["--links", str(tmp_path / "even")]) == 0 and capsys.readouterr().out == "\n"
 
 
 def test_a_link_tested_again_counts_its_better_measurement(tmp_path):
