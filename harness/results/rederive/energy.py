@@ -1,0 +1,59 @@
+"""A row's energy figures re-derived from the bundle's raw data: telemetry.jsonl's readings of its case (the counter
+or the power the row names as its source) over samples.jsonl's intervals, by the formulas the engine used
+(harness/results/statistics/energy.py). The start-up counter check is recorded, not re-derived: its readings come
+before the first case and are not kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xmfu.harness.results.rederive.times import close, is_number
+from xmfu.harness.results.statistics.energy import figures
+
+# the row's energy fields that follow from the data, each re-derived
+FIGURES = ("timed_s", "covered_s", "energy_j", "mean_power_w", "j_per_call", "tflops_per_w", "power_limit_fraction")
+PER_TOKEN = ("j_per_token", "tokens_per_s_per_w")
+KINDS = {"counter": ("energy_j", "counter"), "integrated power": ("power_w", "power")}
+
+
+def readings_by_case(found: dict[str, list[dict[str, Any]]], reading: Any) -> None:
+    """Keep a telemetry.jsonl reading's time, power and counter under its case (validator.py hands each in)."""
+    if isinstance(reading, dict) and isinstance(reading.get("case_id"), str):
+        found.setdefault(reading["case_id"], []).append(
+            {k: reading.get(k) for k in ("t", "power_w", "energy_j")})
+
+
+def _differs(name: str, stated: Any, want: Any, where: str) -> list[str]:
+    if stated is None and want is None:
+        return []
+    if is_number(stated) and is_number(want) and close(stated, want):
+        return []
+    return [f"{where}: energy.{name} {stated!r} is not what telemetry.jsonl and samples.jsonl give ({want!r})"]
+
+
+def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: dict[str, list[dict[str, Any]]],
+                    where: str) -> list[str]:
+    e = row.get("energy")
+    if not isinstance(e, dict) or e.get("source") not in KINDS:
+        if isinstance(e, dict) and e.get("energy_j") is not None:
+            return [f"{where}: energy.energy_j {e['energy_j']!r} but the source is {e.get('source')!r}"]
+        return []
+    intervals = (rec or {}).get("intervals")
+    if not isinstance(intervals, list) or not intervals:
+        return [f"{where}: energy measured ({e['source']}) but samples.jsonl holds no intervals to re-derive it from"]
+    field, kind = KINDS[e["source"]]
+    points = [(r["t"], r.get(field)) for r in readings.get(str(row.get("case_id")), []) if is_number(r.get("t"))]
+    t = row.get("time_s") if isinstance(row.get("time_s"), dict) else {}
+    want = figures(kind, points, [tuple(i) for i in intervals], e.get("wrap_j"), e.get("max_gap_s"),
+                   t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"))
+    if "reason" in want:
+        return [f"{where}: energy.energy_j {e.get('energy_j')!r} but {want['reason']}"]
+    out = [p for name in FIGURES for p in _differs(name, e.get(name), want.get(name), where)]
+    for name in PER_TOKEN:
+        stated, wanted = e.get(name) or {}, want.get(name) or {}
+        if set(stated) != set(wanted):
+            out.append(f"{where}: energy.{name} counts {sorted(stated)} where the row's throughput gives "
+                       f"{sorted(wanted)}")
+            continue
+        out += [p for k in wanted for p in _differs(f"{name}.{k}", stated[k], wanted[k], where)]
+    return out
