@@ -86,7 +86,8 @@ def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[R
         why = check.reason or "neither an energy counter nor power is readable"
         return {**base, "source": "not measured", "reason": why if readings else f"no readings: {why}"}
     median = row["time_s"]["median"] if row.get("time_s") else None
-    got = energy_figures.figures(kind, points, series.intervals, wrap, gap, median, row.get("throughput"),
+    intervals, base["window"] = energy_figures.steady_intervals(series.intervals, row.get("steady_state"))
+    got = energy_figures.figures(kind, points, intervals, wrap, gap, median, row.get("throughput"),
                                  row.get("tflops"), power_limit_w)
     if "reason" in got:
         return {**base, **got, "source": "not measured"}

@@ -54,3 +54,13 @@ def test_per_call_per_token_and_per_watt_figures_by_hand():
                         {"prompt_tokens_per_s": 1e4, "generated_tokens_per_s": 50.0}, None, None)
     assert inference["j_per_token"] == {"prompt_tokens": pytest.approx(0.05), "generated_tokens": pytest.approx(10.0)}
     assert figures("counter", points, [(1.0, 3.0)], None, None, 0.02, None, None, None)["j_per_token"] is None
+
+
+def test_a_sustained_rows_energy_is_taken_from_its_steady_state_on():
+    from xmfu.harness.results.statistics.energy import steady_intervals
+
+    calls = [(10.0 + i, 10.5 + i) for i in range(6)]
+    kept, said = steady_intervals(calls, {"reached": True, "reached_after_s": 3.0})
+    assert kept == calls[3:] and said == "steady state: the calls from 3 s on"
+    assert steady_intervals(calls, {"reached": False, "reached_after_s": 3.0}) == (calls, "every timed call")
+    assert steady_intervals(calls, None)[0] == calls

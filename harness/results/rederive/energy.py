@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.results.rederive.times import close, is_number
-from xmfu.harness.results.statistics.energy import figures
+from xmfu.harness.results.statistics.energy import figures, steady_intervals
 
 # the row's energy fields that follow from the data, each re-derived
 FIGURES = ("timed_s", "covered_s", "energy_j", "mean_power_w", "j_per_call", "tflops_per_w", "power_limit_fraction")
@@ -44,7 +44,11 @@ def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: d
     field, kind = KINDS[e["source"]]
     points = [(r["t"], r.get(field)) for r in readings.get(str(row.get("case_id")), []) if is_number(r.get("t"))]
     t = row.get("time_s") if isinstance(row.get("time_s"), dict) else {}
-    want = figures(kind, points, [tuple(i) for i in intervals], e.get("wrap_j"), e.get("max_gap_s"),
+    steady = row.get("steady_state") if isinstance(row.get("steady_state"), dict) else None
+    window, said = steady_intervals(intervals, steady)
+    if e.get("window") not in (None, said):
+        return [f"{where}: energy.window {e.get('window')!r} is not the row's ({said!r})"]
+    want = figures(kind, points, window, e.get("wrap_j"), e.get("max_gap_s"),
                    t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"))
     if "reason" in want:
         return [f"{where}: energy.energy_j {e.get('energy_j')!r} but {want['reason']}"]

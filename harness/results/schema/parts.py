@@ -356,6 +356,8 @@ class Energy(Record, kw_only=True):
     counter: maybe(str, "the counter read (its query and unit)") = None
     counter_check: maybe(AnyMap, "the start-up check of the counter against power x time (ratio, expected_j, "
                                  "measured_j, reason); null where none ran") = None
+    window: maybe(str, "the calls the energy is taken over: every timed call, or (timing=sustained) those from the "
+                       "start of the steady state on") = None
     wrap_j: maybe(Positive, "counter: its range in J, where it wraps around (RAPL max_energy_range_uj)") = None
     max_gap_s: maybe(Positive, "integrated power: readings further apart are a gap, nothing assumed between "
                                "them") = None

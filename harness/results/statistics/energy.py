@@ -147,3 +147,14 @@ def figures(kind: str, points: Sequence[Point], intervals: Sequence[Interval], w
     if not out["j_per_token"]:
         out["j_per_token"] = out["tokens_per_s_per_w"] = None
     return out
+
+
+def steady_intervals(intervals: Sequence[Interval], steady_state: dict[str, Any] | None) -> tuple[list[Interval], str]:
+    """The intervals a sustained row's energy is taken over: those from the start of its steady state on (the
+    settling rule of steady_windows.py: windows counted from the first interval's start), and the window in words.
+    Rows without a steady state (or one never reached) use every timed call."""
+    every = [(float(a), float(b)) for a, b in intervals]
+    if not steady_state or not steady_state.get("reached") or not every:
+        return every, "every timed call"
+    start = every[0][0] + float(steady_state.get("reached_after_s") or 0.0)
+    return [i for i in every if i[0] >= start], f"steady state: the calls from {steady_state['reached_after_s']:g} s on"
