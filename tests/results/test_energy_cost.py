@@ -1,0 +1,75 @@
+"""The cost's energy line (price_kwh=, pue=) and the ownership mode, worked by hand (analysis/cost.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.results.rows import valid_row
+from xmfu.harness.results.analysis.cost import (
+    EnergyPrice,
+    energy_cost,
+    energy_price,
+    ownership_price,
+    with_energy,
+)
+from xmfu.harness.results.bundle.reader import typed
+
+
+def _row(**energy):
+    section = {"source": "counter", "scope": "device", "mean_power_w": 500.0, **energy}
+    return typed(valid_row(tflops=400.0, throughput={"tokens_per_s": 10_000.0}, energy=section))
+
+
+def test_the_energy_line_by_hand():
+    # 0.05 J/token: 1e6 tokens take 5e4 J = 0.013889 kWh; x PUE 1.2 x USD 0.10 per kWh
+    row = _row(j_per_token={"tokens": 0.05}, tflops_per_w=0.8)
+    out = energy_cost(row, EnergyPrice(0.10, 1.2))
+    assert out["kwh_per_million_tokens"] == pytest.approx(5e4 * 1.2 / 3.6e6)
+    assert out["usd_energy_per_million_tokens"] == pytest.approx(5e4 * 1.2 / 3.6e6 * 0.10)
+    # a PFLOP-hour at 0.8 TFLOP/s/W draws 1 / 0.8 kWh of the device: 1.25 x 1.2 x 0.10 USD
+    assert out["usd_energy_per_realized_pflop_hour"] == pytest.approx(1.25 * 1.2 * 0.10)
+    assert "pue_note" not in out and "no pue=" in energy_cost(row, EnergyPrice(0.10))["pue_note"]
+
+
+def test_totals_add_the_device_hour_line_and_the_energy_line():
+    row = _row(j_per_token={"tokens": 0.05}, tflops_per_w=0.8)
+    out = with_energy(row, 3.6, EnergyPrice(0.10))
+    # USD 3.6 per device-hour at 1e4 tokens/s: 3.6 / 3.6e7 x 1e6 = USD 0.1 per million tokens
+    assert out["usd_per_million_tokens"] == pytest.approx(0.1)
+    assert out["usd_total_per_million_tokens"] == pytest.approx(0.1 + 5e4 / 3.6e6 * 0.10)
+    assert out["usd_total_per_realized_pflop_hour"] == pytest.approx(3.6 / 0.4 + 0.125)
+
+
+def test_a_row_without_measured_energy_has_no_energy_cost():
+    row = typed(valid_row(tflops=400.0, energy={"source": "not measured", "scope": "cpu package",
+                                                "reason": "no RAPL"}))
+    out = with_energy(row, None, EnergyPrice(0.10))
+    assert out["energy_source"] == "not measured" and out["usd_energy_per_realized_pflop_hour"] is None
+    assert not any(k.startswith("usd_total") for k in out)
+
+
+def test_bad_energy_prices_and_ownership_are_refused_with_what_is_allowed():
+    with pytest.raises(ValueError, match="Allowed: a finite number >= 1"):
+        energy_price(0.1, 0.8)
+    with pytest.raises(ValueError, match="without price_kwh"):
+        energy_price(None, 1.3)
+    with pytest.raises(ValueError, match="USD per kWh"):
+        energy_price(-1.0, None)
+    assert energy_price(None, None) is None
+    assert ownership_price(30_000.0, 4.0) == pytest.approx(30_000 / (4 * 8760))
+    with pytest.raises(ValueError, match="Allowed"):
+        ownership_price(30_000.0, 0.0)
+
+
+def test_suite_settings_take_the_ownership_mode_and_the_energy_price():
+    from xmfu.harness.engine.declare import ConfigError
+    from xmfu.harness.suites import suite
+
+    s = suite._settings({"capex_usd": 30_000, "amortize_years": 4, "price_kwh": 0.1, "pue": 1.3})
+    assert s.price == pytest.approx(30_000 / (4 * 8760)) and s.price_source.startswith("ownership")
+    assert s.energy == EnergyPrice(0.1, 1.3)
+    for bad, field in (({"capex_usd": 30_000}, "capex_usd"), ({"pue": 1.2}, "pue"),
+                       ({"capex_usd": 1, "amortize_years": 1, "price": 2}, "capex_usd")):
+        with pytest.raises(ConfigError) as got:
+            suite._settings(bad)
+        assert got.value.field == field and str(got.value).count("Allowed") == 1
