@@ -24,7 +24,8 @@ MIN_EXPECTED_J = 0.001  # Zeus: expected energy under 1 mJ cannot check the coun
 # The counter each sampler reads (its energy_j) and what a row's energy then measures.
 COUNTERS = {"nvml": "nvmlDeviceGetTotalEnergyConsumption (mJ)",
             "amdsmi": "amdsmi_get_energy_count accumulator x counter_resolution (uJ)",
-            "hlml": "hlmlDeviceGetTotalEnergyConsumption (mJ)", "cpu": "RAPL intel-rapl:N/energy_uj (uJ)"}
+            "hlml": "hlmlDeviceGetTotalEnergyConsumption (mJ)", "xpu-smi": "xpu-smi dump GPU Energy Consumed (J)",
+            "cpu": "RAPL intel-rapl:N/energy_uj (uJ)"}
 SCOPES = {"cpu": "cpu package"}  # every other sampler measures one accelerator: "device"
 
 
