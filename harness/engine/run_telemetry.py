@@ -87,8 +87,9 @@ def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[R
         return {**base, "source": "not measured", "reason": why if readings else f"no readings: {why}"}
     median = row["time_s"]["median"] if row.get("time_s") else None
     intervals, base["window"] = energy_figures.steady_intervals(series.intervals, row.get("steady_state"))
+    parts = energy_figures.groups(series.intervals, series.sample_repeats, row.get("steady_state"))
     got = energy_figures.figures(kind, points, intervals, wrap, gap, median, row.get("throughput"),
-                                 row.get("tflops"), power_limit_w)
+                                 row.get("tflops"), power_limit_w, parts)
     if "reason" in got:
         return {**base, **got, "source": "not measured"}
     return {**base, **got}

@@ -127,7 +127,7 @@ class TokenCase:
         return Check(True, 0.0, 1e-6, "max abs", "all")
 
 
-def _fake_nvml_run(tmp_path):
+def _fake_nvml_run(tmp_path, **settings):
     from tests.conftest import QUICK_TIMING, run_config
     from tests.engine.test_runner import IMPLS
     from xmfu.harness.engine.context import RunContext
@@ -137,7 +137,7 @@ def _fake_nvml_run(tmp_path):
     from xmfu.harness.results.bundle.writer import BundleWriter
 
     config = run_config(workload={"name": "fake"}, backends=["good"], timing={**QUICK_TIMING, "min_sample_s": 0.01},
-                        telemetry={"enabled": True, "rate_hz": 200.0})
+                        telemetry={"enabled": True, "rate_hz": 200.0}, **settings)
     writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "2026-12-02T00:00:00Z", "xmfu_version": "0",
                                            "git_sha": None, "argv": [], "overrides": [], "comparability_key": "k"},
                           "", {})
@@ -188,3 +188,17 @@ def test_validate_refuses_a_forged_energy_figure(tmp_path):
                             for line in sums.read_text().splitlines() for name in [line.split()[-1]]))
     problems = validate_bundle(folder)
     assert any("energy.j_per_token.tokens" in p for p in problems), problems
+
+
+def test_repeats_give_the_energy_figures_a_ci_that_validate_re_derives(tmp_path):
+    from xmfu.harness.results.bundle.validator import validate_bundle
+
+    folder = _fake_nvml_run(tmp_path, repeats=3)
+    e = json.loads((folder / "cases.jsonl").read_text().splitlines()[0])["energy"]
+    low, high = e["mean_power_w_ci95"]
+    slack = 1e-9 * e["mean_power_w"]  # a counter at a constant 650 W: the repeats may agree to the last digit
+    assert low - slack <= e["mean_power_w"] <= high + slack
+    assert e["ci"].startswith("95% CI of mean power over the 3 repeats")
+    j, (j_low, j_high) = e["j_per_token"]["tokens"], e["j_per_token_ci95"]["tokens"]
+    assert j_low - 1e-9 * j <= j <= j_high + 1e-9 * j
+    assert validate_bundle(folder) == []

@@ -64,3 +64,23 @@ def test_a_sustained_rows_energy_is_taken_from_its_steady_state_on():
     assert kept == calls[3:] and said == "steady state: the calls from 3 s on"
     assert steady_intervals(calls, {"reached": False, "reached_after_s": 3.0}) == (calls, "every timed call")
     assert steady_intervals(calls, None)[0] == calls
+
+
+def test_repeats_give_a_student_t_ci_carried_to_j_per_call_and_j_per_token():
+    from xmfu.harness.results.statistics.energy import groups
+
+    # three repeats of two calls each, drawing 100, 110 and 120 W: the counter climbs at that rate in each
+    calls = [(0.0, 1.0), (1.0, 2.0), (10.0, 11.0), (11.0, 12.0), (20.0, 21.0), (21.0, 22.0)]
+    points = [(0.0, 0.0), (2.0, 200.0), (10.0, 200.0), (12.0, 420.0), (20.0, 420.0), (22.0, 660.0)]
+    parts = groups(calls, [0, 0, 1, 1, 2, 2], None)
+    assert parts is not None and len(parts[0]) == 3 and parts[1] == "repeats"
+    out = figures("counter", points, calls, None, None, 0.5, {"tokens_per_s": 1000.0}, None, None, parts)
+    half = 4.303 * 10.0 / 3 ** 0.5  # t(0.975, 2) x sd / sqrt(n)
+    assert out["mean_power_w"] == pytest.approx(110.0)
+    assert out["mean_power_w_ci95"] == pytest.approx([110.0 - half, 110.0 + half])
+    assert out["j_per_call_ci95"] == pytest.approx([(110.0 - half) * 0.5, (110.0 + half) * 0.5])
+    assert out["j_per_token_ci95"]["tokens"] == pytest.approx([(110.0 - half) / 1000, (110.0 + half) / 1000])
+    assert out["ci"].startswith("95% CI of mean power over the 3 repeats")
+    assert groups(calls, [0] * 6, None) is None  # one measurement: point figures
+    steady = {"reached": True, "reached_after_s": 10.0, "window_s": 10.0}
+    assert groups(calls, None, steady) == ([calls[2:4], calls[4:]], "steady windows of 10 s")

@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.results.rederive.times import close, is_number
-from xmfu.harness.results.statistics.energy import figures, steady_intervals
+from xmfu.harness.results.statistics.energy import figures, groups, steady_intervals
 
 # the row's energy fields that follow from the data, each re-derived
-FIGURES = ("timed_s", "covered_s", "energy_j", "mean_power_w", "j_per_call", "tflops_per_w", "power_limit_fraction")
+FIGURES = ("timed_s", "covered_s", "energy_j", "mean_power_w", "j_per_call", "tflops_per_w", "power_limit_fraction",
+           "ci")
 PER_TOKEN = ("j_per_token", "tokens_per_s_per_w")
+CIS = ("mean_power_w_ci95", "j_per_call_ci95")  # lists, compared element by element
 KINDS = {"counter": ("energy_j", "counter"), "integrated power": ("power_w", "power")}
 
 
@@ -23,10 +25,15 @@ def readings_by_case(found: dict[str, list[dict[str, Any]]], reading: Any) -> No
             {k: reading.get(k) for k in ("t", "power_w", "energy_j")})
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal, numbers within the re-derivation tolerance, lists element by element."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b or (is_number(a) and is_number(b) and close(a, b))
+
+
 def _differs(name: str, stated: Any, want: Any, where: str) -> list[str]:
-    if stated is None and want is None:
-        return []
-    if is_number(stated) and is_number(want) and close(stated, want):
+    if _same(stated, want):
         return []
     return [f"{where}: energy.{name} {stated!r} is not what telemetry.jsonl and samples.jsonl give ({want!r})"]
 
@@ -48,12 +55,13 @@ def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: d
     window, said = steady_intervals(intervals, steady)
     if e.get("window") not in (None, said):
         return [f"{where}: energy.window {e.get('window')!r} is not the row's ({said!r})"]
+    parts = groups(intervals, (rec or {}).get("repeats"), steady)
     want = figures(kind, points, window, e.get("wrap_j"), e.get("max_gap_s"),
-                   t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"))
+                   t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"), parts)
     if "reason" in want:
         return [f"{where}: energy.energy_j {e.get('energy_j')!r} but {want['reason']}"]
-    out = [p for name in FIGURES for p in _differs(name, e.get(name), want.get(name), where)]
-    for name in PER_TOKEN:
+    out = [p for name in (*FIGURES, *CIS) for p in _differs(name, e.get(name), want.get(name), where)]
+    for name in (*PER_TOKEN, "j_per_token_ci95"):
         stated, wanted = e.get(name) or {}, want.get(name) or {}
         if set(stated) != set(wanted):
             out.append(f"{where}: energy.{name} counts {sorted(stated)} where the row's throughput gives "

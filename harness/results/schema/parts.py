@@ -372,6 +372,10 @@ class Energy(Record, kw_only=True):
                                           "prompt_tokens: prefill; generated_tokens: decode)") = None
     tokens_per_s_per_w: maybe(dict[str, NonNeg], "tokens per s / mean_power_w, per token kind") = None
     tflops_per_w: maybe(NonNeg, "tflops / mean_power_w") = None
+    mean_power_w_ci95: maybe(list[float], "the 95% CI of mean power over independent parts of the window (repeats, "
+                                          "or a sustained row's steady windows); null: point figures") = None
+    j_per_call_ci95: maybe(list[float], "j_per_call at the ends of mean_power_w_ci95") = None
+    j_per_token_ci95: maybe(dict[str, list[float]], "j_per_token at the ends of mean_power_w_ci95") = None
     power_limit_w: maybe(Positive, "the enforced power limit read from the device, W") = None
     power_limit_fraction: maybe(NonNeg, "mean_power_w / power_limit_w") = None
     tdp_w: maybe(Positive, "the datasheet TDP, W; null with tdp_note") = None

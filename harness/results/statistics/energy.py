@@ -16,12 +16,15 @@ Where the readings cover less than MIN_COVERAGE of the timed window the row's en
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
+
+from xmfu.harness.results.statistics.speedup import t975
 
 Point = tuple[float, float | None]  # (perf_counter time, value or None where the reading failed)
 Interval = tuple[float, float]
@@ -126,7 +129,8 @@ def gaps(points: Sequence[Point], max_gap_s: float) -> int:
 
 def figures(kind: str, points: Sequence[Point], intervals: Sequence[Interval], wrap_j: float | None,
             max_gap_s: float | None, median_s: float | None, throughput: dict[str, float] | None,
-            tflops: float | None, power_limit_w: float | None) -> dict[str, Any]:
+            tflops: float | None, power_limit_w: float | None,
+            parts: tuple[list[list[Interval]], str] | None = None) -> dict[str, Any]:
     """A row's energy figures from its readings (a counter's J or power's W) over its intervals: the fields of
     the row's `energy` section that follow from the data (schema/parts.py Energy), or `reason` where the readings
     cover less than MIN_COVERAGE of the window."""
@@ -146,7 +150,10 @@ def figures(kind: str, points: Sequence[Point], intervals: Sequence[Interval], w
                **token_figures(power, throughput))
     if not out["j_per_token"]:
         out["j_per_token"] = out["tokens_per_s_per_w"] = None
-    return out
+    out["ci"] = "point figures: one window (repeats=N or a sustained run's steady windows give a CI)"
+    if parts is None:
+        return out
+    return with_ci(out, power_ci(kind, points, parts[0], wrap_j, max_gap_s), parts[1])
 
 
 def steady_intervals(intervals: Sequence[Interval], steady_state: dict[str, Any] | None) -> tuple[list[Interval], str]:
@@ -158,3 +165,61 @@ def steady_intervals(intervals: Sequence[Interval], steady_state: dict[str, Any]
         return every, "every timed call"
     start = every[0][0] + float(steady_state.get("reached_after_s") or 0.0)
     return [i for i in every if i[0] >= start], f"steady state: the calls from {steady_state['reached_after_s']:g} s on"
+
+
+def groups(intervals: Sequence[Interval], repeats: Sequence[int] | None,
+           steady_state: dict[str, Any] | None) -> tuple[list[list[Interval]], str] | None:
+    """Independent parts of the window a CI can be drawn from: the repeats (repeats=N, each a whole measurement),
+    else a sustained row's steady windows (window_s each, counted as steady_windows.py counts them); None where
+    there are fewer than two (the figures are then point figures)."""
+    every = [(float(a), float(b)) for a, b in intervals]
+    if not every:
+        return None
+    reached = bool(steady_state and steady_state.get("reached"))
+    start = every[0][0] + float(steady_state.get("reached_after_s") or 0.0) if reached else -math.inf
+    tags = list(repeats) if repeats and len(repeats) == len(every) else [0] * len(every)
+    kept = [(i, r) for i, r in zip(every, tags, strict=True) if i[0] >= start]
+    if len({r for _, r in kept}) > 1:
+        by: dict[int, list[Interval]] = {}
+        label = "repeats"
+    elif reached and float(steady_state.get("window_s") or 0) > 0:
+        width = float(steady_state["window_s"])
+        by, label = {}, f"steady windows of {width:g} s"
+        kept = [(i, int((i[0] - every[0][0]) // width)) for i, _ in kept]
+    else:
+        return None
+    for i, key in kept:
+        by.setdefault(key, []).append(i)
+    return (list(by.values()), label) if len(by) > 1 else None
+
+
+def power_ci(kind: str, points: Sequence[Point], parts: list[list[Interval]], wrap_j: float | None,
+             max_gap_s: float | None) -> tuple[float, float, int] | None:
+    """The 95% CI (Student's t) of the mean power of the parts whose readings cover at least MIN_COVERAGE of
+    them: (low, high, parts used); None under two such parts."""
+    powers = []
+    for part in parts:
+        got = window_energy(points, part, kind, wrap_j, max_gap_s)
+        if got.coverage >= MIN_COVERAGE and got.mean_power_w is not None:
+            powers.append(got.mean_power_w)
+    if len(powers) < 2:
+        return None
+    mean, half = float(np.mean(powers)), t975(len(powers) - 1) * float(np.std(powers, ddof=1)) / math.sqrt(len(powers))
+    return mean - half, mean + half, len(powers)
+
+
+def with_ci(out: dict[str, Any], ci: tuple[float, float, int] | None, label: str) -> dict[str, Any]:
+    """The figures' CIs from the mean power's (J/call and J/token scale with power at the row's fixed time and
+    throughput); `ci` says which, or that the figures are point figures."""
+    power = out.get("mean_power_w")
+    if ci is None or not power:
+        return out
+    low, high, n = ci
+    scale = [max(low, 0.0) / power, high / power]
+    out["mean_power_w_ci95"] = [max(low, 0.0), high]
+    if out.get("j_per_call") is not None:
+        out["j_per_call_ci95"] = [out["j_per_call"] * s for s in scale]
+    if out.get("j_per_token"):
+        out["j_per_token_ci95"] = {k: [v * s for s in scale] for k, v in out["j_per_token"].items()}
+    out["ci"] = f"95% CI of mean power over the {n} {label} (Student's t), carried to J/call and J/token"
+    return out
