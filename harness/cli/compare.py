@@ -185,7 +185,7 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
 def _add_costs(result: Comparison, sides: list[Side], prices: dict[str, float], energy: Any = None) -> None:
     """Each line's cost at its devices' prices and the energy price, and its energy figures (J/token, TFLOP/s/W) from
     both rows wherever they were measured, priced or not."""
-    from xmfu.harness.results.analysis.cost import break_even, with_energy
+    from xmfu.harness.results.analysis.cost import break_even, energy_verdict, with_energy
 
     rows = {(s.label, r.case_id, r.backend): r for s in sides for b in s.bundles for r in b.rows}
     for row in result.rows:  # the comparison's lines (dicts of its output), each priced from its bundles' rows
@@ -194,6 +194,7 @@ def _add_costs(result: Comparison, sides: list[Side], prices: dict[str, float], 
         p_cand, p_ref = prices.get(cand.device), prices.get(ref.device)
         if cand.energy is not None or ref.energy is not None:  # rows written since issue 39
             row["energy"], row["baseline_energy"] = _energy_of(cand), _energy_of(ref)
+            row["energy_verdict"] = energy_verdict(row["energy"], row["baseline_energy"])
         if not (prices or energy):
             continue
         row["cost"] = with_energy(cand, p_cand, energy)
@@ -207,5 +208,6 @@ def _energy_of(row: Any) -> dict[str, Any]:
     e = row.energy
     per = (e.j_per_token or {}) if e is not None else {}
     kind = next((k for k in ("tokens", "generated_tokens", "prompt_tokens") if k in per), None)
-    return {"j_per_token": per.get(kind) if kind else None, "tflops_per_w": e.tflops_per_w if e else None,
-            "energy_source": e.source if e else None}
+    cis = (e.j_per_token_ci95 or {}) if e is not None else {}
+    return {"j_per_token": per.get(kind) if kind else None, "j_per_token_ci95": cis.get(kind) if kind else None,
+            "tflops_per_w": e.tflops_per_w if e else None, "energy_source": e.source if e else None}

@@ -73,3 +73,16 @@ def test_suite_settings_take_the_ownership_mode_and_the_energy_price():
         with pytest.raises(ConfigError) as got:
             suite._settings(bad)
         assert got.value.field == field and str(got.value).count("Allowed") == 1
+
+
+def test_a_j_per_token_verdict_needs_a_ci_on_both_sides():
+    from xmfu.harness.results.analysis.cost import energy_verdict
+
+    def side(j, ci=None):
+        return {"j_per_token": j, "j_per_token_ci95": ci}
+
+    assert energy_verdict(side(0.10, [0.09, 0.11]), side(0.20, [0.18, 0.22])) == "less energy"
+    assert energy_verdict(side(0.20, [0.18, 0.22]), side(0.10, [0.09, 0.11])) == "more energy"
+    assert energy_verdict(side(0.10, [0.08, 0.19]), side(0.20, [0.18, 0.22])) == "not different"
+    assert energy_verdict(side(0.10), side(0.20, [0.18, 0.22])).startswith("no verdict: J/token is a point figure")
+    assert energy_verdict(side(None), side(0.20)).startswith("no verdict: J/token not measured")

@@ -151,6 +151,20 @@ def with_energy(row: Row, price_per_device_hour: float | None, price: EnergyPric
     return out
 
 
+def energy_verdict(cand: dict[str, Any], base: dict[str, Any]) -> str:
+    """J/token of a candidate against its baseline: `less energy` or `more energy` where both 95% CIs exist and do
+    not overlap, `not different` where they overlap, else why there is no verdict (point figures say nothing of
+    their noise, so two of them are never called different)."""
+    a, b = cand.get("j_per_token_ci95"), base.get("j_per_token_ci95")
+    if cand.get("j_per_token") is None or base.get("j_per_token") is None:
+        return "no verdict: J/token not measured on both sides"
+    if not (a and b):
+        return "no verdict: J/token is a point figure on one side (repeats=N gives a CI)"
+    if a[1] < b[0]:
+        return "less energy"
+    return "more energy" if a[0] > b[1] else "not different"
+
+
 def break_even(throughput_ratio: float, price_ratio: float | None) -> dict[str, Any]:
     """The candidate is cheaper per unit of work while its price ratio stays below its throughput ratio."""
     out: dict[str, Any] = {"break_even_price_ratio": throughput_ratio}

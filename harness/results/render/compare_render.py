@@ -19,7 +19,7 @@ INFERENCE_COST_COLUMNS = ("usd_per_million_prompt_tokens", "baseline_usd_per_mil
                           "usd_per_million_generated_tokens", "baseline_usd_per_million_generated_tokens")
 
 # Energy (the rows' `energy` sections, point figures) where any line has them; its price where one was given
-ENERGY_COLUMNS = ("j_per_token", "baseline_j_per_token", "tflops_per_w", "baseline_tflops_per_w")
+ENERGY_COLUMNS = ("j_per_token", "baseline_j_per_token", "energy_verdict", "tflops_per_w", "baseline_tflops_per_w")
 ENERGY_COST_COLUMNS = ("usd_energy_per_million_tokens", "baseline_usd_energy_per_million_tokens",
                        "usd_energy_per_realized_pflop_hour", "baseline_usd_energy_per_realized_pflop_hour")
 
