@@ -84,3 +84,21 @@ def test_repeats_give_a_student_t_ci_carried_to_j_per_call_and_j_per_token():
     assert groups(calls, [0] * 6, None) is None  # one measurement: point figures
     steady = {"reached": True, "reached_after_s": 10.0, "window_s": 10.0}
     assert groups(calls, None, steady) == ([calls[2:4], calls[4:]], "steady windows of 10 s")
+
+
+def test_validate_keeps_only_the_readings_a_measured_row_needs():
+    """telemetry.jsonl is streamed: a case without measured energy keeps nothing, a measured one two doubles a
+    reading, its failed readings as gaps."""
+    import json
+
+    from xmfu.harness.results.rederive.energy import keep, wanted
+
+    rows = [{"case_id": "a", "energy": {"source": "counter"}}, {"case_id": "b", "energy": {"source": "not measured"}},
+            {"case_id": "c", "energy": {"source": "integrated power"}}]
+    fields = wanted(("\n".join(json.dumps(r) for r in rows) + "\n{not json\n").encode())
+    assert fields == {"a": "energy_j", "c": "power_w"}
+    kept: dict = {}
+    for reading in ({"case_id": "a", "t": 1.0, "energy_j": 5.0}, {"case_id": "b", "t": 1.0, "power_w": 9.0},
+                    {"case_id": "c", "t": 2.0, "power_w": None}):
+        keep(kept, fields, reading)
+    assert set(kept) == {"a", "c"} and list(kept["a"][1]) == [5.0] and str(kept["c"][1][0]) == "nan"

@@ -191,15 +191,16 @@ def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
     return records, problems
 
 
-def _reading_problems(line: bytes, where: str, keep: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
-    """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads); its time,
-    power and counter kept in `keep` by case, for the rows' energy (rederive/energy.py)."""
+def _reading_problems(line: bytes, where: str, kept: rederive_energy.Kept | None = None,
+                      fields: dict[str, str] | None = None) -> list[str]:
+    """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads); the time and
+    value a measured row's energy needs kept in `kept` (rederive/energy.py)."""
     try:
         value, problems = _record("reading", line, where)
     except _Reject as exc:
         return [str(exc)]
-    if keep is not None and not problems:
-        rederive_energy.readings_by_case(keep, value)
+    if kept is not None and fields and not problems:
+        rederive_energy.keep(kept, fields, value)
     return problems
 
 
@@ -324,11 +325,13 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
     if problems:
         return Loaded(None, problems)
     streamed: dict[str, str | None] = {}
-    kept: dict[str, list[dict[str, Any]]] = {}  # telemetry by case, for the rows' energy
+    kept: rederive_energy.Kept = {}  # telemetry of the cases whose rows measured energy
+    fields = rederive_energy.wanted(data[schema.CASES])
     if (folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink():
         streamed[schema.TELEMETRY] = None
         try:  # checked a line at a time as it is read: a long run's telemetry costs time, not memory
-            readings = files.stream(folder, schema.TELEMETRY, lambda line, where: _reading_problems(line, where, kept))
+            readings = files.stream(folder, schema.TELEMETRY,
+                                    lambda line, where: _reading_problems(line, where, kept, fields))
             streamed[schema.TELEMETRY] = readings.digest
             problems += readings.problems
         except _Reject as exc:
@@ -356,7 +359,7 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
     return Loaded(bundle, problems, unchecked)
 
 
-def _energy(rows: list[Any], samples: list[Any], kept: dict[str, list[dict[str, Any]]]) -> list[str]:
+def _energy(rows: list[Any], samples: list[Any], kept: rederive_energy.Kept) -> list[str]:
     """Every row's energy figures against telemetry.jsonl and its samples.jsonl line (the same line number)."""
     return [p for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1) if isinstance(row, dict)
             for p in rederive_energy.energy_problems(row, rec if isinstance(rec, dict) else None, kept,

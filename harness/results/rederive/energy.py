@@ -5,6 +5,9 @@ before the first case and are not kept."""
 
 from __future__ import annotations
 
+import json
+import math
+from array import array
 from typing import Any
 
 from xmfu.harness.results.rederive.times import close, is_number
@@ -18,11 +21,35 @@ CIS = ("mean_power_w_ci95", "j_per_call_ci95")  # lists, compared element by ele
 KINDS = {"counter": ("energy_j", "counter"), "integrated power": ("power_w", "power")}
 
 
-def readings_by_case(found: dict[str, list[dict[str, Any]]], reading: Any) -> None:
-    """Keep a telemetry.jsonl reading's time, power and counter under its case (validator.py hands each in)."""
-    if isinstance(reading, dict) and isinstance(reading.get("case_id"), str):
-        found.setdefault(reading["case_id"], []).append(
-            {k: reading.get(k) for k in ("t", "power_w", "energy_j")})
+Kept = dict[str, tuple[array, array]]  # case -> (times, values): 16 bytes a reading, only where a row needs them
+
+
+def wanted(cases: bytes) -> dict[str, str]:
+    """case_id -> the reading field ('energy_j' or 'power_w') a measured row of cases.jsonl re-derives its energy
+    from; telemetry.jsonl is streamed (issue 42 item 14), so only these readings are kept, as two doubles each."""
+    out = {}
+    for line in cases.splitlines():
+        if b'"integrated power"' not in line and b'"counter"' not in line:
+            continue  # no measured energy on this line: not parsed twice
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):  # the row's own problem, named by the validator
+            continue
+        e = row.get("energy") if isinstance(row, dict) else None
+        if isinstance(e, dict) and e.get("source") in KINDS and isinstance(row.get("case_id"), str):
+            out[row["case_id"]] = KINDS[e["source"]][0]
+    return out
+
+
+def keep(found: Kept, fields: dict[str, str], reading: Any) -> None:
+    """Keep a telemetry.jsonl reading's time and the value its case's rows need (validator.py hands each in)."""
+    case = reading.get("case_id") if isinstance(reading, dict) else None
+    field = fields.get(case) if isinstance(case, str) else None
+    if field is None or not is_number(reading.get("t")):
+        return
+    times, values = found.setdefault(case, (array("d"), array("d")))
+    times.append(float(reading["t"]))
+    values.append(float(reading[field]) if is_number(reading.get(field)) else math.nan)  # NaN: the reading failed
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -38,8 +65,7 @@ def _differs(name: str, stated: Any, want: Any, where: str) -> list[str]:
     return [f"{where}: energy.{name} {stated!r} is not what telemetry.jsonl and samples.jsonl give ({want!r})"]
 
 
-def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: dict[str, list[dict[str, Any]]],
-                    where: str) -> list[str]:
+def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: Kept, where: str) -> list[str]:
     e = row.get("energy")
     if not isinstance(e, dict) or e.get("source") not in KINDS:
         if isinstance(e, dict) and e.get("energy_j") is not None:
@@ -48,8 +74,9 @@ def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: d
     intervals = (rec or {}).get("intervals")
     if not isinstance(intervals, list) or not intervals:
         return [f"{where}: energy measured ({e['source']}) but samples.jsonl holds no intervals to re-derive it from"]
-    field, kind = KINDS[e["source"]]
-    points = [(r["t"], r.get(field)) for r in readings.get(str(row.get("case_id")), []) if is_number(r.get("t"))]
+    kind = KINDS[e["source"]][1]
+    times, values = readings.get(str(row.get("case_id")), ((), ()))
+    points = [(t, None if math.isnan(v) else v) for t, v in zip(times, values, strict=True)]
     t = row.get("time_s") if isinstance(row.get("time_s"), dict) else {}
     steady = row.get("steady_state") if isinstance(row.get("steady_state"), dict) else None
     window, said = steady_intervals(intervals, steady)
