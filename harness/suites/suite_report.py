@@ -160,12 +160,13 @@ def _training_line(host: str, tr: dict[str, Any], price: float | None) -> str:
     cost = (f"; USD {_num(tr.get('usd_per_million_tokens'))} per million tokens, USD "
             f"{_num(tr.get('usd_per_realized_pflop_hour'))} per realized PFLOP-hour at USD {price:g}/device-hour"
             if price else "")
-    energy = (f"; {_num(tr.get('j_per_token'))} J/token, {_num(tr.get('tokens_per_s_per_w'))} tokens/s/W (device, "
-              f"{tr.get('energy_source')}, point figures)" if tr.get("j_per_token") is not None else
+    energy = (f"; {_num(tr.get('j_per_token'))} J/token, {_num(tr.get('tokens_per_s_per_w'))} tokens/s/W "
+              f"(device, {tr.get('energy_source')})" if tr.get("j_per_token") is not None else
               f"; energy {tr.get('energy_source')} ({tr.get('energy_reason')})")
     if tr.get("price_kwh"):  # the energy line, apart from the device-hour line (harness/results/analysis/cost.py)
-        energy += (f"; energy USD {_num(tr.get('usd_energy_per_million_tokens'))} per million tokens at USD "
-                   f"{tr['price_kwh']:g}/kWh, PUE {tr.get('pue') or 'not given'}")
+        usd, at = tr.get("usd_energy_per_million_tokens"), f"USD {tr['price_kwh']:g}/kWh, PUE {tr.get('pue') or '-'}"
+        energy += f"; energy USD {usd:.4g} per million tokens at {at}" if usd is not None else \
+            f"; no energy cost at {at}"
     return (f"{host}: training {tr['backend']} MFU {_share(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
             f"per device{cost}{energy}{_flags(tr)}")
 

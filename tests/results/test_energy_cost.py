@@ -86,3 +86,17 @@ def test_a_j_per_token_verdict_needs_a_ci_on_both_sides():
     assert energy_verdict(side(0.10, [0.08, 0.19]), side(0.20, [0.18, 0.22])) == "not different"
     assert energy_verdict(side(0.10), side(0.20, [0.18, 0.22])).startswith("no verdict: J/token is a point figure")
     assert energy_verdict(side(None), side(0.20)).startswith("no verdict: J/token not measured")
+
+
+def test_the_verdicts_training_line_gives_j_per_token_or_why_not_and_the_energy_cost():
+    from xmfu.harness.suites.suite_report import _training_line
+
+    measured = {"backend": "torch", "mfu": 0.4, "tokens_per_s": 1e4, "energy_source": "counter", "j_per_token": 0.05,
+                "tokens_per_s_per_w": 20.0, "price_kwh": 0.12, "pue": 1.3, "usd_energy_per_million_tokens": 0.0021}
+    line = _training_line("n1", measured, None)
+    assert "0.05 J/token, 20 tokens/s/W (device, counter)" in line
+    assert "energy USD 0.0021 per million tokens at USD 0.12/kWh, PUE 1.3" in line
+    unmeasured = {**measured, "j_per_token": None, "energy_source": "not measured", "energy_reason": "no RAPL",
+                  "usd_energy_per_million_tokens": None}
+    line = _training_line("n1", unmeasured, 3.5)
+    assert "energy not measured (no RAPL)" in line and "no energy cost at USD 0.12/kWh, PUE 1.3" in line
