@@ -57,7 +57,8 @@ def drift(a: Reading | None, b: Reading | None) -> dict[str, Any]:
     return out
 
 
-TDP_NOTE = "not stated: the peak table gives no sourced TDP for this device"  # peaks.yaml holds no sourced TDP yet: never invented
+# peaks.yaml holds no sourced TDP yet: none is ever invented
+TDP_NOTE = "not stated: the peak table gives no sourced TDP for this device"
 
 
 def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[Reading], rate_hz: float,
