@@ -92,6 +92,15 @@ class RunSettings:
                                           "experiment=nightly); null for a single run")
     price: float | None = setting(None, "suites: USD per device-hour, for cost per million tokens and per "
                                   "PFLOP-hour", POSITIVE)
+    price_kwh: float | None = setting(None, "suites: USD per kWh: the cost's energy line (the rows' measured energy "
+                                      "x pue x price_kwh), shown apart from the device-hour price", POSITIVE)
+    pue: float | None = setting(None, "suites: the facility's power usage effectiveness, with price_kwh (unset: "
+                                "device energy alone)", Range(minimum=1, inclusive=True,
+                                                              note="(total facility power / IT equipment power)"))
+    capex_usd: float | None = setting(None, "suites, ownership: USD paid per device; with amortize_years it sets the "
+                                      "device-hour price (capex / (years x 8760 h)) in place of price", POSITIVE)
+    amortize_years: float | None = setting(None, "suites, ownership: years capex_usd is written off over",
+                                           POSITIVE)
     store: str | None = setting(None, "suites: a history store (folder) the suite's bundles are appended to")
     telemetry: TelemetryConfig = setting(TelemetryConfig(), TelemetryConfig.__doc__)
     rocm: RocmConfig = setting(RocmConfig(), RocmConfig.__doc__)
