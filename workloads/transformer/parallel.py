@@ -34,6 +34,9 @@ from xmfu.workloads.collectives.spec import bus_factor
 from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
 
 STRATEGIES = {"torch": ("ddp", "fsdp"), "jax": ("dp", "fsdp")}  # besides "none", the single-device step
+MOE_NOT_DISTRIBUTED = ("a mixture-of-experts preset runs on one device here: its distributed step (experts split over "
+                       "ranks, all-to-all dispatch and combine) is not built yet, and ddp/fsdp's byte formulas count a "
+                       "dense model's")
 GRAD_BYTES = 4  # gradients are fp32 on every strategy: fp32 master weights (bf16 = autocast / reduce_dtype fp32)
 FSDP_PARAM_BYTES = {"fp32": 4, "bf16": 2}  # torch FSDP2 all-gathers in MixedPrecisionPolicy.param_dtype
 ROOT = "root"
