@@ -23,14 +23,24 @@ GROUPED = "torch._grouped_mm (one grouped GEMM for all experts)"
 
 
 def _probe(device_type: str, dtype: torch.dtype) -> bool:
-    """A small torch._grouped_mm (with an empty group) agrees with per-group matmuls."""
+    """A small torch._grouped_mm (with an empty group, and groups of rows not a multiple of 16) agrees with
+    per-group matmuls, forward and backward: the training step needs both (the weight gradient is a grouped GEMM
+    whose reduction runs over the ragged dimension)."""
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(24, 16, generator=gen).to(device_type, dtype)
-    b = torch.randn(3, 16, 8, generator=gen).to(device_type, dtype)
+    a = torch.randn(24, 16, generator=gen).to(device_type, dtype).requires_grad_()
+    b = torch.randn(3, 16, 8, generator=gen).to(device_type, dtype).requires_grad_()
     offs = torch.tensor([8, 8, 24], dtype=torch.int32, device=device_type)
-    out = torch._grouped_mm(a, b, offs=offs).float()
-    ref = torch.cat([a[:8].float() @ b[0].float(), a[8:].float() @ b[2].float()])
-    return bool(torch.allclose(out, ref, rtol=2e-2, atol=5e-2))
+    grad = torch.randn(24, 8, generator=gen).to(device_type, dtype)
+    out = torch._grouped_mm(a, b, offs=offs)
+    out.backward(grad)
+    a32, b32 = a.detach().float(), b.detach().float()
+    ref = torch.cat([a32[:8] @ b32[0], a32[8:] @ b32[2]])
+    ref_b1 = a32[8:].t() @ grad[8:].float()  # the weight gradient of the last group
+
+    def close(x: torch.Tensor, y: torch.Tensor) -> bool:
+        return bool(torch.allclose(x.float(), y, rtol=2e-2, atol=5e-2 * float(y.abs().max())))
+
+    return close(out.detach(), ref) and close(b.grad[2], ref_b1) and not b.grad[1].any()
 
 
 # (device type, dtype) -> why torch._grouped_mm cannot run there, or None. A plain dict the forward reads, so that
