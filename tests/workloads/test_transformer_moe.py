@@ -4,6 +4,7 @@ the same step on torch and JAX, the grouped GEMM against the per-expert loop, an
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -172,3 +173,16 @@ def test_torch_compile_runs_the_moe_step_as_one_graph(cpu_ctx):
     prepared = _prepared(torch_compile, case, cpu_ctx)
     assert case.check(prepared.result(None)).ok
     assert prepared.notes["compiles"] == 2 and "grouped_mm" in prepared.notes["expert_gemm"]
+
+
+@pytest.mark.long  # 8 s on 2 cores (JAX's compile and the fp64 reference again): make test-slow; make test's budget
+def test_a_moe_row_carries_active_params_flops_and_routing_through_the_engine(cli, tmp_path):
+    done = cli("run", "workload=transformer", "model=moe-tiny", "backends=[jax]", "dtype=fp32", "timing=quick",
+               "timing.max_time_s=0.3", "timing.warmup_s=0", f"results_dir={tmp_path}", "run_id=m")
+    assert done.returncode in (0, 3), done.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "m" / "cases.jsonl").read_text().splitlines()]
+    assert row["status"] == "ok" and row["correctness"]["ok"]
+    assert row["params"]["active_params"] == 115_520 + 16_384 and row["flops"] == TrainCase(MOE_TINY, "fp32").flops()
+    routing = row["routing"]
+    assert len(routing["per_step"]) >= row["time_s"]["n"] and routing["expert_gemm"].startswith("jax.lax.ragged_dot")
+    assert cli("validate", str(tmp_path / "m")).returncode == 0
