@@ -186,3 +186,29 @@ def test_a_moe_row_carries_active_params_flops_and_routing_through_the_engine(cl
     routing = row["routing"]
     assert len(routing["per_step"]) >= row["time_s"]["n"] and routing["expert_gemm"].startswith("jax.lax.ragged_dot")
     assert cli("validate", str(tmp_path / "m")).returncode == 0
+
+
+def test_strategies_say_what_runs_a_mixture_of_experts_across_devices(cpu_ctx):
+    for strategy in ("ddp", "fsdp"):
+        ok, why = torch_backend.available(TrainCase(MOE_TINY, "fp32", parallel=strategy, world_size=None), cpu_ctx)
+        assert not ok and "runs across devices as ep" in why
+    ok, why = torch_backend.available(TrainCase(preset("tiny"), "fp32", parallel="ep", world_size=None), cpu_ctx)
+    assert not ok and "is dense" in why
+    ok, why = jax_backend.available(TrainCase(MOE_TINY, "fp32", parallel="ep", world_size=None), cpu_ctx)
+    assert not ok and "runs across devices as ep (torch" in why
+
+
+@pytest.mark.slow
+def test_expert_parallel_step_on_one_rank_checks_records_and_times_its_exchanges(cpu_ctx):
+    """A world of one on gloo runs every part (the split, the exchanges, the gradient sync, the parity check
+    against the single-device step, the exchanges alone); two ranks: tests/e2e/test_transformer_parallel_runs.py."""
+    case = TrainCase(MOE_TINY, "fp32", parallel="ep", world_size=None, warmup=1, samples=2)
+    assert torch_backend.available(case, cpu_ctx) == (True, "")
+    prepared = torch_backend.prepare(case, cpu_ctx)
+    check = case.check(prepared.result(None))
+    assert check.ok and check.error < 1e-5, check
+    assert prepared.case.world_size == 1 and prepared.notes["experts_per_rank"] == MOE_TINY.n_experts
+    assert prepared.notes["comm"]["bytes_per_rank"] == 0  # one rank: nothing crosses a link
+    assert 0 < float(prepared.fn()) < 10 and set(prepared.variants) == {"comm_alone"}
+    prepared.variants["comm_alone"]()
+    assert len(prepared.recorded()["routing"]["per_step"]) == 2  # the untimed first step and the one above

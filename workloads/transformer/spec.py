@@ -37,7 +37,7 @@ from xmfu.harness.engine.structured import parse_section
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
-PARALLEL = ("none", "ddp", "fsdp", "dp")  # none: the single-device step, every strategy's baseline
+PARALLEL = ("none", "ddp", "fsdp", "dp", "ep")  # none: the single-device step, every strategy's baseline
 SCALINGS = ("weak", "strong")  # weak: `batch` per device (global = batch x devices); strong: `batch` is global
 ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # every backend's AdamW (optax's names)
 INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama reference code do; norms start at 1
@@ -165,7 +165,7 @@ class TransformerSettings:
     with model=NAME. Across devices (README "Distributed training step"): none = one device; torch: ddp, fsdp (under
     torchrun or Slurm, one process per device); JAX: dp, fsdp (over jax.devices()). A list of strategies is swept;
     `none` always runs first, as every strategy's baseline; one a backend does not have is skipped with the
-    reason."""
+    reason. ep (torch): a mixture of experts' experts split over the ranks, all-to-all-v dispatch and combine."""
 
     name: str = setting("transformer", "the workload")
     model: Any = setting(None, "the preset's shapes: configs/workload/transformer.yaml points it at the preset "
@@ -177,7 +177,8 @@ class TransformerSettings:
     lr: Number = setting(3e-4, "AdamW's learning rate", POSITIVE)
     batch: Any = setting(None, "null: the preset's batch; a list sweeps batch sizes (an OOM is a failed row)",
                          POSITIVE_INT)
-    parallel: Any = setting("none", "none | ddp | fsdp (torch) | dp | fsdp (JAX), or a list of them",
+    parallel: Any = setting("none", "none | ddp | fsdp | ep (torch; ep: a mixture of experts' experts split over the "
+                            "ranks) | dp | fsdp (JAX), or a list of them",
                             OneOf(PARALLEL))
     scaling: Any = setting("weak", "weak: `batch` per device (global = batch x devices) | strong: `batch` is "
                            "global", OneOf(SCALINGS))

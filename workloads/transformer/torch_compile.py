@@ -19,6 +19,8 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if ctx.platform.kind == "cpu" and not (shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")):
         return False, "torch.compile on a CPU needs a C++ compiler (Inductor generates C++); none is on PATH"
+    if case.parallel == "ep":
+        return False, "ep runs on the torch backend (eager) only"
     return (False, why) if (why := _moe_loop(case, ctx)) else (True, "")
 
 

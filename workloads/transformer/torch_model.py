@@ -8,6 +8,7 @@ SDPA or xmfu's Triton kernel.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -105,8 +106,10 @@ class Transformer(nn.Module):
         self.output = nn.Linear(spec.d_model, spec.vocab, bias=False)
         self.rope: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def moe_layers(self) -> list[MoE]:
-        return [layer.feed_forward for layer in self.layers if isinstance(layer.feed_forward, MoE)]
+    def moe_layers(self) -> list[Any]:
+        """The MoE blocks' MLPs: torch_moe.MoE, or its expert-parallel form (torch_ep.py), both with `counts` and
+        `aux`."""
+        return [layer.feed_forward for layer in self.layers if hasattr(layer.feed_forward, "aux")]
 
     def routing_counts(self) -> torch.Tensor | None:
         """(MoE blocks, E): tokens each expert got in the last forward; None for a dense model."""
