@@ -119,3 +119,36 @@ def test_a_plugin_runs_beside_the_builtin_backends(cli, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "g" / "cases.jsonl").read_text().splitlines()]
     assert [(r["backend"], r["status"]) for r in rows] == [("torch", "ok"), (plugin, "ok")]
     assert rows[1]["flops"] == 2 * 128 * 64 * 64 and rows[1]["params"]["group_sizes"] == [35, 34, 27, 32]
+
+
+def _kernel_case(device: str, dtype: str, precision: str | None) -> dict:
+    ints = ("G", "N", "K", "stride_am", "stride_ak", "stride_bg", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
+    return {"device": device, "signature": {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "c_ptr": f"*{dtype}",
+                                            "offsets_ptr": "*i32", **{n: "i32" for n in ints}},
+            "constants": {"NUM_PROGRAMS": 132, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64,
+                          "INPUT_PRECISION": precision, "UPCAST": False}}
+
+
+def test_the_persistent_kernel_lowers_for_nvidia_and_amd_targets():
+    """The interpreter runs Python; Triton's own front end (tests/workloads/triton_front_end.py) lowers the kernel
+    for real targets without a GPU: its data-dependent `while` over each group's tiles included."""
+    from tests.workloads.triton_front_end import compile_errors
+
+    targets = ("sm80", "sm90", "gfx942")
+    cases = [_kernel_case(d, "bf16", None) for d in targets] + [_kernel_case(d, "fp32", "ieee") for d in targets]
+    assert compile_errors("xmfu.kernels.grouped_matmul", "_grouped_matmul_kernel", cases) == [None] * len(cases)
+
+
+def test_the_persistent_kernel_multiplies_by_wgmma_on_hopper():
+    """Compiled for sm90 through ptxas at the GPU tile (128x128x64, 8 warps; 3 s here): bf16 tiles go to wgmma, the
+    tensor cores' Hopper instruction, not the older mma.sync."""
+    from tests.workloads.triton_front_end import compiled
+
+    case = {**_kernel_case("sm90", "bf16", None), "kernel": "_grouped_matmul_kernel",
+            "compile": {"num_warps": 8, "num_stages": 3},
+            "divisible": ["a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bg", "stride_bk", "stride_cm"]}
+    case["constants"] = {**case["constants"], "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+    case["signature"] = {k: v for k, v in case["signature"].items() if k not in ("stride_ak", "stride_bn", "stride_cn")}
+    (result,) = compiled("xmfu.kernels.grouped_matmul", [case])
+    assert result["error"] is None, result["error"]
+    assert "wgmma.mma_async" in result["ptx"]
