@@ -176,6 +176,8 @@ def extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timi
     if hw is not None:
         out["hardware_flops"] = hw
         out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
+    if a.prepared and a.prepared.recorded and a.status == "ok":
+        out.update(a.prepared.recorded())
     if a.prepared and a.prepared.peak_memory and a.status == "ok":
         out["peak_memory_bytes"] = a.prepared.peak_memory()
         out["peak_memory_source"] = a.prepared.peak_memory_source

@@ -167,6 +167,22 @@ class ScalingBaseline(Record, kw_only=True):
     same_per_device_batch: doc(bool, "true for weak scaling (each device keeps the single device's batch)")
 
 
+class Routing(Record, kw_only=True):
+    """A mixture-of-experts step's routing imbalance: in each MoE block, the tokens of the busiest expert over the
+    mean tokens per expert (1 = perfectly balanced, E/k at most: every token's k choices on the same k experts).
+    The busiest expert sets the block's grouped GEMM time, so this decides how far the realized figure is below a
+    balanced step's."""
+
+    per_step: doc(list[float], "each step the backend ran (warm-up and calibration calls included, in order): the "
+                               "mean over MoE blocks of max/mean tokens per expert")
+    mean: doc(float, "the mean of per_step", ge=1)
+    worst_block: doc(float, "the largest max/mean of any one MoE block in any step", ge=1)
+    experts: doc(int, "routed experts per MoE block", ge=1)
+    top_k: doc(int, "experts each token uses", ge=1)
+    expert_gemm: doc(str, "how the routed experts ran: one grouped GEMM (torch._grouped_mm, jax.lax.ragged_dot) "
+                          "or a loop of one matmul per expert, with why")
+
+
 class CommDetail(Record, kw_only=True):
     """How the communication figures of a distributed step were measured."""
 

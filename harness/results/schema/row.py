@@ -22,6 +22,7 @@ from xmfu.harness.results.schema.parts import (
     PluginSource,
     Repeats,
     Roofline,
+    Routing,
     ScalingBaseline,
     Speedup,
     SteadyState,
@@ -180,3 +181,4 @@ class Row(Record, kw_only=True):
     comm_achieved_gbps: maybe(NonNeg, "comm_bytes_per_rank / comm_total_s / 1e9, GB/s") = None
     overlap: maybe(float, "1 - exposed / total, clamped to [0, 1]", ge=0, le=1) = None
     comm: maybe(CommDetail, "how the communication figures were measured") = None
+    routing: maybe(Routing, "mixture-of-experts training: the routing imbalance, per step") = None
