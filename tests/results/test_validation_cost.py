@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import SECOND_MATMUL
 from xmfu.harness.cli import formulas
 from xmfu.harness.config import run_settings
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.rederive import row_checks, times
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ["workload=matmul", "workload.sizes=[16]", "backends=[torch,jax]", "baseline=torch", "dtype=fp32",
+RUN = ["workload=matmul", "workload.sizes=[16]", f"backends=[torch,{SECOND_MATMUL}]", "baseline=torch", "dtype=fp32",
        "timing=quick", "timing.max_time_s=0.05", "timing.warmup_s=0", "timing.min_samples=5", "timing.max_samples=10",
        "timing.round_samples=1"]
 
