@@ -69,7 +69,15 @@ def template(work: Path, backends: str) -> Path:
     baseline = backends.split(",")[0]
     xmfu("run", "workload=matmul", f"backends=[{backends}]", f"baseline={baseline}", "dtype=fp32",
          "workload.sizes=[16]", *TIMING, f"results_dir={work}", "run_id=small")
-    return work / "small"
+    small = work / "small"
+    rows = [json.loads(x) for x in (small / "cases.jsonl").read_text().splitlines()]
+    not_ok = [f"{r['backend']} is {r['status']} ({r['reason']})" for r in rows if r["status"] != "ok"]
+    if not_ok:  # a row without timings or a check has nothing to copy (a stack without JAX skips the default's jax)
+        print(f"validation_cost.py: the bundles are copies of a run whose rows are all ok, and in {small} "
+              f"{'; '.join(not_ok)}. Name backends this stack runs with --backends (the first the baseline), "
+              "e.g. --backends torch,torch_compile.", file=sys.stderr)
+        raise SystemExit(2)
+    return small
 
 
 def _lines(records: list[dict[str, Any]]) -> bytes:

@@ -61,6 +61,26 @@ ENVIRONMENT_REASONS = ("is not installed (pip install 'xmfu[", "is older than xm
                        "interpreter cannot run xmfu's kernels")
 
 
+def refused_here(framework: str) -> str | None:
+    """Why every backend of `framework` ("jax", "triton") reports skipped on this stack's CPU, whatever the case, or
+    None where they run: JAX not installed (scripts/compat.sh rocm64) or older than its floor, a Triton interpreter
+    too old for xmfu's kernels. The reason is the one their rows carry. A test about behaviour that needs the
+    framework checks that refusal and skips; where every framework is installed (make test), this is None."""
+    from xmfu.harness.machine import compat
+
+    if framework == "triton":
+        return compat.triton_interpreter_too_old()
+    if importlib.util.find_spec(framework) is None:
+        return f"{framework} is not installed (pip install 'xmfu[{framework}]')"
+    return compat.too_old(framework)
+
+
+# A second matmul backend beside torch, for a run with a speedup against its torch baseline: JAX's where it runs,
+# else (a stack without JAX) torch.matmul under a test plug-in's name (tests/engine/plugin_samples.py), so what is
+# checked of a speedup row does not wait for JAX.
+SECOND_MATMUL = "tests.engine.plugin_samples:Matmul" if refused_here("jax") else "jax"
+
+
 def _missing_framework(exc: BaseException) -> str | None:
     from xmfu.harness.machine import compat
 

@@ -10,6 +10,7 @@ import pytest
 
 from xmfu.harness.config.hydra_app import compose_job, config_groups, validate_job
 from xmfu.harness.config.suite_spec import parse_suite, shared_overrides
+from xmfu.harness.engine.declare import ConfigError
 from xmfu.harness.machine.ranks import ProcessInfo
 from xmfu.harness.run import _manifest, plan_phases
 from xmfu.harness.suites import suite
@@ -53,13 +54,20 @@ def test_the_mamf_sweep_shrinks_and_says_so():
 @pytest.mark.parametrize("workload", ["transformer", "inference"])
 @pytest.mark.parametrize("preset", config_groups()["model"])
 def test_every_model_preset_runs_the_tiny_shapes_and_names_the_preset(workload, preset):
+    """A mixture-of-experts preset shrinks to moe-tiny (it stays a mixture of experts); inference refuses one."""
     registry = build_registry()
+    tiny = "moe-tiny" if preset.startswith(("moe-", "mixtral", "deepseek")) else "tiny"
+    if workload == "inference" and tiny == "moe-tiny":
+        with pytest.raises(ConfigError, match="mixture of experts"):
+            _bounded(validate_job([f"workload={workload}", f"model={preset}", "scale=smoke"], registry), registry,
+                     preset)
+        return
     cfg = validate_job([f"workload={workload}", f"model={preset}", "scale=smoke"], registry)
     _bounded(cfg, registry, f"{workload} {preset}")
-    assert cfg.workload["model"]["name"] == "tiny"
-    if preset != "tiny":
+    assert cfg.workload["model"]["name"] == tiny
+    if preset != tiny:
         (note,) = [n for n in cfg.scale_notes["main"] if "model preset" in n]
-        assert f"model preset {preset} replaced by the tiny preset" in note
+        assert f"model preset {preset} replaced by the {tiny} preset" in note
         assert f"not the {preset} preset's figures" in note
         manifest = _manifest(cfg, "r", [], [])
         assert note in manifest["scale"]["notes"]["main"]

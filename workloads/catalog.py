@@ -12,6 +12,7 @@ from xmfu.harness.engine.registry import Implementation, Lazy, Registry, Workloa
 from xmfu.workloads.attention import spec as attention_spec
 from xmfu.workloads.collectives import spec as collectives_spec
 from xmfu.workloads.collectives import summary as collectives_summary
+from xmfu.workloads.grouped_matmul import spec as grouped_matmul_spec
 from xmfu.workloads.inference import cases as inference_cases
 from xmfu.workloads.inference import spec as inference_spec
 from xmfu.workloads.matmul import spec as matmul_spec
@@ -65,6 +66,11 @@ def build_registry() -> Registry:
         "torch_compile": _impl("torch_compile", "xmfu.workloads.matmul.torch_compile", TORCH, INDUCTOR_ON_CPU),
         "helion": _impl("helion", "xmfu.workloads.matmul.helion", TORCH, HELION_ON_CPU),
     }, for_device=matmul_spec.for_device, settings=matmul_spec.MatmulSettings))
+    registry.add(WorkloadDef("grouped_matmul", grouped_matmul_spec.expand, {
+        "torch": _impl("torch", "xmfu.workloads.grouped_matmul.torch", TORCH),
+        "triton": _impl("triton", "xmfu.workloads.grouped_matmul.triton", TORCH),
+        "jax": _impl("jax", "xmfu.workloads.grouped_matmul.jax", JAX),
+    }, settings=grouped_matmul_spec.GroupedMatmulSettings))
     registry.add(WorkloadDef("attention", attention_spec.expand, {
         "torch_sdpa": _sdpa("torch_sdpa", "auto"),
         "torch_sdpa_flash": _sdpa("torch_sdpa_flash", "flash"),

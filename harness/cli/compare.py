@@ -43,6 +43,9 @@ def _compare_parser() -> argparse.ArgumentParser:
                         help="give a verdict even on rows a run marked contended (by default: inconclusive)")
     parser.add_argument("--price", action="append", default=[], metavar="DEVICE=USD_PER_HOUR")
     parser.add_argument("--prices", help="YAML file mapping device name to USD per device-hour")
+    parser.add_argument("--price-kwh", type=float, metavar="USD_PER_KWH",
+                        help="price of energy: adds the energy line (rows' measured J x PUE) to the cost columns")
+    parser.add_argument("--pue", type=float, help="the facility's power usage effectiveness (>= 1), with --price-kwh")
     parser.add_argument("--references", action="store_true",
                         help="instead: each bundle's headline figures against their public references (xmfu "
                              "references), one or more bundles")
@@ -83,6 +86,7 @@ def cmd_compare(args: Sequence[str]) -> int:
     try:
         loaded = [Side([b for f in side for b in validated_bundles("compare", f)]) for side in sides]
         prices = _prices(ns)
+        energy = _energy_price(ns)
         noise = _history_noise(ns.noise_from) if ns.noise_from else None
     except UsageFailure as exc:
         return usage_error(str(exc))
@@ -94,7 +98,7 @@ def cmd_compare(args: Sequence[str]) -> int:
     result = compare(loaded, base, ns.allow_incomparable, ns.margin, ns.noise_floor, noise, ns.strict)
     if prices:
         _unpriced_note(ns, {r.device for s in loaded for b in s.bundles for r in b.rows})
-        _add_costs(result, loaded, prices)
+    _add_costs(result, loaded, prices, energy)
     print(render(result, ns.format))
     if result.unmatched and not result.rows and not result.refused:
         print("xmfu: compare: no case matched: " + "; ".join(result.unmatched), file=sys.stderr)
@@ -129,6 +133,16 @@ def _prices(ns: argparse.Namespace) -> dict[str, float]:
         raise UsageFailure(f"compare: {exc}") from None
     except OSError as exc:  # the --prices file cannot be read; the error alone would name only the path
         raise UsageFailure(f"compare: --prices {ns.prices}: {exc.strerror or exc}") from None
+
+
+def _energy_price(ns: argparse.Namespace) -> Any:
+    from xmfu.harness.results.analysis.cost import energy_price
+
+    try:
+        return energy_price(ns.price_kwh, ns.pue)
+    except ValueError as exc:
+        raise UsageFailure(f"compare: {str(exc).replace('price_kwh=', '--price-kwh ').replace('pue=', '--pue ')}") \
+            from None
 
 
 def _unpriced_note(ns: argparse.Namespace, devices: set[Any]) -> None:
@@ -168,14 +182,32 @@ def _baseline_index(baseline: str | None, sides: list[Any]) -> int | None:
     return int(baseline) if baseline.isdigit() and int(baseline) < len(sides) else None
 
 
-def _add_costs(result: Comparison, sides: list[Side], prices: dict[str, float]) -> None:
-    from xmfu.harness.results.analysis.cost import break_even, cost_figures
+def _add_costs(result: Comparison, sides: list[Side], prices: dict[str, float], energy: Any = None) -> None:
+    """Each line's cost at its devices' prices and the energy price, and its energy figures (J/token, TFLOP/s/W) from
+    both rows wherever they were measured, priced or not."""
+    from xmfu.harness.results.analysis.cost import break_even, energy_verdict, with_energy
 
     rows = {(s.label, r.case_id, r.backend): r for s in sides for b in s.bundles for r in b.rows}
     for row in result.rows:  # the comparison's lines (dicts of its output), each priced from its bundles' rows
         cand, ref = rows[(row["run"], row["case_id"], row["backend"])], rows[
             (row["baseline_run"], row["case_id"], row["backend"])]
         p_cand, p_ref = prices.get(cand.device), prices.get(ref.device)
-        row["cost"] = cost_figures(cand, p_cand)
-        row["baseline_cost"] = cost_figures(ref, p_ref)
-        row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
+        if cand.energy is not None or ref.energy is not None:  # rows written since issue 39
+            row["energy"], row["baseline_energy"] = _energy_of(cand), _energy_of(ref)
+            row["energy_verdict"] = energy_verdict(row["energy"], row["baseline_energy"])
+        if not (prices or energy):
+            continue
+        row["cost"] = with_energy(cand, p_cand, energy)
+        row["baseline_cost"] = with_energy(ref, p_ref, energy)
+        if prices:
+            row.update(break_even(row["speedup"], p_cand / p_ref if p_cand and p_ref else None))
+
+
+def _energy_of(row: Any) -> dict[str, Any]:
+    """A row's J/token (a training step's tokens, else generated, else prompt tokens) and TFLOP/s/W."""
+    e = row.energy
+    per = (e.j_per_token or {}) if e is not None else {}
+    kind = next((k for k in ("tokens", "generated_tokens", "prompt_tokens") if k in per), None)
+    cis = (e.j_per_token_ci95 or {}) if e is not None else {}
+    return {"j_per_token": per.get(kind) if kind else None, "j_per_token_ci95": cis.get(kind) if kind else None,
+            "tflops_per_w": e.tflops_per_w if e else None, "energy_source": e.source if e else None}

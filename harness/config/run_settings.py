@@ -92,6 +92,15 @@ class RunSettings:
                                           "experiment=nightly); null for a single run")
     price: float | None = setting(None, "suites: USD per device-hour, for cost per million tokens and per "
                                   "PFLOP-hour", POSITIVE)
+    price_kwh: float | None = setting(None, "suites: USD per kWh: the cost's energy line (the rows' measured energy "
+                                      "x pue x price_kwh), shown apart from the device-hour price", POSITIVE)
+    pue: float | None = setting(None, "suites: the facility's power usage effectiveness, with price_kwh (unset: "
+                                "device energy alone)", Range(minimum=1, inclusive=True,
+                                                              note="(total facility power / IT equipment power)"))
+    capex_usd: float | None = setting(None, "suites, ownership: USD paid per device; with amortize_years it sets the "
+                                      "device-hour price (capex / (years x 8760 h)) in place of price", POSITIVE)
+    amortize_years: float | None = setting(None, "suites, ownership: years capex_usd is written off over",
+                                           POSITIVE)
     store: str | None = setting(None, "suites: a history store (folder) the suite's bundles are appended to")
     telemetry: TelemetryConfig = setting(TelemetryConfig(), TelemetryConfig.__doc__)
     rocm: RocmConfig = setting(RocmConfig(), RocmConfig.__doc__)
@@ -168,7 +177,8 @@ def parse_results_dir(value: Any) -> str:
 # - the workload: its file's `smoke:` block (configs/workload/<name>.yaml) is folded over its settings, so an
 #   experiment's sizes (experiment=mamf's 4096/8192, the shoot-out's batch_seq) give way too;
 # - the mamf sweep: m, n and k become MAMF_SMOKE_SIZES instead of 4096..16384 (64 shapes, hours on a CPU);
-# - the model preset (transformer, inference): any preset is replaced by configs/model/tiny.yaml's shapes, and the
+# - the model preset (transformer, inference): any preset is replaced by configs/model/tiny.yaml's shapes (a mixture of
+#   experts by moe-tiny.yaml's), and the
 #   preset asked for is named in the run's record, so a row never passes for the preset's figure;
 # - the timing, where it is the default (10 s a case): timing=quick's budget (2 s a case).
 # Each shrink is described in words (`Scaled.notes`, by phase), which the run prints and writes into the manifest
@@ -191,6 +201,7 @@ def _config_dir() -> Path:
 
 CONFIG_DIR = _config_dir()
 SMOKE_MODEL = "tiny"  # the preset (configs/model/tiny.yaml) every other preset is replaced by at smoke scale
+SMOKE_MOE_MODEL = "moe-tiny"  # ... and every mixture-of-experts preset (n_experts > 0), so it stays one
 MAMF_KEYS = ("m", "n", "k")
 
 
@@ -219,9 +230,10 @@ def _group_option(group: str, option: str) -> dict[str, Any]:
     return dict(yaml.safe_load((CONFIG_DIR / group / f"{option}.yaml").read_text()) or {})
 
 
-def smoke_model() -> dict[str, Any]:
-    """configs/model/tiny.yaml: the shapes every other preset is replaced by at smoke scale."""
-    return _group_option("model", SMOKE_MODEL)
+def smoke_model(moe: bool = False) -> dict[str, Any]:
+    """configs/model/tiny.yaml (moe-tiny.yaml for a mixture of experts): the shapes every other preset is replaced
+    by at smoke scale."""
+    return _group_option("model", SMOKE_MOE_MODEL if moe else SMOKE_MODEL)
 
 
 def apply_scale(data: Mapping[str, Any], explicit: set[str] | frozenset[str] = frozenset()) -> Scaled:
@@ -283,11 +295,12 @@ def _shrink_model(out: dict[str, Any], workload: dict[str, Any], explicit: set[s
     """A workload with a `model` (transformer, inference) runs the tiny preset's shapes instead of another
     preset's; model settings named on the command line keep their values."""
     model = workload.get("model")
-    if not isinstance(model, Mapping) or model.get("name") == SMOKE_MODEL:
+    moe = isinstance(model, Mapping) and bool(model.get("n_experts"))
+    if not isinstance(model, Mapping) or model.get("name") == (SMOKE_MOE_MODEL if moe else SMOKE_MODEL):
         return []
     asked = model.get("name")
     named = {k: v for k, v in model.items() if f"model.{k}" in explicit}
-    tiny = {**smoke_model(), **named}
+    tiny = {**smoke_model(moe), **named}
     workload["model"] = tiny
     if isinstance(out.get("model"), Mapping):
         out["model"] = dict(tiny)

@@ -28,7 +28,8 @@ SCALES = ("auto", "full", "smoke")  # auto: smoke sizes where no accelerator is 
 KINDS = ("run", "ranks", "devices")
 CHECK_METRICS = ("tflops", "mfu", "busbw_gbps", "tokens_per_s", "median_s")
 # Settings a suite decides for each part; the rest of the command line is passed to every part.
-SUITE_LEVEL = ("experiment", "suite", "price", "store", "run_id", "results_dir")
+SUITE_LEVEL = ("experiment", "suite", "price", "price_kwh", "pue", "capex_usd", "amortize_years", "store", "run_id",
+               "results_dir")
 
 
 @dataclass(frozen=True)

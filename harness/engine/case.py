@@ -119,6 +119,9 @@ class Prepared:
     # the row. None: a built-in backend's row says it was not re-checked; a plug-in's output is read as the array
     # its call returns (plugins.py).
     output: Callable[[Any, Any], Any] | None = None
+    # Figures the backend recorded while its calls ran (e.g. a mixture-of-experts step's routing imbalance, step by
+    # step), read after timing: row fields by name, each declared in the row schema (results/schema/row.py).
+    recorded: Callable[[], dict[str, Any]] | None = None
 
 
 class RunAborted(Exception):

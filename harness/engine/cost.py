@@ -123,7 +123,8 @@ def refusal(cost: RunCost, dtype: str) -> str:
 
 # The settings that shrink each built-in workload besides scale=smoke (configs/workload/*.yaml, configs/model/).
 SHRINK = {"matmul": "workload.sizes=[512]", "membw": "workload.sizes=[1048576]", "transformer": "model=tiny",
-          "inference": "model=tiny", "attention": "workload.seq_q=[512]"}
+          "inference": "model=tiny", "attention": "workload.seq_q=[512]",
+          "grouped_matmul": "workload.shapes=[[8,4096,1024,512]]"}
 
 
 def shrink(workload: str, mamf: bool) -> str:

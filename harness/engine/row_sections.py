@@ -176,6 +176,8 @@ def extras(case: Case, a: Attempt, time_s: dict | None, peak: float | None, timi
     if hw is not None:
         out["hardware_flops"] = hw
         out["hfu"] = hw / median / 1e12 / peak if median and peak and timing_valid else None
+    if a.prepared and a.prepared.recorded and a.status == "ok":
+        out.update(a.prepared.recorded())
     if a.prepared and a.prepared.peak_memory and a.status == "ok":
         out["peak_memory_bytes"] = a.prepared.peak_memory()
         out["peak_memory_source"] = a.prepared.peak_memory_source
@@ -203,6 +205,8 @@ def samples_record(run_id: str, case: Case, a: Attempt) -> dict[str, Any]:
            "rank_samples": a.rank_samples, "inner": s.inner if s else None, "warmup": s.warmup_s if s else [],
            "samples": s.samples if s else [], "rounds": s.rounds if s else [],
            "repeats": s.sample_repeats if s else []}
+    if s and s.intervals and len(s.intervals) == len(s.samples):  # the energy window (samples.jsonl intervals)
+        out["intervals"] = [[a0, b0] for a0, b0 in s.intervals]
     if a.variants:
         out["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
                                   "repeats": v.sample_repeats} for name, v in a.variants.items()}

@@ -8,6 +8,8 @@ from typing import Any
 from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
+from xmfu.harness.machine.telemetry.energy_check import CounterCheck
+from xmfu.harness.results.statistics import energy as energy_figures
 
 
 def clocks(sampler: Sampler | None) -> dict[str, Any]:
@@ -53,3 +55,42 @@ def drift(a: Reading | None, b: Reading | None) -> dict[str, Any]:
         if name == "sm_clock_mhz" and first and last:
             out["clock_change"] = last / first - 1
     return out
+
+
+# peaks.yaml holds no sourced TDP yet: none is ever invented
+TDP_NOTE = "not stated: the peak table gives no sourced TDP for this device"
+
+
+def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[Reading], rate_hz: float,
+           series: Series | None, row: dict[str, Any], power_limit_w: float | None) -> dict[str, Any] | None:
+    """The row's `energy` section: from the counter where the start-up check kept it, else power readings
+    integrated, else `not measured` with why (harness/results/statistics/energy.py computes the figures)."""
+    if not (series and series.intervals):
+        return None
+    scope = check.scope if check else ("cpu package" if row.get("platform") == "cpu" else "device")
+    base: dict[str, Any] = {"scope": scope, "tdp_w": None, "tdp_note": TDP_NOTE, "power_limit_w": power_limit_w or None,
+                            "counter_check": check.as_dict() if check and check.ratio is not None else None}
+    if check is None or sampler is None:
+        return {**base, "source": "not measured", "reason": "telemetry disabled (telemetry.enabled=false)"}
+    has_counter = any(r.energy_j is not None for r in readings)
+    has_power = any(r.power_w is not None for r in readings)
+    if check.counter and has_counter:
+        wrap = sampler.energy_wrap_j
+        base.update(source="counter", counter=check.counter_name, wrap_j=wrap, reason=check.reason)
+        points, kind, gap = [(r.t, r.energy_j) for r in readings], "counter", None
+    elif check.power and has_power:
+        gap = 5.0 / rate_hz if sampler.background else None  # five missed periods: a gap, not a slow reading
+        base.update(source="integrated power", max_gap_s=gap,
+                    reason=check.reason or "no energy counter readable: power readings integrated (trapezoid)")
+        points, kind, wrap = [(r.t, r.power_w) for r in readings], "power", None
+    else:
+        why = check.reason or "neither an energy counter nor power is readable"
+        return {**base, "source": "not measured", "reason": why if readings else f"no readings: {why}"}
+    median = row["time_s"]["median"] if row.get("time_s") else None
+    intervals, base["window"] = energy_figures.steady_intervals(series.intervals, row.get("steady_state"))
+    parts = energy_figures.groups(series.intervals, series.sample_repeats, row.get("steady_state"))
+    got = energy_figures.figures(kind, points, intervals, wrap, gap, median, row.get("throughput"),
+                                 row.get("tflops"), power_limit_w, parts)
+    if "reason" in got:
+        return {**base, **got, "source": "not measured"}
+    return {**base, **got}

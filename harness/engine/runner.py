@@ -34,7 +34,7 @@ from xmfu.harness.machine.frameworks import release_cached_memory
 from xmfu.harness.machine.jax_distributed import jax_processes_joined
 from xmfu.harness.machine.peaks import lookup_membw
 from xmfu.harness.machine.sync import CUDA_EVENT, DEVICE_EVENT, READ_BACK, sync_rule
-from xmfu.harness.machine.telemetry import Reading, Sampler
+from xmfu.harness.machine.telemetry import Reading, Sampler, energy_check
 from xmfu.harness.machine.telemetry.recorder import Recorder
 from xmfu.harness.results.bundle.writer import BundleWriter, RecordError, utc_now
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
@@ -72,6 +72,8 @@ class CaseRunner:
         self.on_step = on_step  # hears (phase, case_id, backend, step) as each step of a case begins
         self.sampler = sampler
         self.clocks = run_telemetry.clocks(sampler)
+        # the energy counter checked against power x time once, before any case (Zeus's start-up check)
+        self.energy_check = energy_check.check(sampler) if sampler is not None else None
         self.own_pids = contention.own_processes(contention.snapshot())
         self.contention: dict[str, Any] | None = None
         self.case_count = 0
@@ -323,6 +325,9 @@ class CaseRunner:
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
         out["telemetry"] = run_telemetry.of_backend(self.sampler, self.readings, cfg.telemetry.rate_hz, a.series,
                                                     {**row, **out}, peak.clock_mhz) if a.status == "ok" else None
+        limit = (out["telemetry"] or {}).get("power_limit_w")
+        out["energy"] = run_telemetry.energy(self.energy_check, self.sampler, self.readings, cfg.telemetry.rate_hz,
+                                             a.series, {**row, **out}, limit) if a.status == "ok" else None
         return out
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,

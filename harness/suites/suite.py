@@ -46,6 +46,7 @@ from xmfu.harness.engine.settings import SuiteTag
 from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.platform import NoAcceleratorError, Platform, detect
 from xmfu.harness.machine.ranks import ProcessInfo, process_info
+from xmfu.harness.results.analysis.cost import EnergyPrice, energy_price, ownership_price
 from xmfu.harness.results.bundle.writer import checked
 from xmfu.harness.results.schema.records import NodeRecord
 from xmfu.harness.suites.parts import (
@@ -68,8 +69,10 @@ class Settings:
     results_dir: str
     run_id: str | None
     device: str
-    price: float | None  # USD per device-hour
+    price: float | None  # USD per device-hour (given, or from capex_usd over amortize_years)
     store: str | None
+    energy: EnergyPrice | None = None  # price_kwh and pue: the cost's energy line
+    price_source: str | None = None  # where price comes from: price=, or the ownership mode's capex
 
 
 @dataclass
@@ -118,8 +121,25 @@ def _settings(data: dict[str, Any]) -> Settings:
     # `store=` and `store=''` (what `store=$UNSET` expands to) would run the suite, store nothing, check nothing
     if s.store is not None and (not str(s.store).strip() or Path(s.store).is_file()):
         raise ConfigError("store", f"{s.store!r} is not a folder", "a folder of Parquet files (created if missing)")
+    price, source = _device_hour_price(s)
+    try:
+        energy = energy_price(s.price_kwh, s.pue)
+    except ValueError as exc:
+        problem, _, allowed = str(exc).partition(". Allowed: ")  # cost.energy_price names both
+        raise ConfigError("pue" if "pue" in problem.split()[0] else "price_kwh", problem, allowed) from None
     return Settings(results_dir=parse_results_dir(s.results_dir), run_id=parse_run_id(s.run_id), device=s.device,
-                    price=s.price, store=s.store)
+                    price=price, store=s.store, energy=energy, price_source=source)
+
+
+def _device_hour_price(s: RunSettings) -> tuple[float | None, str | None]:
+    """price= as given, or the ownership mode's capex_usd over amortize_years (cost.ownership_price)."""
+    if s.capex_usd is None and s.amortize_years is None:
+        return s.price, "price=" if s.price else None
+    if s.capex_usd is None or s.amortize_years is None or s.price is not None:
+        raise ConfigError("capex_usd", "the ownership mode needs capex_usd= and amortize_years= together, and no "
+                          "price=", "capex_usd=USD_PER_DEVICE amortize_years=N (or price=USD_PER_DEVICE_HOUR)")
+    return (ownership_price(s.capex_usd, s.amortize_years),
+            f"ownership: USD {s.capex_usd:g} per device over {s.amortize_years:g} years, energy apart")
 
 
 def _check_store(store: str) -> None:
@@ -342,11 +362,14 @@ def _finish(p: Plan, outcomes: list[PartOutcome], missing: list[int], interrupte
         unreliable = judged.unreliable
         history = judged.record.as_dict() if judged.record else None
     bands = Bands(p.spec.reference_within, p.spec.reference_far_below)
-    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable, bands)
+    html, verdict = suite_report.build(p.root, p.settings.price, p.spec.outlier_threshold, problems, unreliable, bands,
+                                       p.settings.energy)
     (p.root / "report.html").write_text(html)
     problems = verdict["problems"] + problems
     summary = {"judgement": verdict["judgement"], "suite": asdict(p.spec), "suite_id": p.suite_id,
                "scale_reason": p.scale_reason, "price_usd_per_device_hour": p.settings.price,
+               "price_source": p.settings.price_source,
+               "energy_price": asdict(p.settings.energy) if p.settings.energy else None,
                "store": p.settings.store, "verdict": verdict, "problems": problems, "unreliable": unreliable,
                "history": history}
     (p.root / "suite.json").write_text(json.dumps(summary, indent=1, default=_plain) + "\n")

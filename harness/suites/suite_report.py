@@ -77,8 +77,8 @@ def load(root: Path) -> tuple[list[Node], list[str]]:
     return nodes, problems
 
 
-def figures_of(nodes: list[Node], price: float | None, threshold: float) -> dict[str, Any]:
-    figures = {n.host: verdict.node(n.parts, price, threshold) for n in nodes}
+def figures_of(nodes: list[Node], price: float | None, threshold: float, energy: Any = None) -> dict[str, Any]:
+    figures = {n.host: verdict.node(n.parts, price, threshold, energy) for n in nodes}
     ranks = [b for n in nodes for kind, bundles in n.parts.values() if kind == "ranks" for b in bundles]
     out = {"hosts": [n.host for n in nodes], "nodes": figures, "collectives": verdict.collectives(ranks),
            "node_comparison": verdict.compare_nodes(figures, threshold) if len(nodes) > 1 else {},
@@ -160,8 +160,15 @@ def _training_line(host: str, tr: dict[str, Any], price: float | None) -> str:
     cost = (f"; USD {_num(tr.get('usd_per_million_tokens'))} per million tokens, USD "
             f"{_num(tr.get('usd_per_realized_pflop_hour'))} per realized PFLOP-hour at USD {price:g}/device-hour"
             if price else "")
+    energy = (f"; {_num(tr.get('j_per_token'))} J/token, {_num(tr.get('tokens_per_s_per_w'))} tokens/s/W "
+              f"(device, {tr.get('energy_source')})" if tr.get("j_per_token") is not None else
+              f"; energy {tr.get('energy_source')} ({tr.get('energy_reason')})")
+    if tr.get("price_kwh"):  # the energy line, apart from the device-hour line (harness/results/analysis/cost.py)
+        usd, at = tr.get("usd_energy_per_million_tokens"), f"USD {tr['price_kwh']:g}/kWh, PUE {tr.get('pue') or '-'}"
+        energy += f"; energy USD {usd:.4g} per million tokens at {at}" if usd is not None else \
+            f"; no energy cost at {at}"
     return (f"{host}: training {tr['backend']} MFU {_share(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
-            f"per device{cost}{_flags(tr)}")
+            f"per device{cost}{energy}{_flags(tr)}")
 
 
 def _collective(v: dict[str, Any]) -> dict[str, Any] | None:
@@ -214,10 +221,11 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
                    for a in f["attention"]]),
            f"<h4>Training step and cost{f' at USD {price:g} per device-hour' if price else ' (no price given)'}</h4>",
            _table(["backend", "case", "MFU", "tokens/s per device", "USD per million tokens",
-                   "USD per realized PFLOP-hour", "flags"],
+                   "USD per realized PFLOP-hour", "J/token (energy)", "USD energy per million tokens", "flags"],
                   [[t["backend"], t["case_id"], _share(t["mfu"]), _num(t["tokens_per_s"]),
                     _num(t.get("usd_per_million_tokens")), _num(t.get("usd_per_realized_pflop_hour")),
-                    t.get("flags", "")] for t in f["training"]]),
+                    f"{_num(t.get('j_per_token'))} ({t.get('energy_source')})",
+                    _num(t.get("usd_energy_per_million_tokens")), t.get("flags", "")] for t in f["training"]]),
            "<h4>Sustained phase</h4>",
            _table(["backend", "case", "first window TFLOP/s", "steady TFLOP/s", "first vs steady time",
                    "steady after (s)", "clock first / steady (MHz)", "flags"],
@@ -352,8 +360,8 @@ def _first_screen(v: dict[str, Any]) -> str:
     none = yardsticks.unreferenced_html(refs)
     found = [*v["problems"], *flagged(v)]
     notes = [_throttling_line(host, f["throttling"]) for host, f in v["nodes"].items()]
-    notes += ([_training_line(h, t, v["price"]) for h, f in v["nodes"].items() for t in f["training"]]
-              if v["price"] else ["cost: no price given (price=USD_PER_DEVICE_HOUR)"])
+    notes += [_training_line(h, t, v["price"]) for h, f in v["nodes"].items() for t in f["training"]]
+    notes += [] if v["price"] else ["cost: no price given (price=USD_PER_DEVICE_HOUR)"]
     return (f"<h3>Headline figures</h3>{table}" + (f"<p>No public reference:</p>{none}" if none else "")
             + "<h3>Findings</h3>" + (_list(found).replace("<li>", '<li class="bad">') if found else "<p>none</p>")
             + f"<h3>Notes</h3>{_list(notes)}")
@@ -361,14 +369,14 @@ def _first_screen(v: dict[str, Any]) -> str:
 
 def build(root: Path, price: float | None, threshold: float = verdict.OUTLIER_THRESHOLD,
           problems: Sequence[str] = (), unreliable: Sequence[str] = (),
-          bands: Bands | None = None) -> tuple[str, dict[str, Any]]:
+          bands: Bands | None = None, energy: Any = None) -> tuple[str, dict[str, Any]]:
     """(the report's HTML, the verdict's figures) of the suite folder `root`. `problems` and `unreliable`: what the
     suite found beside the folder (parts that exited non-zero, missing ranks, `history check`'s regressions and
     discounted changes); with the folder's own problems and every row's flags they make the verdict's first line
     (harness/suites/judgement.py), `v["judgement"]`. Each headline figure is set against its public reference
     (harness/suites/yardsticks.py, `bands`: the reference table's unless given); one far below is a problem."""
     nodes, found = load(root)
-    v = figures_of(nodes, price, threshold)
+    v = figures_of(nodes, price, threshold, energy)  # energy: cost.EnergyPrice (price_kwh=, pue=) or None
     v["references"] = yardsticks.of_verdict(v, bands or default_bands())
     v["headlines"] += [f"reference: {line}" for line in yardsticks.headlines(v["references"])]
     v["problems"] = found + v["problems"] + yardsticks.problems(v["references"])

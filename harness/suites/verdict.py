@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from xmfu.harness.results.analysis.cost import cost_figures
+from xmfu.harness.results.analysis.cost import EnergyPrice, with_energy
 from xmfu.harness.results.analysis.flags import flags_text
 from xmfu.harness.results.bundle import nodes
 from xmfu.harness.results.bundle.reader import Bundle
@@ -176,15 +176,17 @@ def _attention_figure(r: Row) -> dict[str, Any]:
             "device_id": device_id(r), "flop_convention": r.flop_convention, "conditions": conditions}
 
 
-def training(rows: Sequence[Row], price: float | None) -> list[dict[str, Any]]:
-    """Per backend, its best training step: MFU, tokens/s per device, and what they cost at `price`."""
+def training(rows: Sequence[Row], price: float | None, energy: EnergyPrice | None = None) -> list[dict[str, Any]]:
+    """Per backend, its best training step: MFU, tokens/s per device, J/token and tokens/s/W where its energy was
+    measured, and what they cost at `price` (and `energy`: the energy line)."""
     timed_rows = [r for r in rows if r.workload == "transformer" and timed(r)]
     out = []
     for backend in sorted({r.backend for r in timed_rows}):
         best = _best([r for r in timed_rows if r.backend == backend], lambda r: _tokens_per_s(r) or 0)
         tokens, ci, p = _tokens_per_s(best), best.tflops_ci95, best.params
         out.append({"backend": backend, "case_id": best.case_id, "mfu": best.mfu, "tflops": best.tflops,
-                    "tokens_per_s": tokens, "flags": flags_text(best), **cost_figures(best, price),
+                    "tokens_per_s": tokens, "flags": flags_text(best), **with_energy(best, price, energy),
+                    **_energy_figures(best),
                     # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
                     "tokens_per_s_ci95": [tokens * c / best.tflops for c in ci] if tokens and ci else None,
                     "device_id": device_id(best), "dtype": best.dtype, "model": p.get("name"),
@@ -291,15 +293,23 @@ def _imported_nodes(bundle: Bundle) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
+def _energy_figures(row: Row) -> dict[str, Any]:
+    """A training row's energy: where it came from (why not), J/token and tokens/s/W (point figures)."""
+    e = row.energy
+    return {"energy_source": e.source if e else "not measured", "energy_reason": e.reason if e else "not recorded",
+            "j_per_token": (e.j_per_token or {}).get("tokens") if e else None,
+            "tokens_per_s_per_w": (e.tokens_per_s_per_w or {}).get("tokens") if e else None}
+
+
 def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
-         threshold: float = OUTLIER_THRESHOLD) -> dict[str, Any]:
+         threshold: float = OUTLIER_THRESHOLD, energy: EnergyPrice | None = None) -> dict[str, Any]:
     """Every verdict figure of one node, from its parts: name -> (kind, bundles)."""
     single = [b for kind, bundles in parts.values() if kind == "run" for b in bundles]
     rows = [r for b in single for r in b.rows]
     every = [r for _, bundles in parts.values() for b in bundles for r in b.rows]
     return {"matmul": matmul(single), "memory_bound": memory_bound(rows), "attention": attention(rows),
             "attention_shapes": attention_shapes(rows),
-            "training": training(rows, price),
+            "training": training(rows, price, energy),
             "sustained": sustained(rows), "throttling": throttling(every),
             "devices": devices([b for kind, bundles in parts.values() if kind == "devices" for b in bundles],
                                threshold)}

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["experiment=smoke", "workload.sizes=[1K,64K]", "workload.iters=3", "workload.samples=3",
          "workload.warmup=1", "workload.timeout_s=60"]
-TORCH_SKIPS = {("all_reduce", False), ("broadcast", False), ("all_to_all", True)}
+TORCH_SKIPS = {("all_reduce", False), ("broadcast", False), ("all_to_all", True), ("all_to_all_v", True)}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -64,6 +64,17 @@ def test_gloo_every_operation_in_and_out_of_place_on_four_ranks(tmp_path):
     assert "collectives" in bundle.manifest["summary"]
     # the ranks exchanged their hostnames: four processes on this one host are one node (results/bundle/nodes.py)
     assert bundle.manifest["process"]["world_size"] == n and bundle.manifest["process"]["nodes"] == 1
+
+
+@pytest.mark.long  # two ranks, two sizes: 10-20 s here (make test-slow); the splits and data: test_collectives_spec
+def test_all_to_all_v_with_uneven_splits_on_two_gloo_ranks(tmp_path):
+    proc = torchrun(2, *SMALL, "workload.ops=[all_to_all_v]", f"results_dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_bundle(_bundle(proc.stdout)).raw_rows
+    assert len(rows) == 2 and all(r["status"] == "ok" and r["wrong"] == 0 and r["ranks"] == 2 for r in rows)
+    for r in rows:  # S: the mean per-rank send buffer, the bus factor nccl-tests' alltoall's
+        assert r["bus_factor"] == 0.5 and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] / 2)
+        assert r["notes"]["busiest_rank_send_bytes"] > r["size_bytes_actual"]
 
 
 @pytest.mark.slow

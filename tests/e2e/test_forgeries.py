@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SECOND_MATMUL
 from xmfu.harness.cli.formulas import restate_rows, restate_run
 from xmfu.harness.results.bundle.validator import load_bundle
 from xmfu.harness.results.schema.comparability import comparability_key
 
-MATMUL = ["workload=matmul", "workload.sizes=[32]", "backends=[torch,jax]", "baseline=torch", "timing=quick"]
+MATMUL = ["workload=matmul", "workload.sizes=[32]", f"backends=[torch,{SECOND_MATMUL}]", "baseline=torch",
+          "timing=quick"]
 COLLECTIVES = ["workload=collectives", "workload.sizes=[1024]", "workload.ops=[all_reduce]", "workload.samples=5"]
 INFERENCE = ["workload=inference", "experiment=smoke", "backends=[torch]", "workload.batch=[2]",
              "workload.phases=[decode]", "peak_membw_gbps=50", "timing=quick", "timing.max_time_s=0.2",

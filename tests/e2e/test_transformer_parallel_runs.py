@@ -130,3 +130,22 @@ def test_ddp_under_the_slurm_path_on_this_machine(tmp_path, cli, monkeypatch):
     rows = read_bundle(bundles[0].parent).raw_rows
     ddp = rows[-1]
     assert ddp["status"] == "ok" and ddp["params"]["world_size"] == 2 and ddp["ranks"] == 2
+
+
+@pytest.mark.long  # two gloo ranks under torchrun, the parity check and the exchanges alone: 20-40 s here
+def test_torch_expert_parallel_on_two_gloo_ranks(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "xmfu",
+           "run", *(a for a in SMALL if a != "model=tiny"), "model=moe-tiny", "backends=[torch]",
+           "workload.parallel=[ep]", f"results_dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = _bundle(proc.stdout)
+    assert validate_bundle(folder) == []
+    base, ep = read_bundle(folder).raw_rows
+    assert ep["case_id"] == base["case_id"] + "-ep-weak" and ep["status"] == "ok", ep["reason"]
+    assert ep["correctness"]["ok"] and "single-device step" in ep["correctness"]["metric"]
+    assert ep["ranks"] == 2 and ep["notes"]["experts_per_rank"] == 2 and ep["flops_global"] == 2 * base["flops"]
+    assert ep["comm_bytes_per_rank"] == ep["notes"]["comm"]["bytes_per_rank"] > 0
+    assert ep["comm_total_s"] > 0 and ep["comm_exposed_s"] is None and "not measured" in ep["comm"]["exposed_method"]
+    assert ep["routing"]["per_step"] and ep["routing"]["worst_block"] >= 1
+    assert ep["scaling_efficiency"] == pytest.approx(ep["tflops"] / base["tflops"])

@@ -23,6 +23,9 @@ def _written(row):
     return Bundle(Path("."), manifest, [{**row, "run_id": "r"}], [])
 
 
+ENERGY = ("mean_power_w", "j_per_token", "tokens_per_s_per_w", "tflops_per_w")
+
+
 def test_the_stores_schema_is_its_record_column_by_column():
     """The Arrow schema is built from stored.Stored: the same columns, in the same order and of the same types as
     the literal schema it replaced, so files written before it are not rewritten and read back alike."""
@@ -40,9 +43,11 @@ def test_the_stores_schema_is_its_record_column_by_column():
                           *[(n, pa.float64()) for n in figures], ("contended", pa.bool_()),
                           ("suite_id", pa.string()),  # issue 42 item 12: a suite's parts counted as one run
                           ("overrides", pa.string()), ("bundle", pa.string()),  # issue 38, item 2: a repro per point
-                          ("image_digest", pa.string())])
+                          ("image_digest", pa.string()),
+                          ("energy_source", pa.string()),  # issue 39: energy per token over time
+                          *[(n, pa.float64()) for n in ENERGY]])
     assert parquet.schema().equals(expected)
-    assert tuple(parquet.COLUMNS) == stored.FIGURES == figures  # every figure column has its reader
+    assert tuple(parquet.COLUMNS) == stored.FIGURES == (*figures, *ENERGY)  # every figure column has its reader
     assert set(parquet.IDENTITY) <= set(stored.kinds())
 
 
@@ -90,3 +95,15 @@ def test_the_run_to_run_noise_takes_a_bundle_row_as_its_record_or_as_written():
     noise = judge.run_to_run_noise(store)
     assert noise(row) == noise(typed(row)) and noise(row)[1] == 4
     assert noise({**row, "device": "other"}) is None
+
+
+def test_a_rows_energy_is_stored_so_j_per_token_has_a_history():
+    from tests.results.rows import valid_row
+
+    energy = {"source": "counter", "scope": "device", "mean_power_w": 500.0, "j_per_token": {"generated_tokens": 2.5},
+              "tokens_per_s_per_w": {"generated_tokens": 0.4}, "tflops_per_w": 0.8}
+    (stored_row,) = parquet.flatten(_written(valid_row(energy=energy)), {})
+    assert (stored_row.energy_source, stored_row.mean_power_w, stored_row.j_per_token) == ("counter", 500.0, 2.5)
+    assert stored_row.tokens_per_s_per_w == 0.4 and stored_row.tflops_per_w == 0.8
+    (older,) = parquet.flatten(_written(valid_row()), {})  # a row written before energy was recorded
+    assert older.energy_source == "" and older.j_per_token is None

@@ -23,7 +23,7 @@ from xmfu.workloads.collectives.summary import alpha_beta
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_bus_factors_for_every_collective(n):
     assert bus_factor("all_reduce", n) == pytest.approx(2 * (n - 1) / n)
-    for op in ("all_gather", "reduce_scatter", "all_to_all"):
+    for op in ("all_gather", "reduce_scatter", "all_to_all", "all_to_all_v"):
         assert bus_factor(op, n) == pytest.approx((n - 1) / n)
     assert bus_factor("broadcast", n) == 1.0
     assert all(bus_factor(op, 1) is None for op in OPS)  # one rank: no bus
@@ -61,6 +61,9 @@ def _simulate(op: str, n: int, size: int) -> list[np.ndarray]:
     if op == "reduce_scatter":
         total, c = sum(inputs), lay.output_count
         return [total[r * c:(r + 1) * c] for r in range(n)]
+    if op == "all_to_all_v":  # rank q's buffer cut at its send counts; rank r receives piece r of every rank
+        pieces = [np.split(inputs[q], np.cumsum(lay.sends(q))[:-1]) for q in range(n)]
+        return [np.concatenate([pieces[q][r] for q in range(n)]) for r in range(n)]
     c = lay.output_count // n  # all_to_all: rank r receives chunk r of every rank, in rank order
     return [np.concatenate([inputs[q][r * c:(r + 1) * c] for q in range(n)]) for r in range(n)]
 
@@ -70,6 +73,19 @@ def _simulate(op: str, n: int, size: int) -> list[np.ndarray]:
 def test_expected_outputs_match_the_definition_of_each_collective(op, n):
     for r, got in enumerate(_simulate(op, n, 1000)):
         np.testing.assert_array_equal(expected_output(op, r, n, layout(op, 1000, 2, n)), got)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_all_to_all_v_splits_are_uneven_and_its_size_is_the_mean_send_buffer(n):
+    lay = layout("all_to_all_v", 64 * 1024, 2, n)  # 32768 elements a rank, 32768 / n per pair when even
+    sends = np.array(lay.splits)
+    assert sends.shape == (n, n) and sends.min() >= 1 and len(set(sends.flatten())) > n  # every pair its own
+    assert sends.max() > 1.2 * (32768 // n) and sends.min() < 0.8 * (32768 // n)
+    assert lay.bytes == sends.sum() * 2 // n  # S: all ranks' bytes / n, alltoall's S for even splits
+    assert lay.input_count == sends.sum(axis=1).max() and lay.output_count == sends.sum(axis=0).max()
+    assert [lay.receives(r) for r in range(n)] == sends.T.tolist()
+    bw = CollectiveCase("all_to_all_v", 64 * 1024, "bf16", False, "throughput").bandwidth(1e-3, n)
+    assert bw["size_bytes_actual"] == lay.bytes and bw["bus_factor"] == pytest.approx((n - 1) / n)
 
 
 def test_data_is_exact_in_bf16_and_differs_per_rank():

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.conftest import gpu_device, run_config
+from tests.conftest import gpu_device, refused_here, run_config
 from tests.fakes.fake_gpu import fake_gpu
 from tests.fakes.fake_scaled_mm import fake_scaled_mm
 from xmfu.harness.engine.context import RunContext
@@ -95,12 +95,11 @@ def test_fp8_on_a_cpu_is_offered_in_the_cpus_format(backend, cpu_ctx):
     from xmfu.workloads.matmul import triton as triton_backend
 
     module = {"triton": triton_backend, "jax": jax_backend}[backend]
-    if backend == "triton":  # an interpreter too old for xmfu's kernels refuses every dtype (scripts/compat.sh)
-        from xmfu.harness.machine import compat
-
-        if why := compat.triton_interpreter_too_old():
-            pytest.skip(f"this stack cannot run it: {why}")
     (case,) = spec.for_device([spec.MatmulCase(64, 64, 64, "fp8")], cpu_ctx.device)
+    # a stack without JAX, or an interpreter too old for xmfu's kernels, refuses every dtype (scripts/compat.sh)
+    if why := refused_here(backend):
+        assert module.available(case, cpu_ctx) == (False, why)
+        pytest.skip(f"this stack cannot run it: {why}")
     assert module.available(case, cpu_ctx) == (True, "")
     ok, why = module.available(replace(case, fp8_format="e4m3fnuz"), cpu_ctx)
     assert not ok and "e4m3fn" in why

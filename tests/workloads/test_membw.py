@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.conftest import refused_here
 from xmfu.harness.engine.declare import ConfigError
 from xmfu.workloads.membw import jax as jax_backend
 from xmfu.workloads.membw import torch as torch_backend
@@ -36,13 +37,10 @@ def test_expand_every_kernel_at_every_size_and_only_elementwise_dtypes():
 def test_backend_matches_reference_and_takes_fresh_inputs(backend, kernel, cpu_ctx):
     case = MembwCase(kernel, 5003, "bf16")  # not a multiple of the Triton block: the masked tail runs
     module = BACKENDS[backend]
-    if backend == "triton":  # an interpreter too old for xmfu's kernels refuses every case (scripts/compat.sh)
-        from xmfu.harness.machine import compat
-
-        if why := compat.triton_interpreter_too_old():
-            ok, reason = module.available(case, cpu_ctx)
-            assert not ok and reason
-            pytest.skip(f"this stack cannot run it: {why}")
+    # a stack without JAX, or an interpreter too old for xmfu's kernels, refuses every case (scripts/compat.sh)
+    if backend != "torch" and (why := refused_here(backend)):
+        assert module.available(case, cpu_ctx) == (False, why)
+        pytest.skip(f"this stack cannot run it: {why}")
     assert module.available(case, cpu_ctx) == (True, "")
     prepared = module.prepare(case, cpu_ctx)
     assert case.check(prepared.result(case.check_rows())).ok

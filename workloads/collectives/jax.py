@@ -34,6 +34,10 @@ def available(case: CollectiveCase, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if case.op == "broadcast":
         return False, "JAX has no broadcast collective (a masked psum would be a different operation)"
+    if case.op == "all_to_all_v":
+        return False, ("all_to_all_v is jax.lax.ragged_all_to_all, which XLA:CPU does not implement (jax 0.10.2: "
+                       "'HLO opcode ragged-all-to-all is not supported by XLA:CPU ThunkEmitter'); xmfu has not "
+                       "built its GPU path yet: the torch_dist backend runs it")
     if case.in_place and case.op in ("all_gather", "reduce_scatter"):
         return False, "in place (a donated input) needs the output shape to equal the input's"
     return True, ""

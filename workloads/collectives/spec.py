@@ -4,6 +4,11 @@ nccl-tests doc/PERFORMANCE.md: algbw = S / t; busbw = algbw · F(n) for n ranks,
 all_reduce S = buffer, F = 2(n-1)/n; reduce_scatter S = whole input (n x per-rank output), F = (n-1)/n;
 all_gather S = whole output, F = (n-1)/n; all_to_all S = per-rank buffer, F = (n-1)/n; broadcast S = buffer,
 F = 1. GB/s = 1e9 B/s. With one rank nothing crosses a link, so busbw is not applicable.
+
+all_to_all_v (an expert-parallel dispatch: every pair of ranks exchanges a different count, `alltoallv_splits`)
+has no entry in nccl-tests' PERFORMANCE.md; xmfu counts it as its alltoall: S = the mean per-rank send buffer
+(all ranks' bytes / n, which is alltoall's S when the splits are even), F = (n-1)/n. The bytes of the busiest
+rank, which the slowest transfer waits for, are in the row's notes.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from xmfu.harness.engine.declare import (
 from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.dtypes import DTYPES
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "broadcast")
 MODES = ("throughput", "latency")  # n back-to-back ops per sample | one op per sample, barrier outside
 COLLECTIVE_DTYPES = ("fp32", "bf16", "fp16")
 SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}  # nccl-tests' -b/-e suffixes
@@ -75,7 +80,7 @@ def bus_factor(op: str, ranks: int) -> float | None:
         return None
     n = ranks
     return {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n,
-            "all_to_all": (n - 1) / n, "broadcast": 1.0}[op]
+            "all_to_all": (n - 1) / n, "all_to_all_v": (n - 1) / n, "broadcast": 1.0}[op]
 
 
 def parse_bytes(field: str, value: Any) -> int:
@@ -119,6 +124,24 @@ class Layout:
     input_count: int
     output_count: int
     bytes: int  # S actually moved, as nccl-tests reports it
+    splits: tuple[tuple[int, ...], ...] | None = None  # all_to_all_v: elements rank s sends rank d, [s][d]
+
+    def sends(self, rank: int) -> list[int]:
+        """all_to_all_v: what `rank` sends each rank, in rank order."""
+        return list(self.splits[rank])
+
+    def receives(self, rank: int) -> list[int]:
+        """all_to_all_v: what `rank` receives from each rank, in rank order."""
+        return [row[rank] for row in self.splits]
+
+
+def alltoallv_splits(ranks: int, elements: int) -> tuple[tuple[int, ...], ...]:
+    """(n, n) elements rank s sends rank d: the even chunk (elements / n) times a factor in [0.25, 1.75) drawn
+    from a fixed seed, so every pair differs (some ranks send or receive up to about 1.75x the even share) while
+    the total stays near n x elements. The same on every rank (no communication needed to agree on it)."""
+    chunk = max(elements // ranks, 1)
+    factors = np.random.default_rng(1234).uniform(0.25, 1.75, (ranks, ranks))
+    return tuple(tuple(max(int(f * chunk), 1) for f in row) for row in factors)
 
 
 def layout(op: str, size_bytes: int, itemsize: int, ranks: int) -> Layout:
@@ -130,11 +153,17 @@ def layout(op: str, size_bytes: int, itemsize: int, ranks: int) -> Layout:
         return Layout(per_rank, per_rank * ranks, per_rank * ranks * itemsize)
     if op == "reduce_scatter":  # S = whole input = n x per-rank output
         return Layout(per_rank * ranks, per_rank, per_rank * ranks * itemsize)
+    if op == "all_to_all_v":  # S = the mean per-rank send buffer; counts per rank differ
+        splits = alltoallv_splits(ranks, elements)
+        total = sum(map(sum, splits))
+        return Layout(max(map(sum, splits)), max(sum(r[d] for r in splits) for d in range(ranks)),
+                      total * itemsize // ranks, splits)
     return Layout(per_rank * ranks, per_rank * ranks, per_rank * ranks * itemsize)  # all_to_all: per-rank buffer
 
 
 def rank_input(op: str, rank: int, lay: Layout) -> np.ndarray:
-    return pattern(rank, np.arange(lay.input_count))
+    count = sum(lay.sends(rank)) if op == "all_to_all_v" else lay.input_count
+    return pattern(rank, np.arange(count))
 
 
 def expected_output(op: str, rank: int, ranks: int, lay: Layout) -> np.ndarray:
@@ -150,6 +179,8 @@ def expected_output(op: str, rank: int, ranks: int, lay: Layout) -> np.ndarray:
         return pattern(i // c, i % c)
     if op == "reduce_scatter":  # element i of this rank's slice of everyone's input, summed
         return pattern(all_ranks, (rank * lay.output_count + i)[None, :]).sum(axis=0)
+    if op == "all_to_all_v":  # from each rank q in turn, the part of q's buffer q addressed to this rank
+        return np.concatenate([pattern(q, sum(row[:rank]) + np.arange(row[rank])) for q, row in enumerate(lay.splits)])
     c = lay.output_count // ranks  # all_to_all: chunk q came from rank q, which sent its chunk `rank`
     return pattern(i // c, rank * c + i % c)
 
@@ -229,7 +260,7 @@ def expand(workload: Mapping[str, Any], dtype: str, seed: int) -> Sequence[Colle
 # `in_place: auto`: the placements torch.distributed and NCCL's API both express for each operation (an
 # out-of-place all_reduce or broadcast has no torch call; all_to_all has no in-place form in either), so a
 # default plan has no row that could only be skipped. An explicit list asks for exactly those placements.
-AUTO_PLACEMENTS = {"all_reduce": [True], "broadcast": [True], "all_to_all": [False],
+AUTO_PLACEMENTS = {"all_reduce": [True], "broadcast": [True], "all_to_all": [False], "all_to_all_v": [False],
                    "all_gather": [False, True], "reduce_scatter": [False, True]}
 
 

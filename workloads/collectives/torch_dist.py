@@ -36,6 +36,7 @@ NOT_IN_TORCH = {  # (op, in_place) that torch.distributed cannot express
     ("all_reduce", False): "torch.distributed.all_reduce works in place only",
     ("broadcast", False): "torch.distributed.broadcast works in place only",
     ("all_to_all", True): "all_to_all has no in-place form (neither in torch nor in NCCL)",
+    ("all_to_all_v", True): "all_to_all_v has no in-place form (neither in torch nor in NCCL)",
 }
 
 
@@ -126,7 +127,8 @@ def rank_buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any,
     inp = to_torch(rank_input(case.op, rank, lay), case.dtype, device)
     if case.op in ("all_reduce", "broadcast"):
         return inp, inp, lay
-    out = torch.empty(lay.output_count, dtype=inp.dtype, device=device)
+    count = sum(lay.receives(rank)) if case.op == "all_to_all_v" else lay.output_count
+    out = torch.empty(count, dtype=inp.dtype, device=device)
     if case.in_place and case.op == "all_gather":  # sendbuff = recvbuff + rank * count
         inp = out[rank * lay.input_count:(rank + 1) * lay.input_count].copy_(inp)
     elif case.in_place and case.op == "reduce_scatter":  # recvbuff = sendbuff + rank * recvcount
@@ -136,6 +138,10 @@ def rank_buffers(case: CollectiveCase, ctx: RunContext, dist: Any) -> tuple[Any,
 
 def collective_call(case: CollectiveCase, dist: Any, inp: Any, out: Any) -> Any:
     op = case.op
+    if op == "all_to_all_v":  # uneven splits: this rank's send and receive counts (spec.alltoallv_splits)
+        lay, rank = case.layout(dist.get_world_size()), dist.get_rank()
+        sends, receives = lay.sends(rank), lay.receives(rank)
+        return lambda: dist.all_to_all_single(out, inp, output_split_sizes=receives, input_split_sizes=sends)
     if op == "all_reduce":
         return lambda: dist.all_reduce(inp)
     if op == "broadcast":
@@ -181,10 +187,12 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
         got = out.detach().to(torch.float64).cpu().numpy()
         if case.inject_corruption and rank == n - 1:
             got[-1] += 1
-        count = int(np.sum(got != expected_output(case.op, rank, n, lay)))
+        expected = expected_output(case.op, rank, n, lay)
+        count = int(np.sum(got != expected)) if got.shape == expected.shape else expected.size
         wrong = torch.tensor([count], device=inp.device)  # on the group's device: nccl has no CPU backend
         guarded(lambda: dist.all_reduce(wrong))()  # every rank decides the same status, or the next one would hang
-        return {"wrong": int(wrong), "elements": lay.output_count * n, "ranks": n}
+        elements = sum(map(sum, lay.splits)) if lay.splits else lay.output_count * n
+        return {"wrong": int(wrong), "elements": elements, "ranks": n}
 
     def gather(samples: list[float]) -> list[list[float]]:
         everyone: list[Any] = [None] * n
@@ -200,6 +208,8 @@ def prepare(case: CollectiveCase, ctx: RunContext) -> Prepared:
     notes = {"library": f"torch.distributed ({dist.get_backend()})", "ranks": n, "rank": rank,
              "nccl_version": ".".join(map(str, version)) if isinstance(version, tuple) else version,
              "bytes": lay.bytes, "in_place": case.in_place, "rank_map": ranks}
+    if lay.splits:  # all_to_all_v: the busiest rank's send buffer, which the slowest transfer waits for
+        notes["busiest_rank_send_bytes"] = max(map(sum, lay.splits)) * inp.element_size()
     if case.op == "broadcast" and n == 1:
         raise Unavailable("broadcast with one rank moves nothing")
     return Prepared(call, result, "torch", notes=notes, fixed=plan, gather=gather,

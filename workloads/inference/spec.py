@@ -25,7 +25,7 @@ How a call maps to a sample (the engine times `fn`, one call per sample):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,7 +35,7 @@ from xmfu.harness.engine.structured import parse_section
 from xmfu.harness.machine.peaks import BandwidthPeak
 from xmfu.workloads.inference import arithmetic as ar
 from xmfu.workloads.inference.figures import latency, mbu_fields
-from xmfu.workloads.transformer.spec import CONVENTIONS, ModelSpec, init_weights, model_from_config
+from xmfu.workloads.transformer.spec import CONVENTIONS, ModelSpec, init_weights, model_from_config, model_params
 
 PHASES = ("prefill", "decode")
 DTYPES = tuple(ar.DTYPE_BYTES)
@@ -93,7 +93,7 @@ class InferenceSpec:
         return f"inference-{self.dtype}-{self.model.name}-{self.phase}-b{self.batch}-{lengths}"
 
     def params(self) -> dict[str, Any]:
-        model = {k: v for k, v in asdict(self.model).items() if k not in ("batch", "seq_len")}
+        model = {k: v for k, v in model_params(self.model).items() if k not in ("batch", "seq_len")}
         return {**model, "params": self.model.param_counts()["total"], "phase": self.phase, "batch": self.batch,
                 "prompt_len": self.prompt_len, "gen_len": self.gen_len, "cache_len": self.cache_len,
                 "check_steps": self.check_steps}
@@ -183,6 +183,9 @@ def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[Infe
     if not isinstance(s.model, Mapping):
         raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b")
     model = model_from_config(s.model)
+    if model.moe:
+        raise ConfigError("model", f"{model.name} is a mixture of experts; inference runs the dense decoder only",
+                          "a dense preset: model=tiny | 125m | 350m | 1b | 3b | 8b")
     phases = as_list(s.phases)
     if not phases:  # no phase is no case: refused here as bad input (exit 2), not found later as an empty run (1)
         raise ConfigError("workload.phases", "is empty", f"one or more of {', '.join(PHASES)}")

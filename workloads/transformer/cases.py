@@ -25,6 +25,8 @@ class TrainCase(TrainSpec):
         a row's against these."""
         if not self.distributed or not self.world_size:
             return {}
+        if self.parallel == "ep":  # its bytes follow the step's routing (torch_ep_step._comm): no formula to restate
+            return {"flops_global": self.flops() * self.world_size}
         framework = "jax" if str(row.get("backend", "")).startswith("jax") else "torch"
         return {"comm_bytes_per_rank": parallel.nominal(self, framework)["bytes_per_rank"],
                 "flops_global": self.flops() * self.world_size}

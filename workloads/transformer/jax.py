@@ -33,9 +33,12 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
         return jax_parallel.prepare_parallel(case, ctx, notes={"library": "jax.jit + optax.adamw, NamedSharding"})
     import jax
     import jax.numpy as jnp
+    import numpy as np
     import optax
 
-    from xmfu.workloads.transformer.jax_model import global_norm, loss_fn
+    from xmfu.workloads.transformer.jax_model import global_norm, loss_and_routing
+    from xmfu.workloads.transformer.jax_moe import EXPERT_GEMM
+    from xmfu.workloads.transformer.routing import RoutingLog
 
     device = local_jax_device(ctx.config.device_index)  # this process's (jax.devices() spans all processes)
     dtype = jnp.bfloat16 if case.dtype == "bf16" else jnp.float32
@@ -43,18 +46,20 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     precision = "highest" if case.dtype == "fp32" else "default"
     params = {n: jax.device_put(w, device) for n, w in case.weights().items()}
     tokens, targets = (jax.device_put(a, device) for a in case.batch_tokens())
-    lossf = partial(loss_fn, case.model, dtype=dtype, checkpointing=case.activation_checkpointing)
+    lossf = partial(loss_and_routing, case.model, dtype=dtype, checkpointing=case.activation_checkpointing)
     sel = case.check_rows()
     with jax.default_matmul_precision(precision):
-        loss, grads = jax.jit(jax.value_and_grad(lossf))(params, tokens[: sel["batch"], : sel["tokens"]],
-                                                         targets[: sel["batch"], : sel["tokens"]])
+        (loss, _), grads = jax.jit(jax.value_and_grad(lossf, has_aux=True))(
+            params, tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
     check = {"loss": float(loss), "grad_norm": float(global_norm(grads))}
     tx = optax.adamw(case.lr, **ADAMW)
+    routing = RoutingLog(case.model, EXPERT_GEMM, np.asarray) if case.model.moe else None
 
     def train_step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(lossf)(params, x, y)
+        (loss, counts), grads = jax.value_and_grad(lossf, has_aux=True)(params, x, y)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        per_block = None if counts is None else counts.max(-1) / counts.mean(-1)  # (MoE blocks,) max/mean
+        return optax.apply_updates(params, updates), opt_state, loss, per_block
 
     state = {"params": params, "opt": tx.init(params)}
     start = time.perf_counter()
@@ -64,7 +69,9 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     compile_s = time.perf_counter() - start
 
     def step():
-        state["params"], state["opt"], loss = compiled(state["params"], state["opt"], tokens, targets)
+        state["params"], state["opt"], loss, per_block = compiled(state["params"], state["opt"], tokens, targets)
+        if routing is not None:
+            routing.add(per_block)
         return loss
 
     def peak_memory() -> int | None:
@@ -73,5 +80,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
 
     notes = {"library": "jax.jit + optax.adamw", "compile_s": compile_s, "matmul_precision": precision,
              "optimizer": f"optax.adamw {ADAMW}", "jax_device_kind": device.device_kind}
+    if routing is not None:
+        notes["expert_gemm"] = EXPERT_GEMM
     return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory,
-                    peak_memory_source=JAX_PEAK_SOURCE)
+                    peak_memory_source=JAX_PEAK_SOURCE, recorded=routing.figures if routing else None)

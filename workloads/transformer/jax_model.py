@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from xmfu.workloads.transformer.jax_moe import moe
 from xmfu.workloads.transformer.spec import ModelSpec
 
 Params = dict[str, jax.Array]
@@ -52,39 +53,60 @@ def _attention(spec: ModelSpec, p: Params, prefix: str, x: jax.Array, rope: tupl
 
 
 def _gathered_block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any,
-                    gather: Callable[[Params], Params]) -> jax.Array:
+                    gather: Callable[[Params], Params]) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
     return _block(spec, gather(p), i=i, x=x, rope=rope, dtype=dtype)
 
 
-def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any) -> jax.Array:
+def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple,
+           dtype: Any) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
+    """(x after the block, its MoE tokens per expert and load-balancing term; None, None for a dense block)."""
     pre = f"layers.{i}."
     x = x + _attention(spec, p, pre + "attention.", _rms_norm(x, p[pre + "attention_norm.weight"], spec.norm_eps),
                        rope, dtype)
     hn = _rms_norm(x, p[pre + "ffn_norm.weight"], spec.norm_eps)
+    if spec.is_moe_layer(i):
+        out, counts, aux = moe(spec, p, pre + "feed_forward.", hn, dtype)
+        return x + out, counts, aux
     gate = jax.nn.silu(_linear(hn, p[pre + "feed_forward.w1.weight"], dtype))
     up = _linear(hn, p[pre + "feed_forward.w3.weight"], dtype)
-    return x + _linear(gate * up, p[pre + "feed_forward.w2.weight"], dtype)
+    return x + _linear(gate * up, p[pre + "feed_forward.w2.weight"], dtype), None, None
 
 
 def _same(params: Params) -> Params:
     return params
 
 
-def loss_fn(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
-            checkpointing: bool = False, gather: Callable[[Params], Params] = _same) -> jax.Array:
-    """Mean next-token cross-entropy, as Transformer.forward in torch_model.py. `gather` sees each group of
-    parameters where it is used (the embedding, each block, the head): sharded parameters are gathered there
-    (a sharding constraint), inside a block's recomputation under activation checkpointing."""
+def loss_and_routing(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
+                     checkpointing: bool = False,
+                     gather: Callable[[Params], Params] = _same) -> tuple[jax.Array, jax.Array | None]:
+    """(loss, tokens per expert (MoE blocks, E) or None for a dense model). The loss is the mean next-token
+    cross-entropy, plus aux_loss_coef x the MoE blocks' load-balancing terms, as Transformer.forward in
+    torch_model.py. `gather` sees each group of parameters where it is used (the embedding, each block, the head):
+    sharded parameters are gathered there (a sharding constraint), inside a block's recomputation under activation
+    checkpointing."""
     rope = rope_tables(spec)
     x = gather({"tok_embeddings.weight": params["tok_embeddings.weight"]})["tok_embeddings.weight"][tokens]  # (B, S, D)
+    counts, aux = [], []
     for i in range(spec.n_layers):  # fp32 residual stream, as under torch autocast
         block = partial(_gathered_block, spec, i=i, rope=rope, dtype=dtype, gather=gather)
         layer = {k: v for k, v in params.items() if k.startswith(f"layers.{i}.")}
-        x = (jax.checkpoint(block) if checkpointing else block)(layer, x=x)
+        x, c, a = (jax.checkpoint(block) if checkpointing else block)(layer, x=x)
+        if c is not None:
+            counts.append(c)
+            aux.append(a)
     head = gather({k: params[k] for k in ("norm.weight", "output.weight")})
     logits = _linear(_rms_norm(x, head["norm.weight"], spec.norm_eps), head["output.weight"], dtype)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # (B, S, V)
-    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1))
+    loss = -jnp.mean(jnp.take_along_axis(logp, targets[..., None].astype(jnp.int32), axis=-1))
+    if not counts:
+        return loss, None
+    return loss + spec.aux_loss_coef * sum(aux), jnp.stack(counts)
+
+
+def loss_fn(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
+            checkpointing: bool = False, gather: Callable[[Params], Params] = _same) -> jax.Array:
+    """The loss of `loss_and_routing` alone."""
+    return loss_and_routing(spec, params, tokens, targets, dtype, checkpointing, gather)[0]
 
 
 def global_norm(grads: Params) -> jax.Array:

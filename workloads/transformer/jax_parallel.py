@@ -33,6 +33,8 @@ AXIS = "data"
 
 
 def unavailable(case: TrainSpec) -> str | None:
+    if case.distributed and case.model.moe:
+        return parallel.MOE_NOT_DISTRIBUTED
     if case.distributed and case.parallel not in parallel.STRATEGIES["jax"]:
         return (f"{case.parallel} is torch's strategy; the JAX backend runs "
                 f"{' or '.join(parallel.STRATEGIES['jax'])}")

@@ -33,7 +33,10 @@ from typing import Any
 from xmfu.workloads.collectives.spec import bus_factor
 from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
 
-STRATEGIES = {"torch": ("ddp", "fsdp"), "jax": ("dp", "fsdp")}  # besides "none", the single-device step
+STRATEGIES = {"torch": ("ddp", "fsdp", "ep"), "jax": ("dp", "fsdp")}  # besides "none", the single-device step
+MOE_NOT_DISTRIBUTED = ("a mixture-of-experts preset runs across devices as ep (torch: experts split over the ranks, "
+                       "all-to-all-v dispatch and combine); ddp, fsdp and JAX's strategies are not built for one "
+                       "(their parity checks and byte formulas are a dense model's)")
 GRAD_BYTES = 4  # gradients are fp32 on every strategy: fp32 master weights (bf16 = autocast / reduce_dtype fp32)
 FSDP_PARAM_BYTES = {"fp32": 4, "bf16": 2}  # torch FSDP2 all-gathers in MixedPrecisionPolicy.param_dtype
 ROOT = "root"

@@ -1,7 +1,11 @@
-"""A Llama-style dense decoder and one training step of it: parameter counts, FLOP conventions, weights.
+"""A Llama-style decoder and one training step of it: parameter counts, FLOP conventions, weights.
 
 Architecture: token embedding -> n_layers x [RMSNorm -> GQA attention with rotary embeddings -> residual,
 RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> output layer (untied) -> cross-entropy. No biases.
+A mixture-of-experts preset (n_experts > 0) replaces the SwiGLU MLP of every block after the first `dense_layers`
+by a router, n_experts SwiGLU experts of width expert_hidden of which each token uses top_k, and n_shared_experts
+experts every token uses (one SwiGLU of width n_shared_experts x expert_hidden); its loss adds the load-balancing
+term (moe.py).
 One training step = forward, backward and an AdamW update, on a synthetic token batch.
 """
 
@@ -16,13 +20,24 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xmfu.harness.engine.declare import POSITIVE, POSITIVE_INT, ConfigError, Number, OneOf, as_list, required, setting
+from xmfu.harness.engine.declare import (
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    ConfigError,
+    Number,
+    OneOf,
+    as_list,
+    required,
+    setting,
+)
 from xmfu.harness.engine.structured import parse_section
 
 CONVENTIONS = ("palm", "causal")
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
-PARALLEL = ("none", "ddp", "fsdp", "dp")  # none: the single-device step, every strategy's baseline
+PARALLEL = ("none", "ddp", "fsdp", "dp", "ep")  # none: the single-device step, every strategy's baseline
 SCALINGS = ("weak", "strong")  # weak: `batch` per device (global = batch x devices); strong: `batch` is global
 ADAMW = {"b1": 0.9, "b2": 0.95, "eps": 1e-8, "weight_decay": 0.1}  # every backend's AdamW (optax's names)
 INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama reference code do; norms start at 1
@@ -30,7 +45,8 @@ INIT_STD = 0.02  # normal(0, 0.02) for every matrix, as GPT-2 and Llama referenc
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """`model=NAME` (configs/model/): a preset's shapes; every field but the last two is the preset's to state."""
+    """`model=NAME` (configs/model/): a preset's shapes; every field up to `batch` is the preset's to state; the
+    mixture-of-experts fields stay at their defaults (0 experts) in a dense preset."""
 
     name: str = required("the preset's name, in every case id: letters, digits, . _ + -; no / or ..")
     vocab: int = required("vocabulary size", POSITIVE_INT)
@@ -43,10 +59,44 @@ class ModelSpec:
     batch: int = required("sequences per step (per device under weak scaling)", POSITIVE_INT)
     rope_theta: float = setting(10000.0, "rotary embedding base", POSITIVE)
     norm_eps: float = setting(1e-5, "RMSNorm epsilon", POSITIVE)
+    n_experts: int = setting(0, "routed experts per MoE block; 0: a dense model", NON_NEGATIVE_INT)
+    top_k: int = setting(2, "MoE: routed experts each token uses", POSITIVE_INT)
+    expert_hidden: int = setting(0, "MoE: each expert's SwiGLU hidden width (0: ffn_hidden)", NON_NEGATIVE_INT)
+    n_shared_experts: int = setting(0, "MoE: experts every token uses, one SwiGLU of n x expert_hidden",
+                                    NON_NEGATIVE_INT)
+    dense_layers: int = setting(0, "MoE: the first blocks keep the dense SwiGLU of ffn_hidden", NON_NEGATIVE_INT)
+    aux_loss_coef: float = setting(0.01, "MoE: weight of the load-balancing term in the loss", NON_NEGATIVE)
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def expert_width(self) -> int:
+        return self.expert_hidden or self.ffn_hidden
+
+    def is_moe_layer(self, i: int) -> bool:
+        return self.moe and i >= self.dense_layers
+
+    def _ffn_shapes(self, i: int) -> dict[str, tuple[int, ...]]:
+        """Block i's MLP: the dense SwiGLU, or the router, the routed experts stacked (E, out, in) and the shared
+        expert."""
+        d, p = self.d_model, f"layers.{i}.feed_forward."
+        if not self.is_moe_layer(i):
+            f = self.ffn_hidden
+            return {p + "w1.weight": (f, d), p + "w3.weight": (f, d), p + "w2.weight": (d, f)}
+        e, f = self.n_experts, self.expert_width
+        out = {p + "router.weight": (e, d), p + "experts.w1": (e, f, d), p + "experts.w3": (e, f, d),
+               p + "experts.w2": (e, d, f)}
+        if self.n_shared_experts:
+            fs = self.n_shared_experts * f
+            out.update({p + "shared.w1.weight": (fs, d), p + "shared.w3.weight": (fs, d),
+                        p + "shared.w2.weight": (d, fs)})
+        return out
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter, named as the torch model's state_dict, in torch's (out, in) layout."""
@@ -56,19 +106,22 @@ class ModelSpec:
             p = f"layers.{i}."
             shapes.update({p + "attention_norm.weight": (d,), p + "attention.wq.weight": (d, d),
                            p + "attention.wk.weight": (kv, d), p + "attention.wv.weight": (kv, d),
-                           p + "attention.wo.weight": (d, d), p + "ffn_norm.weight": (d,),
-                           p + "feed_forward.w1.weight": (self.ffn_hidden, d),
-                           p + "feed_forward.w3.weight": (self.ffn_hidden, d),
-                           p + "feed_forward.w2.weight": (d, self.ffn_hidden)})
+                           p + "attention.wo.weight": (d, d), p + "ffn_norm.weight": (d,)})
+            shapes.update(self._ffn_shapes(i))
         shapes.update({"norm.weight": (d,), "output.weight": (self.vocab, d)})
         return shapes
 
     def param_counts(self) -> dict[str, int]:
+        """Parameter counts; `active_*` are those one token's forward multiplies: every parameter but the routed
+        experts, of which top_k (the same as the totals for a dense model)."""
         sizes = {n: math.prod(s) for n, s in self.weight_shapes().items()}
         total = sum(sizes.values())
         embedding = sizes["tok_embeddings.weight"]
         blocks = sum(v for n, v in sizes.items() if n.startswith("layers."))
-        return {"total": total, "embedding": embedding, "non_embedding": total - embedding, "blocks": blocks}
+        routed = sum(v for n, v in sizes.items() if ".experts." in n)
+        inactive = routed - routed * self.top_k // self.n_experts if self.moe else 0  # each layer's E experts: k used
+        return {"total": total, "embedding": embedding, "non_embedding": total - embedding, "blocks": blocks,
+                "active_non_embedding": total - embedding - inactive, "active_blocks": blocks - inactive}
 
 
 # A model's name is part of every case id, and a case id part of file names in the bundle (a profiler trace is
@@ -88,7 +141,22 @@ def model_from_config(data: Mapping[str, Any]) -> ModelSpec:
     if (model.d_model // model.n_heads) % 2:
         raise ConfigError("model.n_heads", "gives an odd head dim; rotary embeddings need an even one",
                           "d_model / n_heads even")
+    if model.moe and (model.top_k > model.n_experts or model.dense_layers >= model.n_layers):
+        raise ConfigError("model", f"top_k={model.top_k} of n_experts={model.n_experts} with dense_layers="
+                          f"{model.dense_layers} of n_layers={model.n_layers}: a token cannot use more experts than "
+                          "there are, and at least one block must be a mixture of experts",
+                          "top_k <= n_experts and dense_layers < n_layers")
     return model
+
+
+MOE_FIELDS = ("n_experts", "top_k", "expert_hidden", "n_shared_experts", "dense_layers", "aux_loss_coef")
+
+
+def model_params(model: ModelSpec) -> dict[str, Any]:
+    """A preset's fields as a row's params: a dense preset's without the mixture-of-experts fields, so that its rows
+    keep the params (and comparability key) they had before those fields existed."""
+    out = asdict(model)
+    return out if model.moe else {k: v for k, v in out.items() if k not in MOE_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -97,7 +165,7 @@ class TransformerSettings:
     with model=NAME. Across devices (README "Distributed training step"): none = one device; torch: ddp, fsdp (under
     torchrun or Slurm, one process per device); JAX: dp, fsdp (over jax.devices()). A list of strategies is swept;
     `none` always runs first, as every strategy's baseline; one a backend does not have is skipped with the
-    reason."""
+    reason. ep (torch): a mixture of experts' experts split over the ranks, all-to-all-v dispatch and combine."""
 
     name: str = setting("transformer", "the workload")
     model: Any = setting(None, "the preset's shapes: configs/workload/transformer.yaml points it at the preset "
@@ -109,7 +177,8 @@ class TransformerSettings:
     lr: Number = setting(3e-4, "AdamW's learning rate", POSITIVE)
     batch: Any = setting(None, "null: the preset's batch; a list sweeps batch sizes (an OOM is a failed row)",
                          POSITIVE_INT)
-    parallel: Any = setting("none", "none | ddp | fsdp (torch) | dp | fsdp (JAX), or a list of them",
+    parallel: Any = setting("none", "none | ddp | fsdp | ep (torch; ep: a mixture of experts' experts split over the "
+                            "ranks) | dp | fsdp (JAX), or a list of them",
                             OneOf(PARALLEL))
     scaling: Any = setting("weak", "weak: `batch` per device (global = batch x devices) | strong: `batch` is "
                            "global", OneOf(SCALINGS))
@@ -184,8 +253,11 @@ class TrainSpec:
     def params(self) -> dict[str, Any]:
         """The single-device step keeps its earlier params (and comparability key); a distributed one adds
         its strategy, scaling and world size, so `compare` refuses rows that differ in any of them."""
-        out = {**asdict(self.model), "params": self.model.param_counts()["total"],
+        counts = self.model.param_counts()
+        out = {**model_params(self.model), "params": counts["total"],
                "activation_checkpointing": self.activation_checkpointing, "lr": self.lr}
+        if self.model.moe:
+            out["active_params"] = counts["active_non_embedding"] + counts["embedding"]
         if self.distributed:
             out.update({"parallel": self.parallel, "scaling": self.scaling, "world_size": self.world_size,
                         "global_batch": self.global_batch if self.world_size else None,
@@ -201,9 +273,11 @@ class TrainSpec:
         return full if self.flop_convention == "palm" else full / 2
 
     def global_flops(self) -> float:
-        """Model FLOPs of one step over all devices: 6·N_non-embedding + attention, per token (recompute not
-        counted)."""
-        return self.tokens * (6.0 * self.model.param_counts()["non_embedding"] + self._attention_per_token())
+        """Model FLOPs of one step over all devices: 6·N_active-non-embedding + attention, per token (recompute not
+        counted). A dense model's active parameters are all of them; a mixture of experts counts the parameters a
+        token multiplies (top_k routed experts of each block, the shared expert, the router, attention: docs/
+        workloads.md "Mixture of experts"), as MaxText does since its PR #678."""
+        return self.tokens * (6.0 * self.model.param_counts()["active_non_embedding"] + self._attention_per_token())
 
     def flops(self) -> float:
         """Model FLOPs each device is credited with per step: the global count / devices, so that TFLOP/s and
@@ -215,7 +289,7 @@ class TrainSpec:
         Per device, like `flops`."""
         if not self.activation_checkpointing:
             return None
-        recompute = 2.0 * self.model.param_counts()["blocks"] + self._attention_per_token() / 3
+        recompute = 2.0 * self.model.param_counts()["active_blocks"] + self._attention_per_token() / 3
         return (self.global_flops() + self.tokens * recompute) / self.devices
 
     def min_flops(self) -> float:
@@ -287,7 +361,8 @@ def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[Trai
     if dtype not in DTYPES:
         raise ConfigError("dtype", f"{dtype} is not a training dtype here", ", ".join(DTYPES))
     if not isinstance(s.model, Mapping):
-        raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b")
+        raise ConfigError("model", "no model chosen", "model=tiny | 125m | 350m | 1b | 3b | 8b, or a mixture of "
+                          "experts: moe-tiny | moe-small | mixtral-8x7b | deepseek-v3")
     base = model_from_config(s.model)
     batches = [base.batch] if s.batch is None else as_list(s.batch)
     common = {"flop_convention": s.flop_convention, "activation_checkpointing": s.activation_checkpointing,

@@ -19,6 +19,10 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    if case.parallel == "ep":
+        from xmfu.workloads.transformer.torch_ep_step import prepare_ep
+
+        return prepare_ep(case, ctx, notes={"library": LIBRARY + ", experts split over the ranks"})
     if case.distributed:
         return torch_parallel.prepare_parallel(case, ctx, notes={"library": LIBRARY})
     return prepare_train(case, ctx, notes={"library": LIBRARY})

@@ -19,7 +19,27 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
         return False, why
     if ctx.platform.kind == "cpu" and not (shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")):
         return False, "torch.compile on a CPU needs a C++ compiler (Inductor generates C++); none is on PATH"
-    return True, ""
+    if case.parallel == "ep":
+        return False, "ep runs on the torch backend (eager) only"
+    return (False, why) if (why := _moe_loop(case, ctx)) else (True, "")
+
+
+def _moe_loop(case: TrainSpec, ctx: RunContext) -> str | None:
+    """A mixture of experts whose experts would run as the per-expert loop: its split sizes are Python ints, so
+    Dynamo recompiles for every new routing and, past its recompile limit, runs the step eagerly under this
+    backend's name (seen here before torch._grouped_mm was found for bf16 on a CPU); or a grouped GEMM Dynamo cannot
+    trace in this dtype."""
+    if not case.model.moe:
+        return None
+    import torch
+
+    from xmfu.workloads.transformer.torch_moe import GROUPED, compile_problem, expert_gemm
+
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float32
+    path, why = expert_gemm(case.model, torch.device(ctx.torch_device).type, dtype)
+    if path != GROUPED:
+        return f"torch.compile over the per-expert loop recompiles for every routing: {why}"
+    return compile_problem(dtype)
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:

@@ -8,6 +8,7 @@ SDPA or xmfu's Triton kernel.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from xmfu.workloads.transformer.spec import ModelSpec
+from xmfu.workloads.transformer.torch_moe import MoE
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -82,12 +84,12 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: ModelSpec, attend: Attend) -> None:
+    def __init__(self, spec: ModelSpec, attend: Attend, index: int = 0) -> None:
         super().__init__()
         self.attention_norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.attention = Attention(spec, attend)
         self.ffn_norm = RMSNorm(spec.d_model, spec.norm_eps)
-        self.feed_forward = FeedForward(spec)
+        self.feed_forward = MoE(spec) if spec.is_moe_layer(index) else FeedForward(spec)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -99,13 +101,24 @@ class Transformer(nn.Module):
         super().__init__()
         self.spec, self.checkpointing = spec, checkpointing
         self.tok_embeddings = nn.Embedding(spec.vocab, spec.d_model)
-        self.layers = nn.ModuleList(Block(spec, attend) for _ in range(spec.n_layers))
+        self.layers = nn.ModuleList(Block(spec, attend, i) for i in range(spec.n_layers))
         self.norm = RMSNorm(spec.d_model, spec.norm_eps)
         self.output = nn.Linear(spec.d_model, spec.vocab, bias=False)
         self.rope: tuple[torch.Tensor, torch.Tensor] | None = None
 
+    def moe_layers(self) -> list[Any]:
+        """The MoE blocks' MLPs: torch_moe.MoE, or its expert-parallel form (torch_ep.py), both with `counts` and
+        `aux`."""
+        return [layer.feed_forward for layer in self.layers if hasattr(layer.feed_forward, "aux")]
+
+    def routing_counts(self) -> torch.Tensor | None:
+        """(MoE blocks, E): tokens each expert got in the last forward; None for a dense model."""
+        moe = self.moe_layers()
+        return torch.stack([m.counts for m in moe]) if moe and all(m.counts is not None for m in moe) else None
+
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy of tokens (B, S) against targets (B, S)."""
+        """Mean next-token cross-entropy of tokens (B, S) against targets (B, S), plus aux_loss_coef x the MoE
+        blocks' load-balancing terms (torch_moe.py) for a mixture of experts."""
         if self.rope is None or self.rope[0].device != tokens.device:
             self.rope = rope_tables(self.spec, tokens.device)
         cos, sin = self.rope
@@ -113,7 +126,9 @@ class Transformer(nn.Module):
         for layer in self.layers:
             x = checkpoint(layer, x, cos, sin, use_reentrant=False) if self.checkpointing else layer(x, cos, sin)
         logits = self.output(self.norm(x))  # (B, S, V)
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten().long())
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten().long())
+        moe = self.moe_layers()
+        return loss + self.spec.aux_loss_coef * sum(m.aux for m in moe) if moe else loss
 
 
 def load_weights(model: Transformer, weights: dict[str, np.ndarray]) -> None:

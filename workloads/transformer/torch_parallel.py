@@ -47,6 +47,11 @@ NO_CUDA_GRAPH_PARALLEL = NO_CUDA_GRAPH + "; its DDP/FSDP collectives would also 
 
 
 def unavailable(case: TrainSpec, platform_kind: str) -> str | None:
+    if case.parallel == "ep":
+        return None if case.model.moe else (f"ep splits a mixture of experts' experts over the ranks; model "
+                                            f"{case.model.name} is dense")
+    if case.distributed and case.model.moe:
+        return parallel.MOE_NOT_DISTRIBUTED
     if case.distributed and case.parallel not in parallel.STRATEGIES["torch"]:
         return (f"{case.parallel} is a JAX strategy; torch backends run {' or '.join(parallel.STRATEGIES['torch'])} "
                 "(under torchrun or Slurm)")

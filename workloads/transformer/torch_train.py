@@ -13,6 +13,7 @@ from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine import torch_device
 from xmfu.harness.machine.frameworks import make_torch_device_current
+from xmfu.workloads.transformer.routing import RoutingLog
 from xmfu.workloads.transformer.spec import TrainSpec
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, grad_norm, load_weights, sdpa_attend
 from xmfu.workloads.transformer.torch_profile import TRACE_NAME, chrome_trace
@@ -43,6 +44,26 @@ def loss_under_precision(model: Any, tokens: Any, targets: Any, dtype: str) -> A
         return model(tokens, targets)
 
 
+def routing_log(case: TrainSpec, model: Transformer, device: Any) -> RoutingLog | None:
+    """A mixture of experts' routing log, with the expert GEMM path this device and dtype take; None when dense."""
+    import torch
+
+    from xmfu.workloads.transformer.torch_moe import expert_gemm
+
+    if not case.model.moe:
+        return None
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float32
+    path, why = expert_gemm(case.model, torch.device(device).type, dtype)
+    return RoutingLog(case.model, f"{path} ({why})" if why else path, lambda t: t.detach().cpu().numpy())
+
+
+def record_routing(log: RoutingLog | None, model: Transformer) -> None:
+    """The last forward's imbalance per MoE block, computed on the device (no sync)."""
+    counts = model.routing_counts() if log is not None else None
+    if counts is not None:
+        log.add(counts.max(-1).values.float() / counts.float().mean(-1))
+
+
 def _compiled_graphs() -> int:
     """Graphs torch.compile (Dynamo) has captured in this process so far."""
     from torch._dynamo.utils import counters
@@ -67,6 +88,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     # dynamic=False: the correctness pass runs a smaller shape than the timed step; without it torch.compile's
     # automatic dynamic shapes would make the timed step a dynamic-shape recompile (slower, and not what a
     # training job with a fixed batch runs).
+    routing = routing_log(case, model, device)  # probes the expert GEMM before torch.compile sees the model
     runner = torch.compile(model, dynamic=False) if compile_model else model
     graphs_before = _compiled_graphs()
     tokens, targets = (torch.from_numpy(a).to(device) for a in case.batch_tokens())
@@ -87,6 +109,7 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
         loss = loss_of(tokens, targets)
         loss.backward()
         opt.step()
+        record_routing(routing, model)
         return loss.detach()
 
     if accelerated:
@@ -105,8 +128,11 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     notes = {**notes, "first_step_s": first_step_s, "compile_s": first_step_s if compile_model else None,
              "mixed_precision": "bf16 autocast, fp32 master weights" if case.dtype == "bf16" else "fp32",
              "optimizer": f"torch.optim.AdamW {ADAMW}"}
+    if routing is not None:
+        notes["expert_gemm"] = routing.expert_gemm
     prepared = Prepared(step, lambda select: check, "torch", timing_valid=timing_valid, timing_note=timing_note,
-                        notes=notes, peak_memory=peak_memory, no_cuda_graph=NO_CUDA_GRAPH)
+                        notes=notes, peak_memory=peak_memory, no_cuda_graph=NO_CUDA_GRAPH,
+                        recorded=routing.figures if routing is not None else None)
     if case.profile and timing_valid:  # after the first step: the trace shows a steady step, not set-up
         prepared.attachments[TRACE_NAME] = chrome_trace(step, device)
     return prepared

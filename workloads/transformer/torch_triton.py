@@ -16,6 +16,10 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = triton_unavailable(ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
     if why:
         return False, why
+    if case.model.moe:
+        return False, ("a mixture of experts' routed experts are stacked weights, not linear layers: this backend's "
+                       "Triton GEMM would run only its attention and dense layers, so its row would not be the Triton "
+                       "step; the torch and jax backends run it")
     if case.model.head_dim not in HEAD_DIMS:
         return False, f"head dim {case.model.head_dim} is not supported by the Triton kernel; allowed: {HEAD_DIMS}"
     params = case.model.param_counts()["total"]

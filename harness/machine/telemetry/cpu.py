@@ -25,6 +25,24 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def rapl_reason(powercap: Path) -> str:
+    """Why no RAPL package is readable: no powercap in sysfs, no intel-rapl package, or energy_uj readable by root
+    only (the kernel commit "powercap: restrict energy meter to root access", CVE-2020-8694, Linux 5.10 and
+    stable backports)."""
+    if not powercap.is_dir():
+        return f"{powercap} is not there (no powercap driver, or a container or VM without it)"
+    found = sorted(powercap.glob("intel-rapl:[0-9]*/energy_uj"))
+    if not found:
+        return f"no intel-rapl:N/energy_uj under {powercap}"
+    try:
+        found[0].read_text()
+    except PermissionError:
+        return f"{found[0]}: permission denied (energy_uj is readable by root only since CVE-2020-8694)"
+    except OSError as exc:
+        return f"{found[0]}: {exc}"
+    return "a RAPL energy_uj could not be read"
+
+
 def mean_core_mhz(text: str) -> float | None:
     values = [float(line.split(":")[1]) for line in text.splitlines() if line.startswith("cpu MHz")]
     return sum(values) / len(values) if values else None
@@ -56,13 +74,14 @@ class CpuSampler:
         self.packages = [p for p in self.packages if _read_int(p / "energy_uj") is not None]
         ranges = [_read_int(p / "max_energy_range_uj") for p in self.packages]
         self.energy_wrap_j = sum(r for r in ranges if r) / 1e6 if self.packages and all(ranges) else None
+        self.rapl_reason = None if self.packages else rapl_reason(powercap)
         self.zones = [z for z in sorted(thermal.glob("thermal_zone*")) if _read_int(z / "temp") is not None]
         missing = [what for what, ok in (("RAPL energy", self.packages), ("temperature", self.zones)) if not ok]
         self.reason = "not readable here: " + ", ".join(missing) if missing else ""
 
     def _energy(self) -> Probe:
         if not self.packages:
-            return Probe(source="RAPL", reason="no readable RAPL package (intel-rapl:N/energy_uj) in sysfs")
+            return Probe(source="RAPL", reason=f"no readable RAPL package: {self.rapl_reason}")
         values = [_read_int(p / "energy_uj") for p in self.packages]
         if any(v is None for v in values):
             return Probe(source="RAPL", reason="a RAPL energy_uj could not be read")

@@ -41,6 +41,7 @@ import numpy as np
 from xmfu.harness.results import schema
 from xmfu.harness.results.bundle import files, nodes
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.rederive import energy as rederive_energy
 from xmfu.harness.results.rederive import roofline as rederive_roofline
 from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.rederive import run as rederive_run
@@ -190,12 +191,17 @@ def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
     return records, problems
 
 
-def _reading_problems(line: bytes, where: str) -> list[str]:
-    """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads)."""
+def _reading_problems(line: bytes, where: str, kept: rederive_energy.Kept | None = None,
+                      fields: dict[str, str] | None = None) -> list[str]:
+    """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads); the time and
+    value a measured row's energy needs kept in `kept` (rederive/energy.py)."""
     try:
-        return _record("reading", line, where)[1]
+        value, problems = _record("reading", line, where)
     except _Reject as exc:
         return [str(exc)]
+    if kept is not None and fields and not problems:
+        rederive_energy.keep(kept, fields, value)
+    return problems
 
 
 def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
@@ -319,10 +325,13 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
     if problems:
         return Loaded(None, problems)
     streamed: dict[str, str | None] = {}
+    kept: rederive_energy.Kept = {}  # telemetry of the cases whose rows measured energy
+    fields = rederive_energy.wanted(data[schema.CASES])
     if (folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink():
         streamed[schema.TELEMETRY] = None
         try:  # checked a line at a time as it is read: a long run's telemetry costs time, not memory
-            readings = files.stream(folder, schema.TELEMETRY, _reading_problems)
+            readings = files.stream(folder, schema.TELEMETRY,
+                                    lambda line, where: _reading_problems(line, where, kept, fields))
             streamed[schema.TELEMETRY] = readings.digest
             problems += readings.problems
         except _Reject as exc:
@@ -345,9 +354,16 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
         more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula)
-        problems += more
+        problems += more + _energy(rows, samples, kept)
     bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)
+
+
+def _energy(rows: list[Any], samples: list[Any], kept: rederive_energy.Kept) -> list[str]:
+    """Every row's energy figures against telemetry.jsonl and its samples.jsonl line (the same line number)."""
+    return [p for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1) if isinstance(row, dict)
+            for p in rederive_energy.energy_problems(row, rec if isinstance(rec, dict) else None, kept,
+                                                     f"{schema.CASES} line {number}")]
 
 
 def _defined(manifest: Any) -> tuple[str, ...]:

@@ -43,6 +43,13 @@ def _tokens_per_s(row: Row) -> float | None:
     return next((found[k] for k in TOKEN_KEYS if found.get(k) is not None), None)
 
 
+def _per_token(row: Row, field: str) -> float | None:
+    """The row's energy figure `field` (j_per_token, tokens_per_s_per_w) for the token kind _tokens_per_s reads."""
+    found = (getattr(row.energy, field) if row.energy is not None else None) or {}
+    kinds = (key.removesuffix("_per_s") for key in TOKEN_KEYS)  # tokens, prompt_tokens, generated_tokens
+    return next((found[k] for k in kinds if found.get(k) is not None), None)
+
+
 # Each figure column of the store (stored.Stored declares their types) -> how to read it from a bundle row (nested;
 # the store is flat).
 COLUMNS: dict[str, Callable[[Row], Any]] = {
@@ -58,6 +65,10 @@ COLUMNS: dict[str, Callable[[Row], Any]] = {
     "tpot_s": lambda r: r.tpot_s.p50 if r.tpot_s else None,
     "tpot_p99_s": lambda r: r.tpot_s.p99 if r.tpot_s else None,
     "mbu": lambda r: r.mbu,
+    "mean_power_w": lambda r: r.energy.mean_power_w if r.energy else None,
+    "j_per_token": lambda r: _per_token(r, "j_per_token"),
+    "tokens_per_s_per_w": lambda r: _per_token(r, "tokens_per_s_per_w"),
+    "tflops_per_w": lambda r: r.energy.tflops_per_w if r.energy else None,
 }
 # The software whose version changes `history report` lists between consecutive runs.
 SOFTWARE = ("driver", "cuda", "hip", "nccl", "torch", "jax", "jaxlib", "triton", "xmfu_version")
@@ -138,7 +149,8 @@ def _columns(row: Row) -> dict[str, Any]:
             "backend": row.backend, "dtype": row.dtype, "status": row.status, "timing_valid": bool(row.timing_valid),
             "comparability_key": row.comparability_key, "variant": variant(row),
             "contended": bool(contention and contention.contended),
-            "contention": str(contention.reason or "") if contention else "", "flags": flags_text(row)}
+            "contention": str(contention.reason or "") if contention else "", "flags": flags_text(row),
+            "energy_source": row.energy.source if row.energy else ""}
 
 
 def _figures(row: Row, raw: dict[str, Any]) -> dict[str, float | None]:

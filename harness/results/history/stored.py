@@ -76,6 +76,13 @@ class Stored(msgspec.Struct, frozen=True, kw_only=True):
     overrides: str | None = None
     bundle: str | None = None
     image_digest: str | None = None
+    # added later (issue 39): the row's energy (its `energy` section): where it came from ('' in rows without one),
+    # mean power, J per token and tokens/s per W of the token kind tokens_per_s counts, TFLOP/s per W
+    energy_source: str | None = None
+    mean_power_w: float | None = None
+    j_per_token: float | None = None
+    tokens_per_s_per_w: float | None = None
+    tflops_per_w: float | None = None
 
     def key(self) -> tuple:
         """The row's series (SERIES_KEY): runs compare only within one."""

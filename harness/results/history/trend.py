@@ -23,7 +23,10 @@ METRIC_LABELS = {"mfu": "MFU (of the dense datasheet peak)", "tflops": "achieved
                  "tokens_per_s": "tokens per second (training; inference: prompt tokens prefill, generated decode)",
                  "ttft_s": "time to first token, median (s)", "ttft_p99_s": "time to first token, p99 (s)",
                  "tpot_s": "time per output token, median (s)", "tpot_p99_s": "time per output token, p99 (s)",
-                 "mbu": "MBU (of the peak memory bandwidth)"}
+                 "mbu": "MBU (of the peak memory bandwidth)",
+                 "mean_power_w": "mean device power over the timed calls (W)",
+                 "j_per_token": "energy per token (J; device)", "tokens_per_s_per_w": "tokens per second per watt",
+                 "tflops_per_w": "TFLOP/s per watt"}
 Point = tuple[datetime | date, float]
 Groups = dict[str, dict[str, list[Point]]]  # workload -> line label -> points in time order
 

@@ -18,6 +18,11 @@ COST_COLUMNS = ("usd_per_million_tokens", "baseline_usd_per_million_tokens", "us
 INFERENCE_COST_COLUMNS = ("usd_per_million_prompt_tokens", "baseline_usd_per_million_prompt_tokens",
                           "usd_per_million_generated_tokens", "baseline_usd_per_million_generated_tokens")
 
+# Energy (the rows' `energy` sections, point figures) where any line has them; its price where one was given
+ENERGY_COLUMNS = ("j_per_token", "baseline_j_per_token", "energy_verdict", "tflops_per_w", "baseline_tflops_per_w")
+ENERGY_COST_COLUMNS = ("usd_energy_per_million_tokens", "baseline_usd_energy_per_million_tokens",
+                       "usd_energy_per_realized_pflop_hour", "baseline_usd_energy_per_realized_pflop_hour")
+
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
@@ -37,6 +42,10 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     out["baseline_usd_per_million_tokens"] = base.get("usd_per_million_tokens")
     out["usd_per_realized_pflop_hour"] = cost.get("usd_per_realized_pflop_hour")
     out["baseline_usd_per_realized_pflop_hour"] = base.get("usd_per_realized_pflop_hour")
+    for side, prefix in (("energy", ""), ("baseline_energy", "baseline_")):
+        out.update({prefix + k: (row.get(side) or {}).get(k) for k in ("j_per_token", "tflops_per_w")})
+    for c in ENERGY_COST_COLUMNS:
+        out[c] = (base if c.startswith("baseline_") else cost).get(c.removeprefix("baseline_"))
     flags = [row.get("verdict_reason"), "INCOMPARABLE" if row.get("incomparable") else None,
              "CONTENDED" if row.get("contended") and row.get("verdict_reason") != "contended" else None]
     out["verdict"] = row["verdict"] + "".join(f" ({f})" for f in flags if f)
@@ -48,7 +57,9 @@ def _columns(result: Comparison) -> tuple[str, ...]:
     inference = tuple(c for c in INFERENCE_COST_COLUMNS
                       if any((r.get("baseline_cost" if c.startswith("baseline_") else "cost") or {}).get(
                           c.removeprefix("baseline_")) is not None for r in result.rows))
-    return COLUMNS + (COST_COLUMNS + inference if priced else ())
+    flat = [_flat(r) for r in result.rows]
+    extra = tuple(c for c in ENERGY_COLUMNS + ENERGY_COST_COLUMNS if any(f.get(c) is not None for f in flat))
+    return COLUMNS + (COST_COLUMNS + inference if priced else ()) + extra
 
 
 def _notes(result: Comparison) -> list[str]:

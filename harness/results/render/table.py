@@ -99,14 +99,17 @@ def _latency_ms(latency: Latency | None) -> str:
     return _num(latency.p50 * 1e3 if latency is not None else None, ".4g")
 
 
+def _first_kind(values: dict[str, float] | None, suffix: str = "") -> str:
+    """A training step's tokens, else generated (decode), else prompt (prefill) tokens: the work units the
+    workload's case declares (row.throughput with suffix _per_s; energy.j_per_token by kind)."""
+    found = [v for k in ("tokens", "generated_tokens", "prompt_tokens")
+             if (v := (values or {}).get(k + suffix)) is not None]
+    return format(found[0], ".4g") if found else "-"
+
+
 def _tokens_per_s(row: Row) -> str:
-    """Tokens per second at the median time: a training step's tokens, else generated (decode), else prompt
-    (prefill) tokens: the work units the workload's case declares (row.throughput)."""
-    tput = row.throughput or {}
-    for key in ("tokens_per_s", "generated_tokens_per_s", "prompt_tokens_per_s"):
-        if tput.get(key) is not None:
-            return format(tput[key], ".4g")
-    return "-"
+    """Tokens per second at the median time."""
+    return _first_kind(row.throughput, "_per_s")
 
 
 def _steady(row: Row) -> str:
@@ -143,6 +146,13 @@ def _median_ms(row: Row) -> str:
     return _num(row.time_s.median * 1e3 if row.time_s is not None else None, ".4g")
 
 
+def _energy(row: Row) -> str:
+    """Where the row's energy came from (why not, where not measured); one device's rows share it: the header's."""
+    e = row.energy
+    why = f": {e.reason}" if e is not None and e.source == "not measured" and e.reason else ""
+    return f"{e.source} ({e.scope}){why}" if e is not None else ""
+
+
 def _phase(row: Row) -> str:
     """Rows written before `phase` was recorded show (and group under) no phase."""
     return row.phase or ""
@@ -160,6 +170,7 @@ IDENTITY: list[tuple[str, Cell, str, bool]] = [
     ("shape", _params, "-", False),
     ("status", lambda r: r.status, "", False),
     ("peak", lambda r: _num(r.peak_tflops, ".4g"), "", True),
+    ("energy", _energy, " ", False),
 ]
 FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("median ms", _median_ms, "", True),
@@ -174,10 +185,14 @@ FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("TPOT ms", lambda r: _latency_ms(r.tpot_s), "", True),
     ("tok/s", _tokens_per_s, "", True),
     ("MBU", lambda r: _pct(r.mbu), "", True),
+    ("W", lambda r: _num(r.energy.mean_power_w if r.energy else None, ".4g"), "", True),  # results/statistics/energy
+    ("J/tok", lambda r: _first_kind(r.energy.j_per_token if r.energy else None), "", True),
+    ("TFLOP/s/W", lambda r: _num(r.energy.tflops_per_w if r.energy else None, ".4g"), "", True),
     ("steady TFLOP/s", _steady, " ", False),
     ("flags", lambda r: ",".join(row_flags(r)) or "-", ",", False),
 ]
 EMPTY = ("-", "")
+OPTIONAL = ("energy",)  # identity recorded since issue 39: left out of the header where no row has it
 ALWAYS = {"inference": ("TTFT ms", "TPOT ms", "tok/s", "MBU")}  # shown even where no row has one (then noted why)
 # Inference samples one event per sample (inner 1), and TTFT/TPOT's p50 is the median of those same samples
 # (workloads/inference/spec.py `figures`), so its median time is the TTFT or TPOT column: printed once.
@@ -222,6 +237,8 @@ def _compact_table(rows: list[Row], limit: int | None) -> str:
     same, columns = [], []
     for header, cell, wrap, right in IDENTITY:
         cells = [cell(r) for r in rows]
+        if header in OPTIONAL and not any(cells):  # rows written before it was recorded: nothing to say
+            continue
         if len(set(cells)) == 1:
             same.append(f"{header} {cells[0] or '-'}" + (" TFLOP/s" if header == "peak" and cells[0] != "-" else ""))
         else:

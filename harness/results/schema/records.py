@@ -142,6 +142,9 @@ class Samples(Record, kw_only=True):
                 "the interleaving round of each sample (pairs samples for speedups)") = field(default_factory=list)
     repeats: doc(list[int], "the repeat of each sample") = field(default_factory=list)
     rank_samples: maybe(list[list[float]], "distributed: every rank's samples") = None
+    intervals: maybe(list[list[float]], "the perf_counter [start, end] of every sample, s (telemetry.jsonl's clock): "
+                                        "the row's energy window; absent in rows written before it was "
+                                        "recorded") = None
     variants: maybe(dict[str, VariantSamples], "the variants' raw samples") = None
 
 

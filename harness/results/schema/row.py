@@ -16,11 +16,13 @@ from xmfu.harness.results.schema.parts import (
     Comparability,
     Contention,
     Correctness,
+    Energy,
     Imported,
     Latency,
     PluginSource,
     Repeats,
     Roofline,
+    Routing,
     ScalingBaseline,
     Speedup,
     SteadyState,
@@ -121,6 +123,9 @@ class Row(Record, kw_only=True):
                             "one") = None
     telemetry: maybe(Telemetry, "power, clocks, temperature over this backend's timed window; null when not "
                                 "timed") = None
+    energy: maybe(Energy, "the energy of the row's timed calls over exactly their intervals, its source and the "
+                          "figures per call, token and watt; null when not timed, and in rows written before it "
+                          "was recorded") = None
     attachments: maybe(list[str], "files of the bundle belonging to this row (a profiler trace)") = None
     non_finite_fields: maybe(list[str], "fields a backend returned as NaN or infinity, kept as null") = None
     scale: maybe(Literal["smoke"], "smoke: run at smoke sizes (scale=smoke), not the sizes the command named; "
@@ -176,3 +181,4 @@ class Row(Record, kw_only=True):
     comm_achieved_gbps: maybe(NonNeg, "comm_bytes_per_rank / comm_total_s / 1e9, GB/s") = None
     overlap: maybe(float, "1 - exposed / total, clamped to [0, 1]", ge=0, le=1) = None
     comm: maybe(CommDetail, "how the communication figures were measured") = None
+    routing: maybe(Routing, "mixture-of-experts training: the routing imbalance, per step") = None
