@@ -96,7 +96,8 @@ def test_fsdp_on_a_cpu_needs_streams_that_record_events(monkeypatch):
 
     from xmfu.workloads.transformer import torch_parallel
 
-    case = SimpleNamespace(parallel="fsdp", distributed=True)  # what unavailable() reads of a TrainSpec
+    dense = SimpleNamespace(moe=False, name="tiny")
+    case = SimpleNamespace(parallel="fsdp", distributed=True, model=dense)  # what unavailable() reads of a TrainSpec
     if hasattr(torch.cpu.Stream, "record_event"):
         assert torch_parallel.unavailable(case, "cpu") is None
         monkeypatch.delattr(torch.cpu.Stream, "record_event")  # as torch 2.6's
