@@ -58,7 +58,7 @@ from xmfu.harness.machine.platform import DeviceInfo, Platform, cpu_device
 # framework is installed at a supported version (make test), none of this skips anything.
 OPTIONAL_FRAMEWORKS = ("jax", "jaxlib", "optax", "torch", "triton")
 ENVIRONMENT_REASONS = ("is not installed (pip install 'xmfu[", "is older than xmfu supports",
-                       "interpreter cannot run xmfu's kernels")
+                       "interpreter cannot run xmfu's kernels", "use jax 0.5 or later")
 
 
 def refused_here(framework: str) -> str | None:

@@ -82,7 +82,9 @@ def _integral(ts: list[float], vs: list[float], a: float, b: float) -> float:
     """The integral over [a, b] (inside [ts[0], ts[-1]]) of the piecewise-linear curve through (ts, vs)."""
     inner = [t for t in ts if a < t < b]
     grid = np.array([a, *inner, b])
-    return float(np.trapezoid(np.interp(grid, ts, vs), grid))
+    values = np.interp(grid, ts, vs)
+    # the trapezoid rule written out: numpy 1.26 (the floor) has np.trapz, numpy 2 renamed it np.trapezoid
+    return float(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2)
 
 
 def window_energy(points: Sequence[Point], intervals: Sequence[Interval], kind: str, wrap_j: float | None = None,
