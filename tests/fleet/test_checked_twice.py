@@ -7,28 +7,20 @@ is slow twice."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from xmfu.harness.cli.fleet import cmd_flagged
-from xmfu.harness.cli.formulas import install
 from xmfu.harness.fleet import gather
 from xmfu.harness.fleet.diagnose import FAIL, diagnose
 from xmfu.harness.fleet.gather import Figure, Fleet, NodeResult, PairResult
 from xmfu.harness.fleet.rules import DEFAULT_RULES
-from xmfu.harness.results.bundle import validator
 
 DATA = Path(__file__).resolve().parent / "data" / "try2"
 
 
-@pytest.fixture(autouse=True)
-def _formulas() -> Iterator[None]:
-    before = validator._FORMULAS[0], validator._RUN_FORMULA[0]
-    install()
-    yield
-    validator.use_formulas(*before)
+pytestmark = pytest.mark.usefixtures("formulas")
 
 
 def test_a_node_checked_again_has_both_checks_read_and_the_better_figure_kept(tmp_path):

@@ -11,27 +11,18 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from xmfu.harness.cli.formulas import install
 from xmfu.harness.fleet import gather, outcome, rules, spec
 from xmfu.harness.fleet.diagnose import FAIL, diagnose
-from xmfu.harness.results.bundle import validator
 from xmfu.harness.results.bundle.validator import load_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _formulas() -> Iterator[None]:
-    """Bundles checked against the workloads' formulas, as `xmfu` checks them; other tests get back what they had."""
-    before = validator._FORMULAS[0], validator._RUN_FORMULA[0]
-    install()
-    yield
-    validator.use_formulas(*before)
+pytestmark = pytest.mark.usefixtures("formulas")
 
 
 def _simulation():
