@@ -47,9 +47,9 @@ bench: install
 # long test at the end of one queue would leave the other core idle). Its goal is under 6 minutes on 2 cores. The
 # slow group is left to make test-slow and make test-docs (CI runs all three): the seeded signal and rank trial
 # loops (marked trials) and the tests of a minute or more of one core (marked long: the GPU node rehearsal, the
-# example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured: CI's run of 2 December 2026
-# (its 2-core machine, a clean clone): 2226 tests in 4:00 (pytest); here, 2226 tests in 8:02 at load average 3-5
-# (another profile's install and a helper's tests beside it); on a quiet 2-core machine earlier, 1964 tests in 5:37.
+# example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured on 2 December 2026 in a fresh
+# clone on this project's 2-core machine: 2392 tests in 3:32 (pytest; the whole command 3:34) alone at load average
+# 2, after a first make test there of 7:07 with make test-slow beside it (load 4-5); CI's run of 2226 tests: 4:00.
 # On a loaded machine it takes longer but passes alike: no test asserts a wall time (tests/test_no_wall_time.py);
 # the bounds the tests once timed are benchmarks/bounds.py's figures (docs/reference-measurements.md). Measured on
 # the same machine shared with other sessions' suites (load average 12 falling to 9): 2189 tests in 24:14
