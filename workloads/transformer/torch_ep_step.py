@@ -7,7 +7,7 @@ import math
 import socket
 from typing import Any
 
-from xmfu.harness.engine.case import FixedPlan, Prepared, RunAborted, Unavailable
+from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.workloads.collectives.torch_dist import process_group
 from xmfu.workloads.transformer.spec import TrainSpec
@@ -20,6 +20,7 @@ from xmfu.workloads.transformer.torch_ep import (
     sync_grads,
 )
 from xmfu.workloads.transformer.torch_model import Attend, Transformer, load_weights, sdpa_attend
+from xmfu.workloads.transformer.torch_parallel import _aborting  # the same rule for a step that raises
 from xmfu.workloads.transformer.torch_parity import _update_error, check_batch, single_device_reference
 from xmfu.workloads.transformer.torch_train import ADAMW, NO_CUDA_GRAPH, loss_under_precision, routing_log
 
@@ -66,20 +67,6 @@ def _check(run: TrainSpec, model: Any, opt: Any, dist: Any, ref: dict[str, Any] 
     dist.broadcast_object_list(result, src=0)
     rows = run.check_rows()
     return {**result[0], "sequences": rows["batch"], "tokens": rows["tokens"], "devices": n}
-
-
-def _aborting(fn: Any) -> Any:
-    import torch
-
-    def run() -> Any:
-        try:
-            return fn()
-        except (torch.OutOfMemoryError, RunAborted):
-            raise
-        except Exception as exc:
-            raise RunAborted(f"distributed step failed: {str(exc).splitlines()[0][:300]}") from None
-
-    return run
 
 
 def prepare_ep(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend, notes: dict[str, Any]) -> Prepared:
