@@ -136,14 +136,15 @@ def judge_figures(rule: Rule, subjects: Sequence[tuple[str, Figure | None]], giv
     out = []
     for i, (subject, f) in enumerate(measured):
         own = base
-        limit = None
         if given is None and len(measured) <= LEAVE_ONE_OUT_BELOW:
             others = [g for j, (_, g) in enumerate(measured) if j != i]
-            # two others are enough to judge by: the fleet itself had the three a baseline needs
-            own = robust([g.value for g in others], rule.figure, f"{source} but {subject}", least=2) or base
-            if len(others) < MIN_FOR_SPREAD:
+            if len(others) < MIN_FOR_SPREAD:  # two others are enough: the fleet itself had the three it needs
                 own, limit = few_peers(rule, others, f"{source} but {subject}")
-        limit = threshold(rule, own) if limit is None else limit
+            else:
+                own = robust([g.value for g in others], rule.figure, f"{source} but {subject}") or base
+                limit = threshold(rule, own)
+        else:
+            limit = threshold(rule, own)
         if f.high < limit:
             out.append(Finding(subject, rule.code, f"{f.value:.4g} {unit} (95% CI {f.low:.4g}-{f.high:.4g}) below "
                                f"{limit:.4g}, the threshold from the median {own.median:.4g} of {own.source}: "

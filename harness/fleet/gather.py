@@ -296,10 +296,10 @@ def _links(folder: Path, p: PairResult) -> list[tuple[Path, str]]:
 
 def _paired(p: PairResult, reads: Sequence[Read]) -> PairResult:
     """The better valid measurement of the link; a bundle that does not validate is named when none is valid."""
-    valid = [r for r in reads if not r.invalid and r.busbw is not None]
+    valid = [r.busbw for r in reads if not r.invalid and r.busbw is not None]
     p.measured_again = len(reads) > 1
     if valid:
-        p.busbw = max((r.busbw for r in valid if r.busbw is not None), key=lambda f: f.value)
+        p.busbw = max(valid, key=lambda f: f.value)
     elif reads:
         p.invalid = next((r.invalid for r in reads if r.invalid), "")
     return p

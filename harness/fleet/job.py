@@ -214,6 +214,14 @@ def script(spec: FleetSpec, hosts: Sequence[str] = (), steps: Sequence[str] | No
     return "\n".join(body) + "\n"
 
 
+def judgement(spec: FleetSpec, variable: str, name: str, first: str, command: tuple[str, ...]) -> str:
+    """`VARIABLE=$(srun ...)`: an `xmfu fleet` judgement of the folder so far, an srun step on the first node (in
+    the container where there is one), its answer on stdout, what it said in steps/NAME.err."""
+    judge = Step(name, "admit", (first,), command, 5)
+    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
+    return f'{variable}=$(srun {words} 2> "$F/steps/{name}.err")'
+
+
 def again_step(spec: FleetSpec, host: str) -> Step:
     """The node check of `host` once more, into nodes/<host>-again/ (gather.py reads both, the better counts)."""
     first = node_steps(spec, [host])[0]
@@ -229,11 +237,9 @@ def again_lines(spec: FleetSpec, first: str) -> list[str]:
     does not exclude it, while a slow GPU, its clocks or its cooling are slow again. Acceptance suites re-test
     before they exclude (ROCm cvs admits hosts one at a time; SuperBench re-runs a diagnosis on its defective
     nodes)."""
-    judge = Step("flagged", "admit", (first,), ("fleet", "flagged", "$F"), 5)
-    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
     again = step_line(spec, again_step(spec, "$host"), background=True)
     return ["\n# node checks again where a node's own figure was flagged: slow twice, or not slow",
-            f'FLAGGED=$(srun {words} 2> "$F/steps/flagged.err")',
+            judgement(spec, "FLAGGED", "flagged", first, ("fleet", "flagged", "$F")),
             'for host in ${FLAGGED//,/ }; do', f"  {again}", "done", "wait"]
 
 
@@ -242,12 +248,10 @@ def links_again_lines(spec: FleetSpec, first: str) -> list[str]:
     bandwidth the rounds flagged, as `xmfu fleet flagged --links` judges them: a link is slow only when it is slow
     twice (gather.py judges the better measurement). On this project's local cluster a whole round of links read
     slow while other work started on the host."""
-    judge = Step("flagged-links", "admit", (first,), ("fleet", "flagged", "--links", "$F"), 5)
-    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
     name = f"pair-$a-$b-{AGAIN}"
     again = Step(name, "pair", ("$a", "$b"), link_command(name), spec.minutes("pair"))
     return ["\n# link tests again where a link was flagged: slow twice, or not slow",
-            f'FLAGGED_LINKS=$(srun {words} 2> "$F/steps/flagged-links.err")',
+            judgement(spec, "FLAGGED_LINKS", "flagged-links", first, ("fleet", "flagged", "--links", "$F")),
             'for pair in ${FLAGGED_LINKS//,/ }; do', '  a=${pair%%:*} b=${pair#*:}',
             f"  {step_line(spec, again, background=False)}", "done"]
 
@@ -255,10 +259,8 @@ def links_again_lines(spec: FleetSpec, first: str) -> list[str]:
 def admitted_lines(spec: FleetSpec, first: str, lines: Sequence[str]) -> list[str]:
     """The all-node steps, over the nodes the node checks and links admitted: `xmfu fleet admitted` judges the
     folder so far (an srun step on the first node, in the container where there is one) and prints them."""
-    judge = Step("admitted", "admit", (first,), ("fleet", "admitted", "$F"), 5)
-    words = " ".join(_quote(w) for w in [*srun_words(spec, judge), *command_words(spec, judge)])
     return ["\n# all-node steps, over the nodes admitted so far",
-            f'ADMITTED=$(srun {words} 2> "$F/steps/admitted.err")',
+            judgement(spec, "ADMITTED", "admitted", first, ("fleet", "admitted", "$F")),
             "N_ADMITTED=$(printf '%s' \"$ADMITTED\" | tr ',' '\\n' | grep -c .)",
             'if [ "$N_ADMITTED" -ge 2 ]; then', *(f"  {line}" for line in lines), "else",
             '  echo "xmfu fleet: fewer than 2 nodes admitted (${ADMITTED:-none}): no all-node steps" >&2', "fi"]
