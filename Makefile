@@ -47,9 +47,10 @@ bench: install
 # long test at the end of one queue would leave the other core idle). Its goal is under 6 minutes on 2 cores. The
 # slow group is left to make test-slow and make test-docs (CI runs all three): the seeded signal and rank trial
 # loops (marked trials) and the tests of a minute or more of one core (marked long: the GPU node rehearsal, the
-# example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured on 2 December 2026 in a fresh
-# clone on this project's 2-core machine: 2392 tests in 3:32 (pytest; the whole command 3:34) alone at load average
-# 2, after a first make test there of 7:07 with make test-slow beside it (load 4-5); CI's run of 2226 tests: 4:00.
+# example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured on 3 December 2026 on this
+# project's 2-core machine: 2509 tests in 3:37 (pytest; the whole command 3:39) alone at load average 0.5-2 (2508 in a
+# fresh clone: 3:33); earlier that day 2497 tests in 4:28 alone at load 2-3, and two fresh clones' make test at once,
+# with make test-docs beside them (load 5-6): 14:56 each.
 # On a loaded machine it takes longer but passes alike: no test asserts a wall time (tests/test_no_wall_time.py);
 # the bounds the tests once timed are benchmarks/bounds.py's figures (docs/reference-measurements.md). Measured on
 # the same machine shared with other sessions' suites (load average 12 falling to 9): 2189 tests in 24:14
@@ -62,8 +63,9 @@ test: install
 test-slow: install
 	$(PY) -m pytest -n 2 --dist worksteal -m "(trials or long) and not docs and not slurm and not sweep"
 
-# xmfu kernels' whole sweep (every Triton kernel x config x dtype x default target compiled on this CPU; about an
-# hour of 2 cores, so outside CI's time): every compile clean or named, docs/kernels.md current.
+# xmfu kernels' whole sweep (every Triton kernel x config x dtype x default target compiled on this CPU: 516 compiles,
+# 500 s of CPU; 22:48 on this project's 2 cores at nice 19 beside other sessions' work, and this target 14:38 with
+# them mostly idle, 2026-12-03; outside CI's time): every compile clean or named, docs/kernels.md current.
 test-kernels: install
 	$(PY) -m pytest -m sweep tests/kernelcheck/test_whole_sweep.py
 

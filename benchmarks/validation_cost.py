@@ -3,21 +3,25 @@
 
     python benchmarks/validation_cost.py                 # 5 runs of each; goals: compare < 3 s, validate < 2 s
     python benchmarks/validation_cost.py --runs 3 --sizes 500 --only small --keep DIR
+    python benchmarks/validation_cost.py --runs 3 --keep DIR --reuse   # the big bundles a --keep run left in DIR
 
 The bundles are a real run's and copies of it, all in a temporary folder (or DIR with --keep; nothing else is
 written):
 - the 2-row bundle: `xmfu run workload=matmul backends=[torch,jax] baseline=torch dtype=fp32 workload.sizes=[16]`
   with a tiny timing budget (seconds on a CPU): its rows, samples, speedup, environment and config.yaml are what
   the engine writes;
-- the two 4,000-row bundles: that run's two rows copied to --sizes square sizes (2,000: 16, 17, ... 2015) per
-  backend, its config.yaml listing those sizes (so the validator re-plans 2,000 cases), each copy's samples its
-  template's scaled to its size (times a 1% jitter), and every figure that follows re-computed by the run's own
-  functions (statistics.summary.summarize_many, statistics.speedup.paired_speedup, comparability_key, the run's
-  comparability_key through cli/formulas.restate_run): `load_bundle` must find each valid before it is timed;
+- the two 4,000-row bundles: that run's two rows copied to --sizes square sizes (2,000: 16, 17, ... 2015) per backend,
+  its config.yaml listing those sizes (so the validator re-plans 2,000 cases), each copy's samples (and warm-up calls)
+  its template's scaled to its size (times a 1% jitter), its rows stating no contention (a quiet run's rows, whatever
+  the machine was doing when the template ran: every check such a row gets runs), and every figure that follows
+  re-computed by the run's own functions (statistics.summary.summarize_many, statistics.speedup.paired_speedup,
+  comparability_key, the run's comparability_key through cli/formulas.restate_run): `load_bundle` must find each
+  valid before it is timed;
 - --small (50) copies of the 2-row bundle the same way, each under its own run id (config.yaml's run_id too), as a
   fleet's nodes' bundles differ from one another.
 `xmfu validate` and `xmfu compare` are timed as a user runs them, a fresh `python -m xmfu` process with this
-checkout first on PYTHONPATH (imports included), --runs times in turn, and reported as the median (min-max) of
+checkout first on PYTHONPATH (imports included, from cached bytecode: each runs once untimed first), --runs times in
+turn, and reported as the median (min-max) of
 their wall and CPU seconds (user + system, from wait4: the steadier figure on a shared machine). The 2-row bundles'
 `load_bundle` is timed in this process (the front door's formulas installed, as every command has them): CPU
 milliseconds per load, a figure per pass over the copies. The machine's load average is printed before and after.
@@ -47,7 +51,10 @@ TIMING = ["timing.max_time_s=0.05", "timing.warmup_s=0.001", "timing.min_samples
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    """This checkout first on the path, and bytecode cached as an installed xmfu has it (pip compiles a package at
+    install): a shell with PYTHONDONTWRITEBYTECODE set would otherwise compile every module at each start."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def xmfu(*args: str, check: bool = True) -> tuple[float, float, int, str]:
@@ -113,6 +120,8 @@ def copy_bundle(small: Path, folder: Path, run_id: str, n_sizes: int, seed: int)
             row, rec = json.loads(json.dumps(row)), json.loads(json.dumps(rec))
             scale = (s / first) ** 3 * (1 + 0.01 * rng.standard_normal(len(rec["samples"])))
             rec["samples"] = (np.asarray(rec["samples"]) * scale).tolist()
+            if rec.get("warmup"):  # scaled alike, or validate rightly takes the copy for a rescaled forgery
+                rec["warmup"] = (np.asarray(rec["warmup"]) * (s / first) ** 3).tolist()
             params = {**row["params"], "m": s, "n": s, "k": s}
             row["case_id"] = rec["case_id"] = f"matmul-{row['dtype']}-{s}x{s}x{s}-NN"
             row["run_id"] = rec["run_id"] = run_id
@@ -121,6 +130,8 @@ def copy_bundle(small: Path, folder: Path, run_id: str, n_sizes: int, seed: int)
             row["comparability_key"] = comparability_key(row["comparability"])
             row["flops"], row["bytes"] = 2.0 * s**3, float(3 * s * s * 4)
             row["correctness"]["checked"] = f"all {s}x{s} outputs"
+            if isinstance(row.get("contention"), dict):  # a quiet run's rows, whatever the template's machine was
+                row["contention"]["contended"] = False  # doing: every check a quiet run's row gets runs
             out_rows.append(row)
             out_recs.append(rec)
     for row, t in zip(out_rows, summarize_many([r["samples"] for r in out_recs], resamples), strict=True):
@@ -178,6 +189,8 @@ def _load() -> str:
 def bench_commands(a: Path, b: Path, runs: int, which: list[str]) -> dict[str, list[tuple[float, float]]]:
     commands = {"validate": ["validate", str(a)], "compare": ["compare", str(a), str(b)]}
     out: dict[str, list[tuple[float, float]]] = {name: [] for name in which}
+    for name in which:  # once untimed: the bytecode written, the files in the page cache
+        xmfu(*commands[name], check=False)
     for _ in range(runs):  # in turn, so a drift of the machine's speed reaches each alike
         for name in which:
             wall, cpu, code, err = xmfu(*commands[name], check=False)
@@ -219,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=50, help="2-row bundles loaded per timed pass (default 50)")
     parser.add_argument("--only", choices=PARTS, action="append", help="time only this (repeat; default: all)")
     parser.add_argument("--keep", type=Path, help="make the bundles here and keep them (default: a temporary folder)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: time the big bundles already in DIR (they "
+                        "are validated first, as made ones are)")
     args = parser.parse_args(argv)
     only = args.only or PARTS
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)", flush=True)
@@ -226,12 +241,16 @@ def main(argv: list[str] | None = None) -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        small = template(work, args.backends)
+        def reuse(folder: Path) -> bool:
+            return args.reuse and (folder / "cases.jsonl").exists()
+
+        small = work / "small" if reuse(work / "small") else template(work, args.backends)
         if "validate" in only or "compare" in only:
             from xmfu.harness.cli import formulas
             from xmfu.harness.results.bundle.validator import load_bundle
 
-            a, b = (copy_bundle(small, work, name, args.sizes, seed) for seed, name in enumerate(("big-a", "big-b")))
+            a, b = (work / name if reuse(work / name) else copy_bundle(small, work, name, args.sizes, seed)
+                    for seed, name in enumerate(("big-a", "big-b")))
             formulas.install()
             for folder in (a, b):
                 found = load_bundle(folder)
@@ -240,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = sum(1 for _ in (a / "cases.jsonl").open())
             said = args.backends.split(",")
             speedups = f", each {'/'.join(said[1:])} row with a speedup against {said[0]}" if len(said) > 1 else ""
-            print(f"made the bundles in {time.perf_counter() - start:.1f} s: 2 x {rows} rows ({args.sizes} sizes x "
+            made = "reused the bundles" if reuse(a) else "made the bundles"
+            print(f"{made} in {time.perf_counter() - start:.1f} s: 2 x {rows} rows ({args.sizes} sizes x "
                   f"{args.backends}{speedups}), copies of a real 2-row run", flush=True)
             timed = bench_commands(a, b, args.runs, [p for p in ("validate", "compare") if p in only])
             for name, runs in timed.items():

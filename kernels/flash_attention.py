@@ -21,7 +21,8 @@ import triton
 import triton.language as tl
 
 from xmfu.kernels.flash_attention_common import (
-    BWD_ROWS,
+    DKDV_ROWS,
+    DQ_ROWS,
     FWD_ROWS,
     HEAD_DIMS,
     KEY,
@@ -42,21 +43,32 @@ from xmfu.kernels.flash_attention_common import (
 
 __all__ = ["HEAD_DIMS", "LOG2E", "flash_attention"]
 
-# The tiles per vendor (`xmfu kernels` compiles each). On NVIDIA sm90+ the autotuner drops the backward's 32-row
-# blocks (for_capability); (64, 128, 8, 2) keeps there the 128-key block that (32, 128, 8, 2) gave the dK/dV kernel.
+# The tiles per vendor (`xmfu kernels` compiles each). On NVIDIA sm90+ each kernel drops the tiles whose dots have
+# fewer than 64 rows (for_capability: BLOCK_M for the forward and dQ, BLOCK_N for dK/dV); (64, 128, 8, 2) keeps the
+# 128-key block that (32, 128, 8, 2) gives dK/dV elsewhere.
 FWD_TILES: dict[str, list[Tile]] = {
     "nvidia": [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 3)],
     "amd": [(128, 64, 4, 2), (128, 128, 8, 2), (128, 32, 4, 2), (64, 64, 4, 3)]}
 BWD_TILES: dict[str, list[Tile]] = {
     "nvidia": [(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), (64, 32, 4, 3), (64, 128, 8, 2)],
     "amd": [(32, 64, 4, 1), (64, 64, 4, 1), (32, 128, 8, 1)]}
+# The tiles each part keeps (flash_attention_common.pruner), from `xmfu kernels` (Triton 3.9, bf16/fp16, head dim
+# 128): the others spill there. Forward: 128 query rows on 4 warps spill everywhere (NVIDIA 472-620 bytes for
+# 128x64, 12-108 for 128x32), 128x128 on 8 warps on sm80 (88) and sm100 (8), every AMD tile of 64 rows at
+# waves_per_eu 3 (92-116) and of 8 waves (20-160), and 128x64 on gfx942 (28-32). dK/dV: 64 query rows with 128 dK and
+# dV columns each spill on sm80 (84) and sm90 (32-64), 32x128 on 8 warps on sm80 (72).
+FWD_FITS: dict[str, list[Tile]] = {
+    "sm80": [(128, 64, 8, 3), (64, 64, 4, 4)], "sm90": [(128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 4)],
+    "sm100": [(128, 64, 8, 3), (64, 64, 4, 4)], "gfx942": [(128, 32, 4, 2)],
+    "gfx950": [(128, 64, 4, 2), (128, 32, 4, 2)]}
+DKDV_FITS: dict[str, list[Tile]] = {"sm80": [(32, 64, 4, 2), (64, 32, 4, 3)], "sm90": [(32, 64, 4, 2), (32, 128, 8, 2)]}
 FWD_CONFIGS = _configs(**FWD_TILES)
 BWD_CONFIGS = _configs(**BWD_TILES)
 
 
 # CAUSAL_OFFSET not specialised (Triton would compile one kernel for 1, one for multiples of 16 and one for other
 # values): an inference decode step passes its cache position, and every position must run the same kernel.
-@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=pruner(FWD_ROWS))
+@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=pruner(FWD_ROWS, FWD_FITS))
 @triton.jit(do_not_specialize=["CAUSAL_OFFSET"])
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
               stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,
@@ -112,7 +124,7 @@ def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
 # The backward: delta (_attn_bwd_delta), then dK/dV by key block and dQ by query block, 7 GEMMs per (key block, query
 # block) pair: the dQ kernel recomputes Q Kᵀ and dO Vᵀ (tutorial 06's `_attn_bwd_dq` does too), where
 # kernels/flash_attention_fa2.py adds dQ atomically in 5. Deterministic: no atomics.
-@triton.autotune(configs=BWD_CONFIGS, key=KEY, prune_configs_by=pruner(BWD_ROWS))
+@triton.autotune(configs=BWD_CONFIGS, key=KEY, prune_configs_by=pruner(DKDV_ROWS, DKDV_FITS))
 @triton.jit
 def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
                    stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,
@@ -161,7 +173,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
     tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kv_keep)
 
 
-@triton.autotune(configs=BWD_CONFIGS, key=KEY, prune_configs_by=pruner(BWD_ROWS))
+@triton.autotune(configs=BWD_CONFIGS, key=KEY, prune_configs_by=pruner(DQ_ROWS))
 @triton.jit
 def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
                  stride_qb, stride_qh, stride_qm, stride_kb, stride_kh, stride_kn,

@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+from xmfu.kernels import fit
+
 LOG2E = 1.4426950408889634  # softmax via exp2: e^x = 2^(x * log2 e)
 # tl.arange needs a power of two: 80 and 96 run in a 128-wide tile, the columns past the head dim masked (loaded
 # as zeros, so every dot product is exact, and never stored). FlashAttention-2 pads the same way, to kernels
@@ -53,7 +55,9 @@ def _configs(nvidia: list[Tile], amd: list[Tile]) -> list[triton.Config]:
 # The forward's dots have BLOCK_M rows; the backward's BLOCK_N (dK, dV) and BLOCK_M (dQ) rows.
 MMA_ROWS = 64
 FWD_ROWS = ("BLOCK_M",)
-BWD_ROWS = ("BLOCK_M", "BLOCK_N")
+BWD_ROWS = ("BLOCK_M", "BLOCK_N")  # a fused backward (kernels/flash_attention_fa2.py): dK/dV's and dQ's dots
+DKDV_ROWS = ("BLOCK_N",)  # kernels/flash_attention.py's dK/dV kernel: Sᵀ, dV, dPᵀ, dK have BLOCK_N rows
+DQ_ROWS = ("BLOCK_M",)  # its dQ kernel: S, dP, dQ have BLOCK_M rows
 
 
 def for_capability(configs: list[triton.Config], major: int, rows: tuple[str, ...]) -> list[triton.Config]:
@@ -64,16 +68,29 @@ def for_capability(configs: list[triton.Config], major: int, rows: tuple[str, ..
     return [c for c in configs if all(c.kwargs[r] % MMA_ROWS == 0 for r in rows)]
 
 
-def pruner(rows: tuple[str, ...]) -> dict[str, Callable[..., list[triton.Config]]]:
-    """triton.autotune's prune_configs_by: for_capability on the device of the first tensor argument when it is an
-    NVIDIA GPU (early_config_prune, runtime/autotuner.py prune_configs); the configs as they are elsewhere."""
+def tile_of(c: triton.Config) -> Tile:
+    """A config's Tile: (BLOCK_M, BLOCK_N, num_warps, num_stages on NVIDIA | waves_per_eu on AMD)."""
+    last = c.kwargs.get("waves_per_eu", c.num_stages)
+    return (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, last)
+
+
+def pruner(rows: tuple[str, ...], fits: dict[str, list[Tile]] | None = None,
+           ) -> dict[str, Callable[..., list[triton.Config]]]:
+    """triton.autotune's prune_configs_by for the part Triton compiles for (kernels/fit.py current_arch: the GPU's,
+    or the target `xmfu kernels` compiles for on a CPU): on NVIDIA sm90+ for_capability; then, where `fits` lists
+    tiles for the part's family (fit.family), only those (the others spill or pass the part's shared or tensor
+    memory there, as `xmfu kernels` compiles them). The configs as they are where no target is known (the
+    interpreter); never none (early_config_prune, runtime/autotuner.py prune_configs)."""
 
     def prune(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-        first = next(iter(named_args.values()))
-        device = getattr(first, "device", None)
-        if getattr(torch.version, "hip", None) or device is None or device.type != "cuda":
+        arch = fit.current_arch()
+        if arch is None:
             return configs
-        return for_capability(configs, torch.cuda.get_device_capability(device)[0], rows)
+        kept = for_capability(configs, fit.capability(arch) // 10, rows) if arch.startswith("sm") else configs
+        listed = fits.get(fit.family(arch)) if fits else None
+        if listed:
+            kept = [c for c in kept if tile_of(c) in listed]
+        return kept or configs
 
     return {"early_config_prune": prune}
 

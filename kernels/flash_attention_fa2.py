@@ -59,10 +59,25 @@ FWD_TILES: dict[str, list[Tile]] = {
     "nvidia": [(128, 64, 8, 3), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 3), (64, 32, 4, 3)],
     "amd": [(128, 64, 4, 2), (128, 32, 4, 2), (64, 64, 4, 3)]}
 BWD_TILES: dict[str, list[Tile]] = {
-    "nvidia": [(32, 128, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3), (32, 64, 4, 2)],
-    "amd": [(32, 128, 4, 1), (64, 64, 4, 1), (64, 128, 8, 1)]}
+    "nvidia": [(32, 128, 4, 3), (64, 128, 8, 2), (64, 64, 4, 3), (32, 64, 4, 2), (32, 64, 8, 2), (16, 64, 4, 2),
+               (64, 64, 8, 3)],
+    "amd": [(32, 128, 4, 1), (64, 64, 4, 1), (64, 128, 8, 1), (32, 64, 4, 1), (32, 64, 8, 1)]}
+# The tiles each part keeps (flash_attention_common.pruner), from `xmfu kernels` (Triton 3.9, bf16/fp16, head dim
+# 128); the others spill there or pass its tensor memory. Forward: 128 query rows on 4 warps spill on NVIDIA (12-628
+# bytes), 64 rows at waves_per_eu 3 on AMD (108-144), 128x64 on gfx942 (44). The fused backward holds dK and dV
+# (BLOCK_N x 128 fp32 each) and a dQ tile at once: tutorial 06's 32x128 and 64x128 and the 4-warp 64x64 spill on
+# sm80 (580-22816 bytes), sm90 (156-2232) and gfx942 (64-916), and fit there as 32x64 on 8 warps (sm80), 64x64 on 8
+# warps at 3 stages (sm90: 253 registers, 161 KiB; at 2 stages 8 bytes spill), 32x64 (gfx942: 254-327 VGPRs); on
+# sm100 64x128 on 8 warps needs more than the SM's 512 tensor-memory columns and the 32-row tiles fall back to
+# mma.sync.
+NVIDIA_FWD: list[Tile] = [(128, 64, 8, 3), (64, 64, 4, 4), (64, 32, 4, 3)]
+FWD_FITS: dict[str, list[Tile]] = {"sm80": NVIDIA_FWD, "sm90": NVIDIA_FWD, "sm100": NVIDIA_FWD,
+                                   "gfx942": [(128, 32, 4, 2)], "gfx950": [(128, 64, 4, 2), (128, 32, 4, 2)]}
+BWD_FITS: dict[str, list[Tile]] = {"sm80": [(32, 64, 8, 2), (16, 64, 4, 2)], "sm90": [(64, 64, 8, 3)],
+                                   "sm100": [(64, 64, 4, 3)], "gfx942": [(32, 64, 4, 1), (32, 64, 8, 1)],
+                                   "gfx950": [(32, 128, 4, 1), (64, 64, 4, 1)]}
 FWD_CONFIGS = _configs(**FWD_TILES)
-BWD_CONFIGS = _configs(**BWD_TILES)  # on NVIDIA sm90+ the 32-row ones are dropped (flash_attention_common.pruner)
+BWD_CONFIGS = _configs(**BWD_TILES)
 EVEN = {"EVEN_M": lambda a: a["SEQ_Q"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["SEQ_KV"] % a["BLOCK_N"] == 0}
 
 
@@ -89,7 +104,7 @@ def _kv(k_base, v_base, cols, offs_d, SEQ_KV, stride_kn, stride_vn, EVEN: tl.con
     return k, v
 
 
-@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=pruner(FWD_ROWS))
+@triton.autotune(configs=FWD_CONFIGS, key=KEY, prune_configs_by=pruner(FWD_ROWS, FWD_FITS))
 @triton.heuristics(EVEN)
 @triton.jit(do_not_specialize=["CAUSAL_OFFSET"])  # every decode position runs one kernel (flash_attention.py)
 def _attn_fwd(Q, K, V, Out, LSE, qk_scale,
@@ -190,7 +205,7 @@ def _bwd_block(dk, dv, k, v, Q, DO, DQ, LSE, DELTA, q_head, dq_head, row0, start
 # DQ accumulates with atomic adds, so every config the autotuner times must start from zeros again, and so must the
 # chosen one's run after them: Triton 3.9's runtime/autotuner.py zeroes `reset_to_zero` before each timed call and
 # once more (`self.pre_hook(full_nargs, reset_only=True)`) after choosing.
-@triton.autotune(configs=BWD_CONFIGS, key=KEY, reset_to_zero=["DQ"], prune_configs_by=pruner(BWD_ROWS))
+@triton.autotune(configs=BWD_CONFIGS, key=KEY, reset_to_zero=["DQ"], prune_configs_by=pruner(BWD_ROWS, BWD_FITS))
 @triton.heuristics(EVEN)
 @triton.jit(do_not_specialize=["CAUSAL_OFFSET"])
 def _attn_bwd(Q, K, V, DO, LSE, DELTA, DQ, DK, DV, qk_scale, sm_scale,

@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from xmfu.kernels import fit
 from xmfu.kernels.flash_attention_common import (
     HEAD_DIMS,
     LOG2E,
@@ -36,6 +37,12 @@ from xmfu.kernels.flash_attention_common import (
 # (`xmfu kernels` compiles each).
 TILES: dict[str, list[tuple[int, int, int]]] = {"nvidia": [(64, 4, 3), (128, 4, 3), (64, 4, 2), (32, 4, 4)],
                                                 "amd": [(64, 4, 2), (128, 4, 2), (32, 4, 2)]}
+# gfx942 keeps its 64- and 32-key tiles: the 128-key one spills there (12 bytes, `xmfu kernels`, Triton 3.9 bf16).
+FITS = {"gfx942": [(64, 4, 2), (32, 4, 2)]}
+
+
+def _tile(c: triton.Config) -> tuple[int, int, int]:
+    return (c.kwargs["BLOCK_N"], c.num_warps, c.kwargs.get("waves_per_eu", c.num_stages))
 
 
 def vendor_configs(vendor: str, tiles: list[tuple[int, int, int]]) -> list[triton.Config]:
@@ -58,7 +65,7 @@ def _configs() -> list[triton.Config]:
 KEY = ["BATCH", "KV_HEADS", "GROUP", "SEQ_KV", "SPLITS", "HEAD_DIM", "PRECISION"]
 
 
-@triton.autotune(configs=_configs(), key=KEY)
+@triton.autotune(configs=_configs(), key=KEY, prune_configs_by={"early_config_prune": fit.listed(FITS, _tile)})
 @triton.jit(do_not_specialize=["KV_LEN", "SPLIT_LEN"])  # one kernel for every position (see flash_attention.py)
 def _decode_split(Q, K, V, O_PART, LSE_PART, qk_scale,
                   stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn,

@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from xmfu.kernels.fit import gemm_pruner
 from xmfu.kernels.matmul_persistent import FP8_PROMOTION, fp8_promotes
 
 
@@ -90,7 +91,8 @@ def _imprecise(args: dict) -> int:
     return min(FP8_PROMOTION, args["BLOCK_K"]) if args["FP8_WGMMA"] else 0
 
 
-@triton.autotune(configs=autotune_configs(), key=KEY)
+# Each part tries the configs that fit it (kernels/fit.py: shared memory, registers, wgmma's 64 rows).
+@triton.autotune(configs=autotune_configs(), key=KEY, prune_configs_by=gemm_pruner("matmul"))
 @triton.heuristics({"IMPRECISE": _imprecise})
 @triton.jit
 def _matmul_kernel(

@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from xmfu.kernels.fit import gemm_pruner
 from xmfu.kernels.matmul_persistent_configs import autotune_configs, interpreting, with_descriptor_shapes
 
 try:  # host-side tensor descriptors: Triton 3.4 and later
@@ -147,7 +148,8 @@ def _pointer_tile(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-@triton.autotune(configs=autotune_configs(), key=KEY)
+# Each part tries the configs that fit it (kernels/fit.py).
+@triton.autotune(configs=autotune_configs(), key=KEY, prune_configs_by=gemm_pruner("pointer"))
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0, "IMPRECISE": _imprecise})
 @triton.jit
 def _persistent_kernel(
@@ -199,7 +201,7 @@ def _tma_tile(a_desc, b_desc, c_desc, K, tile_id, tile_id_c, num_pid_m, num_pid_
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))  # rows and columns past M, N dropped
 
 
-@triton.autotune(configs=with_descriptor_shapes(autotune_configs()), key=TMA_KEY)
+@triton.autotune(configs=with_descriptor_shapes(autotune_configs()), key=TMA_KEY, prune_configs_by=gemm_pruner("tma"))
 @triton.heuristics({"IMPRECISE": _imprecise})
 @triton.jit
 def _persistent_tma_kernel(

@@ -42,8 +42,9 @@ SKIPPED = {
                                          "tests/e2e/test_plugin_package.py installs it and runs both lines' runs",
     "xmfu import ": "needs another tool's log; tests/results/importers/test_import_logs.py imports the real ones in "
                     "tests/results/importers/logs the same way",
-    "kernels --jobs 8": "every kernel, config, dtype and default target: about an hour of 2 cores; docs/kernels.md's "
-                        "quick line runs; the whole sweep is tests/kernelcheck/test_whole_sweep.py (make test-slow)",
+    "kernels --jobs 8": "every kernel, config, dtype and default target: about 25 minutes of 2 cores; "
+                        "docs/kernels.md's quick line runs; the whole sweep is tests/kernelcheck/test_whole_sweep.py "
+                        "(make test-kernels)",
     "every config of every kernel for two parts": "tens of minutes of 2 cores; the quick line above it runs",
     "make gpu-reference": "every part at smoke sizes: minutes on a CPU; `gpu_reference.py --part matmul --redo` runs "
                           "one part the same way",

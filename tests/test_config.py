@@ -132,3 +132,52 @@ def test_a_second_experiment_that_would_replace_the_first_is_refused():
         with pytest.raises(UsageError, match=r"experiment is chosen 2 times .*keep only the last, experiment=smoke"):
             validate_job(job, registry)
     validate_job(["experiment=smoke", "workload=matmul"], registry)  # one experiment: accepted
+
+
+def test_libyaml_reads_every_packaged_config_as_the_pure_loader_does():
+    """run_settings reads configs/<group>/<option>.yaml with libyaml's loader where PyYAML has one: every packaged
+    file gives the same data, value for value and type for type, as yaml.safe_load."""
+    import yaml
+
+    from xmfu.harness.config import run_settings
+
+    files = sorted(run_settings.CONFIG_DIR.rglob("*.yaml"))
+    assert len(files) > 10
+    for path in files:
+        text = path.read_text()
+        assert repr(yaml.load(text, Loader=run_settings._LOADER)) == repr(yaml.safe_load(text)), path
+
+
+DECLARED_SECTIONS = [
+    ("xmfu.harness.config.run_settings", "RunSettings"), ("xmfu.harness.config.suite_spec", "SuiteSettings"),
+    ("xmfu.workloads.collectives.spec", "SizeSweep"), ("xmfu.workloads.collectives.spec", "CollectivesSettings"),
+    ("xmfu.workloads.attention.spec", "AttentionSettings"), ("xmfu.workloads.membw.spec", "MembwSettings"),
+    ("xmfu.workloads.inference.spec", "InferenceSettings"), ("xmfu.workloads.transformer.spec", "ModelSpec"),
+    ("xmfu.workloads.transformer.spec", "TransformerSettings"), ("xmfu.workloads.matmul.spec", "MatmulSettings"),
+    ("xmfu.workloads.grouped_matmul.spec", "GroupedMatmulSettings"),
+]
+
+
+def test_every_section_parse_section_is_handed_is_checked_below():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    handed = {m.group(1) for folder in ("harness", "workloads") for path in (root / folder).rglob("*.py")
+              for m in re.finditer(r"parse_section\([^,]+, (\w+),", path.read_text())}
+    assert handed - {"cls"} == {name for _, name in DECLARED_SECTIONS}
+
+
+@pytest.mark.parametrize(("module", "name"), DECLARED_SECTIONS)
+def test_the_plain_paths_defaults_are_omegaconfs(module, name):
+    """engine/structured._defaults reads a section's defaults from its declaration (no OmegaConf at start-up): for
+    every section parse_section is handed, exactly what OmegaConf holds for its schema, value and type."""
+    import importlib
+
+    from omegaconf import OmegaConf
+
+    from xmfu.harness.engine import structured
+
+    cls = getattr(importlib.import_module(module), name)
+    want = OmegaConf.to_container(OmegaConf.structured(structured.schema_of(cls)), resolve=False)
+    assert repr(structured._defaults(cls)) == repr(want)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xmfu.harness import __version__
-from xmfu.harness.cli.common import Parser, suite_folder, usage_error
+from xmfu.harness.cli.common import Parser, load, suite_folder, usage_error
 
 if TYPE_CHECKING:
     from xmfu.harness.results.bundle.validator import Loaded
@@ -46,7 +46,7 @@ def problems_of(path: str, check: Callable[[Path], list[str]] | None = None) -> 
     an archive that is not sound is one entry naming why. `check(folder)`: more problems of each bundle, found
     while its files are at hand (an archive's are extracted only until this returns)."""
     from xmfu.harness.results.bundle import archive
-    from xmfu.harness.results.bundle.validator import Loaded, load_bundle
+    from xmfu.harness.results.bundle.validator import Loaded
 
     def checked(loaded: Loaded) -> Loaded:
         if check is not None and loaded.bundle is not None:
@@ -55,10 +55,10 @@ def problems_of(path: str, check: Callable[[Path], list[str]] | None = None) -> 
 
     if suite_folder(path):  # every bundle in it, each named by its folder
         found = sorted(m.parent for m in Path(path).rglob("manifest.json"))
-        return [(str(f), checked(load_bundle(f))) for f in found] or [
+        return [(str(f), checked(load(f, held=True))) for f in found] or [
             (path, Loaded(None, ["a suite's folder with no bundle in it yet (its parts write theirs as they run)"]))]
     if not archive.is_archive(path):
-        return [(path, checked(load_bundle(path)))]
+        return [(path, checked(load(path, held=True)))]
     try:
         with archive.opened(path) as opened:
             return [(f"{path}:{name}", checked(one)) for name, one in opened]

@@ -35,26 +35,33 @@ class UsageFailure(Exception):
     """Bad input found while loading a command's inputs: one paragraph, exit 2."""
 
 
-def validated_bundle(command: str, folder: str) -> Any:
-    """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it."""
-    from xmfu.harness.results.bundle.validator import load_bundle
-
-    loaded = load_bundle(folder)
+def validated_bundle(command: str, folder: str, held: bool = True) -> Any:
+    """The bundle at `folder`, read and validated in one pass; a problem is a usage error naming it. `held`: the
+    command keeps it to its end (validator.load_bundle); False for a command that streams its bundles."""
+    loaded = load(folder, held)
     if loaded.problems or loaded.bundle is None:
         more = f" (and {len(loaded.problems) - 1} more: xmfu validate {folder})" if len(loaded.problems) > 1 else ""
         raise UsageFailure(f"{command}: {folder} is not a valid bundle: {loaded.problems[0]}{more}")
     return loaded.bundle
 
 
-def validated_bundles(command: str, path: str) -> list[Any]:
+def load(folder: str | Path, held: bool) -> Any:
+    """validator.load_bundle(folder, held=held), imported when first needed (it brings numpy and the
+    re-derivation)."""
+    from xmfu.harness.results.bundle.validator import load_bundle
+
+    return load_bundle(folder, held=held)
+
+
+def validated_bundles(command: str, path: str, held: bool = True) -> list[Any]:
     """The bundles at `path`: a bundle folder, a suite's folder or an archive made by `xmfu archive` (every bundle
-    in it), each read and validated; a problem is a usage error naming it."""
+    in it), each read and validated; a problem is a usage error naming it. `held`: as for `validated_bundle`."""
     from xmfu.harness.results.bundle import archive
 
     if suite_folder(path):
-        return [validated_bundle(command, str(f)) for f in suite_bundle_folders(command, Path(path))]
+        return [validated_bundle(command, str(f), held) for f in suite_bundle_folders(command, Path(path))]
     if not archive.is_archive(path):
-        return [validated_bundle(command, path)]
+        return [validated_bundle(command, path, held)]
     try:
         loaded = _OPENED.enter_context(archive.opened(path))
     except archive.ArchiveError as exc:
@@ -106,15 +113,15 @@ def each_gathered_bundle(command: str, paths: Sequence[str]) -> Iterator[Any]:
     for path in paths:
         folder = Path(path)
         if archive.is_archive(path) or (folder / "manifest.json").exists():
-            bundles: Iterable[Any] = validated_bundles(command, path)
+            bundles: Iterable[Any] = validated_bundles(command, path, held=False)
         elif suite_folder(folder):
-            bundles = (validated_bundle(command, str(f)) for f in sorted(m.parent for m in folder.rglob(
+            bundles = (validated_bundle(command, str(f), held=False) for f in sorted(m.parent for m in folder.rglob(
                 "manifest.json")))
         elif len(paths) > 1:
             print(f"xmfu: {command}: skipped {path}: not a bundle, a suite's folder or an archive", file=sys.stderr)
             continue
         else:
-            bundles = validated_bundles(command, path)  # names what is wrong with it
+            bundles = validated_bundles(command, path, held=False)  # names what is wrong with it
         for bundle in bundles:
             found += 1
             yield bundle

@@ -130,11 +130,13 @@ def cmd_peaks(args: Sequence[str]) -> int:
         print(json.dumps(table["devices"], indent=2))
         return 0
     dtypes = ("bf16", "fp16", "fp8", "tf32", "fp32")
-    print("dense TFLOP/s (no sparsity); HBM TB/s; '-' = none published")
-    print(f"{'id':24}" + "".join(f"{d:>9}" for d in dtypes) + f"{'HBM':>7}  source")
+    print("dense TFLOP/s (no sparsity); HBM TB/s; TDP W (board power, where a vendor document was read: --json has "
+          "its source and words); '-' = none published")
+    print(f"{'id':24}" + "".join(f"{d:>9}" for d in dtypes) + f"{'HBM':>7}{'TDP':>6}  source")
     for e in table["devices"]:
         cells = "".join(f"{'-' if e['tflops'].get(d) is None else format(e['tflops'][d], 'g'):>9}" for d in dtypes)
-        print(f"{e['id']:24}{cells}{e.get('hbm_tbps') or '-':>7}  {e['source']}")
+        tdp = format(e["tdp"]["w"], "g") if e.get("tdp") else "-"
+        print(f"{e['id']:24}{cells}{e.get('hbm_tbps') or '-':>7}{tdp:>6}  {e['source']}")
     print("CPU: " + table["cpu"]["source"])
     return 0
 

@@ -13,8 +13,11 @@ from xmfu.harness.cli.common import Parser, usage_error
 def _lines(e: dict[str, Any]) -> list[str]:
     cond = ", ".join(f"{k} {v}" for k, v in e["conditions"].items())
     out = [f"{e['id']}: {e['device']} {e['figure']} {e['value']:g} {e['unit']} ({cond})",
-           f"  conditions not matched on: {e.get('context') or 'none stated'}",
-           f"  FLOP convention: {e['flop_convention']}"]
+           f"  conditions not matched on: {e.get('context') or 'none stated'}"]
+    if e.get("energy"):  # an energy figure: what its energy covers, in place of a FLOP convention
+        out += [f"  energy {k}: {' '.join(str(v).split())}" for k, v in e["energy"].items()]
+    else:
+        out.append(f"  FLOP convention: {' '.join(str(e['flop_convention']).split())}")
     printed = e.get("printed")
     if printed:
         out.append(f"  the source printed: {printed['value']:g} {printed['unit']} ({printed['convention']})")

@@ -224,10 +224,15 @@ def explicit_keys(overrides: Sequence[str]) -> set[str]:
     return keys
 
 
+# xmfu's own config files, read by every command that re-plans a bundle's run: libyaml's loader where PyYAML has one
+# (both read every packaged file alike: tests/test_config.py).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @functools.cache
 def _group_option(group: str, option: str) -> dict[str, Any]:
     """configs/<group>/<option>.yaml as a mapping (read once)."""
-    return dict(yaml.safe_load((CONFIG_DIR / group / f"{option}.yaml").read_text()) or {})
+    return dict(yaml.load((CONFIG_DIR / group / f"{option}.yaml").read_text(), Loader=_LOADER) or {})
 
 
 def smoke_model(moe: bool = False) -> dict[str, Any]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from xmfu.harness.machine.peaks import Peak
+from xmfu.harness.machine.peaks import Peak, lookup
+from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.results.schema import achievable as achievable_caveats
+from xmfu.harness.results.schema import formats
 from xmfu.harness.results.statistics.summary import Summary
 
 
@@ -45,3 +47,22 @@ def utilization(tflops: float | None, peak: Peak, invalid_timing: str | None,
         out["mfu_vs_achievable"] = ratio = tflops / achievable["tflops"]
         out["mfu_vs_achievable_reason"] = achievable_caveats.reason(ratio, timed_method, achievable.get("method"))
     return out
+
+
+def format_utilization(case: Any, tflops: float | None, device: DeviceInfo, row_peak: Peak,
+                       invalid_timing: str | None, cpu_clock_ghz: float | None) -> dict[str, Any]:
+    """A case whose FLOPs run in several formats (the optional case method `flops_by_format()`, e.g. an fp8
+    training step): its FLOPs per format and MFU against the FLOP-weighted peak of those formats and against the
+    bf16 peak, both labelled (schema/formats.py); {} for every other case. The row's own dtype takes the row's peak
+    (an override included); every other format the peak table's."""
+    split_of = getattr(case, "flops_by_format", None)
+    split = split_of() if split_of is not None else None
+    if not split:
+        return {}
+    peaks: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for fmt in dict.fromkeys([*split, "bf16"]):
+        peak = row_peak if fmt == case.dtype else lookup(device, fmt, cpu_clock_ghz=cpu_clock_ghz)
+        peaks[fmt], notes[fmt] = peak.tflops, peak.note
+    return {"flops_by_format": split,
+            "mfu_formats": formats.derive(tflops, split, peaks, notes, invalid_timing)}

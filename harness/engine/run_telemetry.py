@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from xmfu.harness.engine.timing import Series
+from xmfu.harness.machine.peaks import lookup_tdp
+from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.machine.telemetry import Reading, Sampler
 from xmfu.harness.machine.telemetry.aggregate import efficiency, summarize_window, window
 from xmfu.harness.machine.telemetry.energy_check import CounterCheck
@@ -57,19 +59,20 @@ def drift(a: Reading | None, b: Reading | None) -> dict[str, Any]:
     return out
 
 
-# peaks.yaml holds no sourced TDP yet: none is ever invented
-TDP_NOTE = "not stated: the peak table gives no sourced TDP for this device"
-
-
 def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[Reading], rate_hz: float,
-           series: Series | None, row: dict[str, Any], power_limit_w: float | None) -> dict[str, Any] | None:
+           series: Series | None, row: dict[str, Any], power_limit_w: float | None,
+           device: DeviceInfo | None = None) -> dict[str, Any] | None:
     """The row's `energy` section: from the counter where the start-up check kept it, else power readings
-    integrated, else `not measured` with why (harness/results/statistics/energy.py computes the figures)."""
-    if not (series and series.intervals):
-        return None
+    integrated, else `not measured` with why (harness/results/statistics/energy.py computes the figures). The
+    TDP is `device`'s sourced board power from the peak table (peaks.lookup_tdp), never a guess."""
     scope = check.scope if check else ("cpu package" if row.get("platform") == "cpu" else "device")
-    base: dict[str, Any] = {"scope": scope, "tdp_w": None, "tdp_note": TDP_NOTE, "power_limit_w": power_limit_w or None,
+    tdp = lookup_tdp(device)
+    base: dict[str, Any] = {"scope": scope, "tdp_w": tdp.w, "tdp_source": tdp.source, "tdp_note": tdp.note,
+                            "power_limit_w": power_limit_w or None,
                             "counter_check": check.as_dict() if check and check.ratio is not None else None}
+    if not (series and series.intervals):  # checked, never timed (the Triton interpreter): no window to measure over
+        return {**base, "source": "not measured",
+                "reason": f"no timed calls: {row.get('timing_note') or 'the row was not timed'}"}
     if check is None or sampler is None:
         return {**base, "source": "not measured", "reason": "telemetry disabled (telemetry.enabled=false)"}
     has_counter = any(r.energy_j is not None for r in readings)
@@ -90,7 +93,7 @@ def energy(check: CounterCheck | None, sampler: Sampler | None, readings: list[R
     intervals, base["window"] = energy_figures.steady_intervals(series.intervals, row.get("steady_state"))
     parts = energy_figures.groups(series.intervals, series.sample_repeats, row.get("steady_state"))
     got = energy_figures.figures(kind, points, intervals, wrap, gap, median, row.get("throughput"),
-                                 row.get("tflops"), power_limit_w, parts)
+                                 row.get("tflops"), power_limit_w, parts, tdp_w=tdp.w)
     if "reason" in got:
         return {**base, **got, "source": "not measured"}
     return {**base, **got}

@@ -24,7 +24,7 @@ from xmfu.harness.engine.attempts import (
 from xmfu.harness.engine.case import Case, Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import raise_if_interrupted
-from xmfu.harness.engine.metrics import throughput, utilization
+from xmfu.harness.engine.metrics import format_utilization, throughput, utilization
 from xmfu.harness.engine.registry import WorkloadDef
 from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
@@ -319,15 +319,16 @@ class CaseRunner:
             out["steady_state"] = steady_state(s.samples, s.intervals, cfg.timing.window_s, cfg.timing.steady_tolerance,
                                                self.readings, self.sampler.energy_wrap_j if self.sampler else None,
                                                flops)
-        out.update(utilization(tput["tflops"], peak, note if p and not timing_valid else None, self.achievable,
-                               "flushed" if self._flushed(phase, p) else "warm"))
+        invalid, timed = note if p and not timing_valid else None, "flushed" if self._flushed(phase, p) else "warm"
+        out.update(utilization(tput["tflops"], peak, invalid, self.achievable, timed))
+        out.update(format_utilization(case, tput["tflops"], self.ctx.device, peak, invalid, cfg.cpu_clock_ghz))
         out.update(self._achievable_method(phase, p, {**row, **out}))
         # After utilization: the clock-adjusted MFU is derived from `mfu`, which must exist by now.
         out["telemetry"] = run_telemetry.of_backend(self.sampler, self.readings, cfg.telemetry.rate_hz, a.series,
                                                     {**row, **out}, peak.clock_mhz) if a.status == "ok" else None
-        limit = (out["telemetry"] or {}).get("power_limit_w")
-        out["energy"] = run_telemetry.energy(self.energy_check, self.sampler, self.readings, cfg.telemetry.rate_hz,
-                                             a.series, {**row, **out}, limit) if a.status == "ok" else None
+        limit, tel = (out["telemetry"] or {}).get("power_limit_w"), cfg.telemetry
+        out["energy"] = run_telemetry.energy(self.energy_check, self.sampler, self.readings, tel.rate_hz, a.series,
+                                             {**row, **out}, limit, self.ctx.device) if a.status == "ok" else None
         return out
 
     def _case_figures(self, case: Case, a: Attempt, time_s: dict | None, timing_valid: bool,

@@ -201,10 +201,31 @@ class NotPlain(Exception):
 @functools.cache
 def _defaults(cls: type) -> dict[str, Any]:
     """The schema's values as OmegaConf holds them before a merge (a required one as "???"): what a setting the
-    data leaves out takes, nested sections included. Read only: plain_values copies what it uses."""
-    from omegaconf import OmegaConf
+    data leaves out takes, nested sections included. Read only: plain_values copies what it uses. Read from the
+    declaration itself, as `schema_of` derives the schema's defaults (a dataclass as its fields, a tuple as a
+    list), not through OmegaConf.to_container(OmegaConf.structured(...)), which gives the same values for every
+    declared section (tests/test_config.py) but cost a command that reads one bundle a fifth of its CPU: importing
+    OmegaConf and deriving the schema classes."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not MISSING:
+            out[f.name] = _declared_value(f.default_factory())
+        elif f.default is MISSING:
+            out[f.name] = OMEGACONF_MISSING
+        else:
+            out[f.name] = _declared_value(f.default)
+    return out
 
-    return OmegaConf.to_container(_structured(cls), resolve=False)
+
+def _declared_value(value: Any) -> Any:
+    """A declared default as plain data: a dataclass as the dict of its fields, a tuple or list as a list."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _declared_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_declared_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _declared_value(v) for k, v in value.items()}
+    return value
 
 
 @functools.cache

@@ -122,31 +122,48 @@ def node_findings(n: NodeResult, devices: int | None, common_doctor: set[str]) -
     return out
 
 
-def judge_figures(rule: Rule, subjects: Sequence[tuple[str, Figure | None]], given: Baseline | None,
+@dataclass(frozen=True)
+class Measured:
+    """A subject's figure to judge and the figure it lends the others' baseline: its first measurement. A node or
+    link checked again ran with fewer others at once (on a shared host, faster): judged by the better of its two, it
+    still counts in the baseline at its first, so a check again never raises the bar the others are held to (five
+    untouched local fleets: one excluded a node that way, docs/fleet.md)."""
+
+    subject: str
+    judged: Figure
+    first: Figure
+
+
+def measured(subjects: Sequence[tuple[str, Figure | None, Figure | None]]) -> list[Measured]:
+    """(subject, judged figure, first figure or None where it was measured once) -> the measured ones."""
+    return [Measured(s, f, first or f) for s, f, first in subjects if f is not None]
+
+
+def judge_figures(rule: Rule, subjects: Sequence[Measured], given: Baseline | None,
                   source: str) -> tuple[Baseline | None, list[Finding]]:
     """The figures below the rule's threshold. In a small fleet each subject is judged against the others alone
     (leave-one-out, LEAVE_ONE_OUT_BELOW): with a handful of nodes the one being judged would otherwise widen the
     spread it is judged by (three nodes, one four times slower: its own distance made the MAD so wide that no
-    threshold was left)."""
-    measured = [(s, f) for s, f in subjects if f is not None]
-    base = given or robust([f.value for _, f in measured], rule.figure, source)
+    threshold was left). Baselines are built from first measurements only (Measured)."""
+    base = given or robust([m.first.value for m in subjects], rule.figure, source)
     if base is None:
         return None, []
     unit = FIGURES[rule.figure][0]
     out = []
-    for i, (subject, f) in enumerate(measured):
+    for i, m in enumerate(subjects):
         own = base
-        if given is None and len(measured) <= LEAVE_ONE_OUT_BELOW:
-            others = [g for j, (_, g) in enumerate(measured) if j != i]
+        if given is None and len(subjects) <= LEAVE_ONE_OUT_BELOW:
+            others = [o.first for j, o in enumerate(subjects) if j != i]
             if len(others) < MIN_FOR_SPREAD:  # two others are enough: the fleet itself had the three it needs
-                own, limit = few_peers(rule, others, f"{source} but {subject}")
+                own, limit = few_peers(rule, others, f"{source} but {m.subject}")
             else:
-                own = robust([g.value for g in others], rule.figure, f"{source} but {subject}") or base
+                own = robust([g.value for g in others], rule.figure, f"{source} but {m.subject}") or base
                 limit = threshold(rule, own)
         else:
             limit = threshold(rule, own)
+        f = m.judged
         if f.high < limit:
-            out.append(Finding(subject, rule.code, f"{f.value:.4g} {unit} (95% CI {f.low:.4g}-{f.high:.4g}) below "
+            out.append(Finding(m.subject, rule.code, f"{f.value:.4g} {unit} (95% CI {f.low:.4g}-{f.high:.4g}) below "
                                f"{limit:.4g}, the threshold from the median {own.median:.4g} of {own.source}: "
                                f"{rule.reason}", rule.figure, f.value, limit))
     return base, out
@@ -158,7 +175,8 @@ def link_findings(rule: Rule, pairs: Sequence[PairResult], given: Baseline | Non
     the host): the fault is in it, not in one cable (on one link, cable and node cannot be told apart). Pairs with a
     node that could not run are not links to judge."""
     tested = [p for p in pairs if not ({p.a, p.b} & skip)]
-    base, slow = judge_figures(rule, [(p.name, p.busbw) for p in tested], given, f"{len(tested)} pairs")
+    base, slow = judge_figures(rule, measured([(p.name, p.busbw, p.first_busbw) for p in tested]), given,
+                               f"{len(tested)} pairs")
     slow_names = {f.subject for f in slow}
     blamed = []
     for host in sorted({h for p in tested for h in (p.a, p.b)}):
@@ -184,8 +202,10 @@ def diagnose(fleet: Fleet, rules: Sequence[Rule],
             findings += slow + [Finding(h, rule.code, f"every link tested from {h} is slow (two or more)")
                                 for h in blamed]
         else:
-            read = (lambda n: n.matmul) if rule.figure == "matmul_tflops" else (lambda n: n.busbw)
-            base, found = judge_figures(rule, [(n.host, read(n)) for n in ran], baseline(rule.figure), source)
+            both = ((lambda n: (n.matmul, n.first_matmul)) if rule.figure == "matmul_tflops"
+                    else (lambda n: (n.busbw, n.first_busbw)))
+            base, found = judge_figures(rule, measured([(n.host, *both(n)) for n in ran]), baseline(rule.figure),
+                                        source)
             findings += found
         if base is not None:
             out.baselines[rule.figure] = base

@@ -79,6 +79,10 @@ class NodeResult:
     invalid: list[str] = field(default_factory=list)  # bundles that did not validate, with their first problem
     measured_again: bool = False  # its figures were flagged and the job checked it a second time
     interrupted: list[str] = field(default_factory=list)  # parts ended by a signal (scancel, a step's time limit)
+    # The first check's figures: the fleet's baselines are built from these alone (diagnose.Measured), since a check
+    # again runs with fewer nodes at once and, on a shared host, faster; matmul and busbw above are the better of two
+    first_matmul: Figure | None = None
+    first_busbw: Figure | None = None
 
 
 @dataclass
@@ -89,6 +93,7 @@ class PairResult:
     busbw: Figure | None = None
     invalid: str = ""
     measured_again: bool = False  # its figure was flagged and the job tested the link a second time
+    first_busbw: Figure | None = None  # the first test's figure, what the links' baseline is built from
 
     @property
     def name(self) -> str:
@@ -258,26 +263,33 @@ def node_record(folder: Path, host: str, step: StepRecord | None) -> tuple[NodeR
     return out, items
 
 
-def _add(out: NodeResult, r: Read) -> None:
+def _better(kept: Figure | None, new: Figure | None) -> Figure | None:
+    return new if kept is None or (new and new.value > kept.value) else kept
+
+
+def _add(out: NodeResult, r: Read, again: bool) -> None:
     if r.invalid:
         out.invalid.append(r.invalid)
         return
     out.throttled.update(r.throttled)
     out.failed_parts += r.failed
     if r.workload == "matmul":
-        out.matmul = r.tflops if out.matmul is None or (r.tflops and r.tflops.value > out.matmul.value) else out.matmul
+        out.matmul = _better(out.matmul, r.tflops)
+        out.first_matmul = out.first_matmul if again else _better(out.first_matmul, r.tflops)
     elif r.workload == "collectives":
-        out.busbw = r.busbw if out.busbw is None or (r.busbw and r.busbw.value > out.busbw.value) else out.busbw
+        out.busbw = _better(out.busbw, r.busbw)
+        out.first_busbw = out.first_busbw if again else _better(out.first_busbw, r.busbw)
 
 
 def _completed(out: NodeResult, items: Sequence[Item], reads: dict[tuple[Path, str], Read]) -> NodeResult:
+    again = f"nodes/{out.host}-{AGAIN}/"
     for item in items:
         if isinstance(item, str) and item.startswith(INTERRUPTED_MARK):
             out.interrupted.append(item[len(INTERRUPTED_MARK):])
         elif isinstance(item, str):
             out.failed_parts.append(item)
         else:
-            _add(out, reads[item])
+            _add(out, reads[item], item[1].startswith(again))
     return out
 
 
@@ -300,6 +312,8 @@ def _paired(p: PairResult, reads: Sequence[Read]) -> PairResult:
     p.measured_again = len(reads) > 1
     if valid:
         p.busbw = max(valid, key=lambda f: f.value)
+        first = reads[0]  # _links lists the first test before the test again
+        p.first_busbw = first.busbw if not first.invalid and first.busbw is not None else p.busbw
     elif reads:
         p.invalid = next((r.invalid for r in reads if r.invalid), "")
     return p

@@ -86,15 +86,12 @@ def _sm90_plus(c: Compiled) -> bool:
     return c.target.nvidia and c.target.capability >= 90
 
 
-BACKWARD = ("_attn_bwd_dkdv", "_attn_bwd_dq", "_attn_bwd")
-
+# Known and accepted problems. Issue 41's two "known" ones are gone, so their marks went with them (a stale mark
+# fails the whole sweep): the tiled GEMM's fp8 fallback to mma.sync on sm90+ came from its 32-row config (32x64x32:
+# wgmma and tcgen05 need 64 rows), not max_num_imprecise_acc, and the backward's 32-row configs reached the sweep
+# because the attention pruner asked a tensor's device, which `xmfu kernels`'s meta tensors lack; both are pruned now
+# for the target Triton compiles for (kernels/fit.py).
 MARKS = (
-    Mark("known", MMA_SYNC, "issue 41 §1.2: kernels/matmul.py passes max_num_imprecise_acc=0 to every fp8 tl.dot, "
-         "so Triton refuses wgmma and widens both operands to fp16 for mma.sync (fixed on branch h41-fixes)",
-         lambda c: c.entry == "matmul" and c.dtype == "fp8" and _sm90_plus(c)),
-    Mark("known", MMA_SYNC, "issue 41 §1.5: backward configs with BLOCK_M 32 cannot use wgmma (Triton's supportMMA "
-         "v3 needs M % 64 == 0); dropped on sm90+ on branch h41-attention",
-         lambda c: c.kernel in BACKWARD and c.params.get("BLOCK_M") == 32 and _sm90_plus(c)),
     Mark("accepted", MMA_SYNC, "the split-KV decode tile's rows are the GQA group's query heads, padded to 16 "
          "(BLOCK_G): below wgmma's 64 rows; one query token per head is memory-bound, and padding to 64 rows would "
          "multiply 4x the zeros", lambda c: c.kernel == "_decode_split" and _sm90_plus(c)),

@@ -1,6 +1,6 @@
 """What `xmfu kernels` prints (a table, or JSON with --json) and docs/kernels.md, the manual's page of the whole sweep.
 
-    python -m xmfu.harness.kernelcheck.page            # compile everything (about an hour on 2 cores), rewrite the page
+    python -m xmfu.harness.kernelcheck.page            # compile everything (25 minutes of 2 cores), write the page
     python -m xmfu.harness.kernelcheck.page --check    # the same sweep; exit 1 when the page is out of date
     python -m xmfu.harness.kernelcheck.page --kernels attention,attention_fa2   # only their sections again
 """
@@ -117,8 +117,10 @@ def markdown(sweep: Sweep) -> str:
            "problems below names it. This page is the whole sweep over the default targets and dtypes: every dtype "
            "xmfu's backends offer on the part but fp32 (ieee) where a kernel multiplies matrices, whose FMA dots on "
            "the tensor-core tiles spill kilobytes per thread and take 10-30 s of CPU each to compile (`--dtypes "
-           "fp32` adds them); "
-           "`python -m xmfu.harness.kernelcheck.page` writes it again (about an hour of 2 cores) and "
+           "fp32` adds them). The rows are the configs a launch on the part tries: each kernel's autotuner keeps, "
+           "per target and dtype, those whose shared memory and registers fit it and whose dots keep the part's "
+           "matrix instructions (kernels/fit.py). "
+           "`python -m xmfu.harness.kernelcheck.page` writes it again (about 25 minutes of 2 cores) and "
            "tests/kernelcheck/test_whole_sweep.py (make test-kernels) fails while it is out of date.", "",
            "## Targets", "", "| target | part | SMs/CUs | shared per block | max warps/waves |",
            "|---|---|---|---|---|"]

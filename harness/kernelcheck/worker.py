@@ -102,21 +102,34 @@ def config_params(config: Any) -> dict[str, Any]:
             **{k: v for k, v in extra.items() if v not in (None, 1)}}
 
 
+def _fresh(jit: Any) -> None:
+    """Forget the kernels `jit` compiled in this process, so that this compile runs the whole compiler and prints
+    its ptxas log: JITFunction.run returns an in-process compiled kernel for the same specialisation without
+    compiling (TRITON_ALWAYS_COMPILE bypasses only the cache on disk), and two entries launch the same function
+    with the same arguments (kernels/flash_attention.py and flash_attention_fa2.py share _attn_bwd_delta)."""
+    for name in ("device_caches", "cache"):  # Triton 3.3+ | 3.2
+        cache = getattr(jit, name, None)
+        if isinstance(cache, dict):
+            cache.clear()
+
+
 def _configs(launch: Launch) -> list[tuple[dict[str, Any], Any]]:
     """(params, compile) per config the launch would try: the autotuner's (after its own pruning), or the launch's
     own options."""
     from triton.runtime.autotuner import Autotuner
 
     kernel, args, kwargs = launch.kernel, launch.args, launch.kwargs
+    jit = _jit(kernel)
     if not isinstance(kernel, Autotuner):
         names = {"num_warps": "warps", "num_stages": "stages"}
         options = {names[k]: v for k, v in kwargs.items() if k in names}
-        return [(options, lambda: kernel.run(*args, grid=(1,), warmup=True, **kwargs))]
+        return [(options, lambda: _fresh(jit) or kernel.run(*args, grid=(1,), warmup=True, **kwargs))]
     named = dict(zip(kernel.arg_names, args, strict=False))  # positional ones only; the rest are in kwargs
     kernel.nargs = named
     out = []
     for config in kernel.prune_configs(kwargs):
         def compile_config(config: Any = config) -> Any:
+            _fresh(jit)
             if config.pre_hook is not None:  # the descriptors' block shapes (matmul_persistent)
                 config.pre_hook({**named, **kwargs, **config.all_kwargs()})
             return kernel.fn.run(*args, grid=(1,), warmup=True, **kwargs, **config.all_kwargs())
@@ -226,11 +239,11 @@ def ptxas_verbose(ptx: str, target: Target, scratch: str) -> str:
     TRITON_DUMP_PTXAS_LOG): the same binary (the one Triton ships) and architecture, Triton's own flags aside."""
     import subprocess
 
-    try:
-        from triton.knobs import nvidia
+    try:  # the ptxas Triton itself runs for this architecture (3.9: ptxas-blackwell, the newer, for sm90 and on)
+        from triton.backends.nvidia.compiler import get_ptxas
 
-        ptxas = nvidia.ptxas.path
-    except (ImportError, AttributeError):
+        ptxas = get_ptxas(target.capability).path
+    except (ImportError, AttributeError, TypeError):
         from triton.backends.nvidia.compiler import _path_to_binary
 
         ptxas = _path_to_binary("ptxas")[0]

@@ -51,9 +51,49 @@ class BandwidthPeak:
                 "peak_membw_note": self.note}
 
 
+@dataclass(frozen=True)
+class Tdp:
+    """A part's board power (TDP / TGP / total board power), W: the denominator of `energy.tdp_fraction`."""
+
+    w: float | None
+    source: str | None  # the document read and where; None when there is no figure
+    note: str | None  # why w is None; None when there is a figure
+
+
+def check_tdp(entry: dict[str, Any]) -> None:
+    """An entry's `tdp` block is a positive W with the document, its address and the words read, which state the
+    figure; a range is [low, high] with w its upper bound. ValueError names what is wrong: a figure without its
+    source is not one xmfu may divide by."""
+    tdp = entry.get("tdp")
+    if tdp is None:
+        return
+    where = f"peaks.yaml entry {entry.get('id')!r}: tdp"
+    w = tdp.get("w") if isinstance(tdp, dict) else None
+    if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w <= 0:
+        raise ValueError(f"{where}.w is {w!r}: a positive number of W is required")
+    for key in ("source", "url", "read"):
+        if not isinstance(tdp.get(key), str) or not tdp[key].strip():
+            raise ValueError(f"{where}.{key} is missing: a TDP needs the document, its address and the words read")
+    if not re.search(rf"(?<![\d.]){w:g}(?![\d.])", tdp["read"].replace(",", "")):
+        raise ValueError(f"{where}.read does not state {w:g} W: the words read must give the figure")
+    span = tdp.get("range_w")
+    if span is not None and not (isinstance(span, list) and len(span) == 2
+                                 and all(isinstance(x, (int, float)) and x > 0 for x in span)
+                                 and span[0] < span[1] == w):
+        raise ValueError(f"{where}.range_w is {span!r}: [low, high] in W with high == w is required")
+
+
+# The table is xmfu's own file, read by every command that judges a row: libyaml's loader where PyYAML has it (the
+# pure-Python loader took 0.1 s of CPU for it, a fifth of a small `xmfu compare`); both read it alike
+# (tests/machine: test_libyaml_reads_the_peak_table_as_the_pure_loader_does).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @lru_cache(maxsize=4)
 def load_table(path: Path = PEAKS_FILE) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
+    data = yaml.load(path.read_text(), Loader=_LOADER)  # a safe loader (SafeLoader's constructor)
+    for entry in data["devices"]:
+        check_tdp(entry)
     data["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return data
 
@@ -269,3 +309,23 @@ def lookup_membw(device: DeviceInfo, *, override: float | None = None) -> Bandwi
                                                       f"its share of the memory bandwidth is not published; {hint}")
     confidence = " (low confidence)" if entry.get("confidence") == "low" else ""
     return BandwidthPeak(entry["hbm_tbps"] * 1000.0, entry["source"] + confidence, entry["id"], "")
+
+
+CPU_TDP_NOTE = "not stated: the peak table holds no TDP for a CPU (a package's TDP is not read from any source here)"
+
+
+def lookup_tdp(device: DeviceInfo | None) -> Tdp:
+    """The board power of `device`'s peak-table entry, or None with why: a CPU, a device not in the table, or an
+    entry whose vendor document states none that was read. The figure is the whole board's, whatever share of it
+    (MIG slice, partition) the device is."""
+    if device is None or device.kind == "cpu":
+        return Tdp(None, None, CPU_TDP_NOTE if device is not None else "not stated: no device")
+    entry, why = match_device(device)
+    if entry is None:
+        return Tdp(None, None, f"not stated: {why}")
+    tdp = entry.get("tdp")
+    if tdp is None:
+        return Tdp(None, None, f"not stated: the peak table gives no sourced TDP for {entry['id']}")
+    span = tdp.get("range_w")
+    ranged = f"; the source gives a range, {span[0]:g}-{span[1]:g} W: its upper bound" if span else ""
+    return Tdp(float(tdp["w"]), f"{tdp['source']} ({tdp['url']}){ranged}", None)

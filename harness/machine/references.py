@@ -2,7 +2,7 @@
 the band a figure of xmfu's falls in against one.
 
 A reference matches a figure only when the device id (the peak table's), the figure's kind and every condition
-the reference names (dtype, model, sequence length, world size, nodes, op, ranks) are equal: a near match
+the reference names (dtype, model, sequence length, world size, nodes, op, ranks, phase, batch) are equal: a near match
 (another dtype, another sequence length, another part of the same family) is no match, and the figure then has
 "no public reference". Where the source counts FLOPs under another convention than xmfu's, the entry carries
 the conversion, which `conversion_problems` recomputes (tests/machine/test_references.py runs it on every entry).
@@ -28,6 +28,8 @@ FIGURES = {
     "training_tokens": "training tokens/s per device for a named model, sequence length, dtype and world size",
     "collective_busbw": "a collective's peak bus bandwidth over the sizes swept, for an op, rank and node count",
     "attention": "attention TFLOP/s of the fastest backend at one shape (q = kv length), mode, dtype and mask",
+    "energy_per_token": "J per token of one phase (decode: generated tokens; prefill: prompt tokens; training: a "
+                        "step's tokens) for a named model, batch, dtype and world size, on one device's energy",
 }
 # The conditions each kind must name, all of which a figure must equal (no near matches).
 MATCHED_ON = {
@@ -36,18 +38,27 @@ MATCHED_ON = {
     "collective_busbw": ("op", "ranks", "nodes"),
     # the attention rows' own param names (workloads/attention/spec.py AttentionCase.params), seq_len = seq_q = seq_kv
     "attention": ("mode", "dtype", "batch", "heads", "kv_heads", "seq_len", "head_dim", "causal", "world_size"),
+    # batch: sequences generated together (an inference row's `batch`; a serving benchmark's maximum batch size)
+    "energy_per_token": ("model", "phase", "batch", "dtype", "world_size"),
 }
+# Figures where less is better (J per token): their ratio is the reference over xmfu's figure, so that a ratio below 1
+# is worse than the reference for every kind and the same bands apply.
+LOWER_IS_BETTER = frozenset({"energy_per_token"})
+ENERGY_PHASES = ("decode", "prefill", "training")
+# What an energy entry must say about its energy (docs/energy.md "Limits": device power is not wall power).
+ENERGY_FIELDS = ("scope", "window", "tokens")
 WITHIN, LOW, FAR_BELOW = "within", "low", "far below"
 NO_REFERENCE = "no public reference"
 
 
-def _transformer(attention_factor: float) -> Any:
+def _transformer(attention_factor: float, params: str = "non_embedding_params") -> Any:
     """FLOPs per token x tokens/s, in TFLOP/s: 6·N_non-embedding + factor·L·H·Dh·S per token (PaLM appendix B:
     factor 12, every attention score; Megatron-LM's causal count halves it: 6). The same formula as xmfu's
-    transformer spec (workloads/transformer/spec.py `_attention_per_token`)."""
+    transformer spec (workloads/transformer/spec.py `_attention_per_token`). A mixture of experts counts the
+    parameters one token multiplies (`params` = active_non_embedding_params: top_k routed experts, the shared ones,
+    the router, attention), as xmfu's spec does (TrainSpec.global_flops, docs/workloads.md)."""
     def convert(i: Mapping[str, float]) -> float:
-        per_token = 6 * i["non_embedding_params"] + attention_factor * i["n_layers"] * i["n_heads"] * i[
-            "head_dim"] * i["seq_len"]
+        per_token = 6 * i[params] + attention_factor * i["n_layers"] * i["n_heads"] * i["head_dim"] * i["seq_len"]
         return i["tokens_per_s"] * per_token / 1e12
     return convert
 
@@ -84,7 +95,12 @@ def _attention(count: str) -> Any:
 
 # Named conversions an entry may use: pure functions of the entry's `inputs`.
 CONVERSIONS = {"transformer-palm": _transformer(12.0), "transformer-causal": _transformer(6.0),
-               "scale": lambda i: i["value"] * i["factor"], "attention-exact": _attention("exact"),
+               "moe-palm": _transformer(12.0, "active_non_embedding_params"),
+               "moe-causal": _transformer(6.0, "active_non_embedding_params"),
+               "scale": lambda i: i["value"] * i["factor"],
+               # J/token as mean power over token throughput, both over the same window (W / (tokens/s) = J/token)
+               "power-over-throughput": lambda i: i["power_w"] / i["tokens_per_s"],
+               "attention-exact": _attention("exact"),
                "attention-fa2": _attention("fa2"), "attention-full": _attention("full")}
 # The attention conventions of xmfu's rows (their `flop_convention`) and the conversion giving a reference under each.
 ATTENTION_CONVENTIONS = {"exact": "attention-exact", "fa2": "attention-fa2"}
@@ -166,6 +182,8 @@ def entry_problems(entry: Mapping[str, Any], device_ids: Sequence[str]) -> list[
             problems.append(f"{eid}: conditions lack {', '.join(missing)}")
         elif figure == "attention":
             problems += _attention_problems(entry)
+        elif figure == "energy_per_token":
+            problems += _energy_problems(entry)
     if not isinstance(entry.get("value"), (int, float)) or not entry["value"] > 0:
         problems.append(f"{eid}: value {entry.get('value')!r} is not a positive number")
     source = entry.get("source") or {}
@@ -174,7 +192,7 @@ def entry_problems(entry: Mapping[str, Any], device_ids: Sequence[str]) -> list[
             problems.append(f"{eid}: source lacks {key}")
     if not str(source.get("url", "")).startswith("https://"):
         problems.append(f"{eid}: source url {source.get('url')!r} is not an https address")
-    for key in ("unit", "flop_convention"):
+    for key in ("unit", "energy" if figure == "energy_per_token" else "flop_convention"):
         if not entry.get(key):
             problems.append(f"{eid}: no {key}")
     return problems + conversion_problems(entry)
@@ -193,6 +211,22 @@ def _attention_problems(entry: Mapping[str, Any]) -> list[str]:
         exact = [c for c in entry.get("conversions") or [] if c.get("formula") == "attention-exact"]
         if not exact or abs(exact[0]["result"] - entry["value"]) > 1e-9:
             out.append(f"{eid}: a causal attention value must be its attention-exact conversion's result")
+    return out
+
+
+def _energy_problems(entry: Mapping[str, Any]) -> list[str]:
+    """An energy entry is J per token of a known phase, and says what its energy covers (scope: whose power; window:
+    when; tokens: which tokens it divides by), since a figure of another scope or window is another quantity."""
+    eid, out = entry["id"], []
+    if entry["conditions"]["phase"] not in ENERGY_PHASES:
+        out.append(f"{eid}: phase {entry['conditions']['phase']!r} is not one of {', '.join(ENERGY_PHASES)}")
+    if entry.get("unit") != "J/token":
+        out.append(f"{eid}: unit {entry.get('unit')!r} is not J/token")
+    energy = entry.get("energy")
+    missing = [k for k in ENERGY_FIELDS if not str((energy or {}).get(k) or "").strip()] if isinstance(
+        energy, Mapping) else list(ENERGY_FIELDS)
+    if missing:
+        out.append(f"{eid}: energy lacks {', '.join(missing)}")
     return out
 
 
@@ -227,12 +261,15 @@ def find(figure: str, device: str | None, conditions: Mapping[str, Any],
 
 def judge(value: float, ci: Sequence[float] | None, entry: Mapping[str, Any], bands: Bands,
           reference: float | None = None) -> dict[str, Any]:
-    """The ratio of xmfu's figure to the reference (`reference`: the entry's value under the figure's FLOP
-    convention, value_under; default its value), its CI (the figure's own CI over the reference: a published
+    """The ratio of xmfu's figure to the reference (of the reference to xmfu's for a figure where less is better,
+    LOWER_IS_BETTER; `reference`: the entry's value under the figure's FLOP convention, value_under; default its
+    value), its CI (the figure's own CI over the reference: a published
     figure carries none), and the band of the ratio."""
     ref = float(entry["value"]) if reference is None else reference
-    ratio = value / ref
     ratio_ci = [ci[0] / ref, ci[1] / ref] if ci and None not in ci else None
+    ratio = value / ref
+    if entry["figure"] in LOWER_IS_BETTER:  # less is better: the reference over xmfu's figure (CI ends swap)
+        ratio, ratio_ci = ref / value, [ref / ci[1], ref / ci[0]] if ratio_ci else None
     return {"reference_id": entry["id"], "reference": ref, "reference_unit": entry["unit"], "ratio": ratio,
             "ratio_ci95": ratio_ci, "band": bands.of(ratio), "source": source_text(entry),
             "context": entry.get("context", "")}

@@ -167,7 +167,8 @@ def _training_line(host: str, tr: dict[str, Any], price: float | None) -> str:
         usd, at = tr.get("usd_energy_per_million_tokens"), f"USD {tr['price_kwh']:g}/kWh, PUE {tr.get('pue') or '-'}"
         energy += f"; energy USD {usd:.4g} per million tokens at {at}" if usd is not None else \
             f"; no energy cost at {at}"
-    return (f"{host}: training {tr['backend']} MFU {_share(tr['mfu'])}, {_num(tr['tokens_per_s'])} tokens/s "
+    return (f"{host}: training {tr['backend']} {tr.get('mfu_words') or 'MFU ' + _share(tr['mfu'])}, "
+            f"{_num(tr['tokens_per_s'])} tokens/s "
             f"per device{cost}{energy}{_flags(tr)}")
 
 
@@ -222,7 +223,7 @@ def _node_html(node: Node, f: dict[str, Any], price: float | None) -> str:
            f"<h4>Training step and cost{f' at USD {price:g} per device-hour' if price else ' (no price given)'}</h4>",
            _table(["backend", "case", "MFU", "tokens/s per device", "USD per million tokens",
                    "USD per realized PFLOP-hour", "J/token (energy)", "USD energy per million tokens", "flags"],
-                  [[t["backend"], t["case_id"], _share(t["mfu"]), _num(t["tokens_per_s"]),
+                  [[t["backend"], t["case_id"], t.get("mfu_words") or _share(t["mfu"]), _num(t["tokens_per_s"]),
                     _num(t.get("usd_per_million_tokens")), _num(t.get("usd_per_realized_pflop_hour")),
                     f"{_num(t.get('j_per_token'))} ({t.get('energy_source')})",
                     _num(t.get("usd_energy_per_million_tokens")), t.get("flags", "")] for t in f["training"]]),
@@ -333,8 +334,9 @@ def _against_ceilings(v: dict[str, Any]) -> list[tuple[list[Any], bool]]:
                          f"median of {len(f['devices'])} devices {_num(d['median'])}", f"{_pct(d['vs_median'])} vs it",
                          "", ("FLAGGED " if d["flagged"] else "") + d.get("flags", ""), ""], d["flagged"]))
         out += [([host, f"training {t['backend']} ({t['case_id']})", _num(t["tokens_per_s"]), "tokens/s per device",
-                  "datasheet peak (MFU)", _share(t["mfu"]), "", t.get("flags", ""), ""], bool(_above(t["mfu"])))
-                for t in f["training"]]
+                  label, _share(mfu), "", t.get("flags", ""), ""], bool(_above(mfu)))
+                for t in f["training"] for label, mfu in t.get("mfu_by_denominator") or [("datasheet peak (MFU)",
+                                                                                          t["mfu"])]]
     c = _collective(v)
     if c:
         link = f"link {c['link_gbps']:g} GB/s" if c["link_gbps"] else c["link_note"] or "link bandwidth not known"

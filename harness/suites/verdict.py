@@ -21,6 +21,7 @@ from xmfu.harness.results.schema.row import Row
 
 T = TypeVar("T")
 OUTLIER_THRESHOLD = 0.03  # a device more than 3% below its node's median is flagged
+NO_ENERGY = "the row records no energy"  # a row of a bundle written before rows measured their energy
 
 
 def outliers(values: Mapping[str, float], threshold: float = OUTLIER_THRESHOLD) -> list[dict[str, Any]]:
@@ -186,14 +187,26 @@ def training(rows: Sequence[Row], price: float | None, energy: EnergyPrice | Non
         tokens, ci, p = _tokens_per_s(best), best.tflops_ci95, best.params
         out.append({"backend": backend, "case_id": best.case_id, "mfu": best.mfu, "tflops": best.tflops,
                     "tokens_per_s": tokens, "flags": flags_text(best), **with_energy(best, price, energy),
+                    **_format_mfu(best),
                     **_energy_figures(best),
                     # tokens/s moves with TFLOP/s (the same step time), so its CI is TFLOP/s's, scaled
                     "tokens_per_s_ci95": [tokens * c / best.tflops for c in ci] if tokens and ci else None,
                     "device_id": device_id(best), "dtype": best.dtype, "model": p.get("name"),
-                    "seq_len": p.get("seq_len"), "world_size": p.get("world_size") or 1,
+                    "seq_len": p.get("seq_len"), "batch": p.get("batch"), "world_size": p.get("world_size") or 1,
                     # from the hosts its ranks exchanged: None where not recorded
                     "nodes": nodes.of_row(best)})
     return out
+
+
+def _format_mfu(r: Row) -> dict[str, Any]:
+    """A step whose FLOPs run in several formats (fp8 training): `mfu` is against its dtype's peak, so the page says
+    so and gives the figure against the FLOP-weighted peak of the formats used beside it; {} for other steps."""
+    m = r.mfu_formats
+    if m is None:
+        return {}
+    return {"mfu_words": m.words(), "mfu_weighted": m.mfu_weighted,
+            "mfu_by_denominator": [[f"{r.dtype} datasheet peak (MFU)", r.mfu],
+                                   ["FLOP-weighted peak of the formats used (MFU)", m.mfu_weighted]]}
 
 
 def _tokens_per_s(r: Row) -> float | None:
@@ -293,10 +306,41 @@ def _imported_nodes(bundle: Bundle) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
+def inference_energy(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per device, model, phase, batch, dtype and lengths, the inference row with the least J/token over the backends
+    (decode: per generated token; prefill: per prompt token), or one of them with why none was measured: what a
+    public J/token reference is compared with (harness/suites/yardsticks.py)."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r.workload != "inference" or not timed(r):
+            continue
+        f = _inference_energy_figure(r)
+        key = repr((f["device_id"], sorted(f["conditions"].items()), f["lengths"]))
+        held = best.get(key)
+        if held is None or (f["j_per_token"] is not None and (held["j_per_token"] is None
+                                                             or f["j_per_token"] < held["j_per_token"])):
+            best[key] = f
+    return list(best.values())
+
+
+def _inference_energy_figure(r: Row) -> dict[str, Any]:
+    p, e = r.params, r.energy
+    decode = p.get("phase") == "decode"
+    kind = "generated_tokens" if decode else "prompt_tokens"  # the token kinds of InferenceSpec.work_units
+    return {"backend": r.backend, "case_id": r.case_id, "device_id": device_id(r),
+            "j_per_token": (e.j_per_token or {}).get(kind) if e else None,
+            "j_per_token_ci95": (e.j_per_token_ci95 or {}).get(kind) if e else None,
+            "energy_source": e.source if e else "not measured",
+            "energy_reason": (e.reason if e else NO_ENERGY) or f"no J/token per {kind.replace('_', ' ')}",
+            "lengths": f"p{p.get('prompt_len')}" + (f"-g{p.get('gen_len')}" if decode else ""),
+            "conditions": {"model": p.get("name"), "phase": p.get("phase"), "batch": p.get("batch"),
+                           "dtype": r.dtype, "world_size": p.get("world_size") or 1}}
+
+
 def _energy_figures(row: Row) -> dict[str, Any]:
     """A training row's energy: where it came from (why not), J/token and tokens/s/W (point figures)."""
     e = row.energy
-    return {"energy_source": e.source if e else "not measured", "energy_reason": e.reason if e else "not recorded",
+    return {"energy_source": e.source if e else "not measured", "energy_reason": e.reason if e else NO_ENERGY,
             "j_per_token": (e.j_per_token or {}).get("tokens") if e else None,
             "tokens_per_s_per_w": (e.tokens_per_s_per_w or {}).get("tokens") if e else None}
 
@@ -309,7 +353,7 @@ def node(parts: Mapping[str, tuple[str, Sequence[Bundle]]], price: float | None,
     every = [r for _, bundles in parts.values() for b in bundles for r in b.rows]
     return {"matmul": matmul(single), "memory_bound": memory_bound(rows), "attention": attention(rows),
             "attention_shapes": attention_shapes(rows),
-            "training": training(rows, price, energy),
+            "training": training(rows, price, energy), "inference_energy": inference_energy(rows),
             "sustained": sustained(rows), "throttling": throttling(every),
             "devices": devices([b for kind, bundles in parts.values() if kind == "devices" for b in bundles],
                                threshold)}

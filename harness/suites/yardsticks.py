@@ -2,8 +2,9 @@
 the ratio with its CI, the band and the source, or "no public reference" with why.
 
 The headline figures are the verdict's (harness/suites/verdict.py): per node, the achievable (mamf) matmul,
-each backend's training step, the fastest attention per mode and at each published attention shape; the suite's
-collectives. A figure far below its reference is a finding: the acceptance suite fails on it (`problems`). Used by
+each backend's training step (tokens/s and J/token), the fastest attention per mode and at each published attention
+shape, the least J/token of each inference phase, batch and length; the suite's collectives.
+A figure far below its reference is a finding: the acceptance suite fails on it (`problems`). Used by
 the verdict page, `xmfu report` and `xmfu compare --references`.
 """
 
@@ -124,7 +125,26 @@ def of_node(node: str, f: Mapping[str, Any], nodes: int | None, bands: Bands) ->
         out.append(_one(node, f"training {t['backend']} {t['case_id']} tokens/s per device", "training_tokens",
                         t.get("tokens_per_s"), "tokens/s per device", t.get("tokens_per_s_ci95"),
                         t.get("device_id"), cond, bands))
+        energy = {"model": t.get("model"), "phase": "training", "batch": t.get("batch"), "dtype": t.get("dtype"),
+                  "world_size": t.get("world_size")}
+        out.append(_energy(node, f"training {t['backend']} {t['case_id']} J/token", t.get("j_per_token"), None,
+                           t.get("device_id"), energy, t.get("energy_reason"), bands))
+    for e in f.get("inference_energy") or []:
+        c = e["conditions"]
+        label = f"inference {c['phase']} b{c['batch']} {e['lengths']} J/token ({e['backend']}, {e['case_id']})"
+        out.append(_energy(node, label, e["j_per_token"], e["j_per_token_ci95"], e["device_id"], c,
+                           e["energy_reason"], bands))
     return out
+
+
+def _energy(node: str, label: str, value: float | None, ci: Any, device: str | None, conditions: Mapping[str, Any],
+            why_not: str | None, bands: Bands) -> Yardstick:
+    """A J/token figure against a public J/token reference (less is better: references.LOWER_IS_BETTER), or, where
+    the row measured no energy, the figure as not measured with the row's reason."""
+    if value is None:
+        return Yardstick(node, label, None, "J/token", device, dict(conditions),
+                         source=f"{NOT_MEASURED}: {why_not or 'no energy recorded'}")
+    return _one(node, label, "energy_per_token", value, "J/token", ci, device, conditions, bands)
 
 
 def of_collectives(items: Sequence[Mapping[str, Any]], nodes: int | None, bands: Bands,
@@ -183,7 +203,7 @@ def _figures(node: str, bundles: Sequence[Bundle], collective_node: str, bands: 
     return of_node(node, f, None, bands) + of_collectives(verdict.collectives(bundles), None, bands, collective_node)
 
 
-HEADLINE_WORKLOADS = ("matmul", "attention", "transformer", "collectives")  # the workloads of_node's figures read
+HEADLINE_WORKLOADS = ("matmul", "attention", "transformer", "inference", "collectives")  # what of_node's figures read
 NOT_MEASURED = "not measured"
 
 

@@ -47,3 +47,22 @@ def test_bad_options_are_one_paragraph_and_exit_2(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_references_list_the_energy_entries_with_what_their_energy_covers(capsys):
+    out = _printed(capsys, "--device", "nvidia-h100-sxm")
+    assert ("mlenergy-v3-h100-llama3.1-8b-chat-decode-b64: nvidia-h100-sxm energy_per_token 0.1186 J/token (model 8b, "
+            "phase decode, batch 64, dtype bf16, world_size 1)") in out
+    assert "  energy scope: device: the GPU's energy as Zeus's ZeusMonitor measures it" in out
+    assert "  energy tokens: output tokens generated in the window; the window's energy includes the prefill" in out
+    assert "under power-over-throughput: 610.35 W / 5147.15 output tokens/s" in out
+    assert "source: https://github.com/ml-energy/leaderboard/blob/main/public/data/models/" in out
+
+
+def test_references_list_the_moe_entry_with_its_flop_count(capsys):
+    out = _printed(capsys, "--device", "nvidia-b200")
+    assert ("nemo-25.02-dgx-b200-mixtral-8x7b-fp8: nvidia-b200 training_tokens 15457 tokens/s per device (model "
+            "mixtral-8x7b, seq_len 4096, dtype fp8, world_size 64, nodes 8)") in out
+    assert "the source printed: 1282 TFLOP/s per device (moe-palm)" in out
+    assert ("under moe-palm: 15457 x (6 x 12748853248 + 12 x 32 x 32 x 128 x 4096) / 1e12 = 15457 x 82935570432 / "
+            "1e12 = 1281.9") in out

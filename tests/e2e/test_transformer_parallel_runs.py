@@ -1,5 +1,5 @@
-"""The distributed training step end to end: torch DDP and FSDP with 2 gloo ranks under torchrun, JAX dp and fsdp
-on 4 forced CPU devices, and a rank that never joins."""
+"""The distributed training step end to end: torch DDP, FSDP and ep with 2 gloo ranks under torchrun, JAX dp and
+fsdp on 4 forced CPU devices and ep on 2, and a rank that never joins."""
 
 from __future__ import annotations
 
@@ -149,3 +149,30 @@ def test_torch_expert_parallel_on_two_gloo_ranks(tmp_path):
     assert ep["comm_total_s"] > 0 and ep["comm_exposed_s"] is None and "not measured" in ep["comm"]["exposed_method"]
     assert ep["routing"]["per_step"] and ep["routing"]["worst_block"] >= 1
     assert ep["scaling_efficiency"] == pytest.approx(ep["tflops"] / base["tflops"])
+
+
+@pytest.mark.slow(seconds=20)  # one MoE block: 13 s of one core here (JAX compiles the step, its twin, the exchanges)
+def test_jax_expert_parallel_on_two_cpu_devices(tmp_path):
+    """The ep step over 2 forced host devices: parity with the single-device step, the routing recorded, the bytes
+    XLA's compiled all-to-alls move beside what the routing needed, and the exposed time against the step with its
+    exchanges the identity (the torch ep row has no such twin)."""
+    args = [*(a for a in SMALL if a != "model=tiny"), "model=moe-tiny", "model.n_layers=1"]
+    proc = subprocess.run([sys.executable, "-m", "xmfu", "run", *args, "backends=[jax]", "workload.parallel=[ep]",
+                           f"results_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env=_env(XLA_FLAGS=xla_flags(2)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = _bundle(proc.stdout)
+    assert validate_bundle(folder) == []
+    rows = read_bundle(folder).raw_rows
+    _distributed_rows_hold_up(rows, [], {"ep"}, ranks=None)
+    base, ep = rows
+    assert ep["case_id"] == base["case_id"] + "-ep-weak" and ep["flops_global"] == 2 * base["flops"]
+    assert ep["notes"]["experts_per_rank"] == 2 and ep["params"]["world_size"] == 2
+    hlo = ep["notes"]["hlo_collectives"]
+    assert hlo["counts"]["all_to_all"] == 5  # one MoE block: dispatch (rows, expert ids), combine; 2 in the backward
+    assert ep["notes"]["no_comm_hlo_collectives"]["counts"] == {}
+    assert ep["comm_bytes_per_rank"] == hlo["bytes_per_rank"] and "all-to-all (n-1)/n" in ep["comm_bytes_formula"]
+    payload = ep["notes"]["comm"]["textbook"]
+    assert ep["comm"]["textbook_bytes_per_rank"] == payload["bytes_per_rank"] > 0 and len(payload["per_device"]) == 2
+    assert "identity" in ep["comm"]["exposed_method"]
+    assert ep["routing"]["per_step"] and ep["routing"]["worst_block"] >= 1 and ep["routing"]["experts"] == 4

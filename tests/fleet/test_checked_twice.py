@@ -36,6 +36,26 @@ def test_a_node_checked_again_has_both_checks_read_and_the_better_figure_kept(tm
                       "nodes/n1-again/n1/n1-n1-matmul", "nodes/n1-again/n1-collectives"]
     node = gather.node(folder, "n1", None)
     assert node.matmul is not None and node.busbw is not None and node.invalid == []
+    assert node.first_matmul is not None and node.first_busbw is not None  # the first check's, for the baseline
+
+
+def test_the_first_checks_figures_are_kept_apart_from_the_better_one(tmp_path, monkeypatch):
+    folder = tmp_path / "fleet"
+    shutil.copytree(DATA, folder)
+    shutil.copytree(folder / "nodes" / "n1", folder / "nodes" / "n1-again")
+
+    def read(path: Path, where: str) -> gather.Read:  # the check again read twice as fast
+        k = 2.0 if where.startswith("nodes/n1-again/") else 1.0
+        fig = Figure(0.1 * k, 0.09 * k, 0.11 * k, "x", where)
+        return (gather.Read(workload="matmul", tflops=fig) if "matmul" in where
+                else gather.Read(workload="collectives", busbw=fig))
+
+    monkeypatch.setattr(gather, "read", read)
+    twice = gather.node(folder, "n1", None)
+    assert twice.first_matmul is not None and twice.first_matmul.value == pytest.approx(0.1)
+    assert twice.matmul is not None and twice.matmul.value == pytest.approx(0.2)
+    assert twice.first_busbw is not None and twice.first_busbw.value == pytest.approx(0.1)
+    assert twice.busbw is not None and twice.busbw.value == pytest.approx(0.2)
 
 
 def _fleet(values: dict[str, float], again: tuple[str, ...] = ()) -> Fleet:
@@ -51,6 +71,19 @@ def test_the_diagnosis_says_which_nodes_were_checked_twice():
     assert "checked twice, the better measurement judged (the first was flagged): n3" in d.caveats
     slow = diagnose(_fleet({"n1": 0.19, "n2": 0.18, "n3": 0.06, "n4": 0.185}, again=("n3",)), DEFAULT_RULES)
     assert slow.verdict == FAIL and list(slow.excluded) == ["n3"]  # slow twice: excluded
+
+
+def test_a_check_again_does_not_raise_the_bar_for_the_others():
+    """Four untouched nodes on a shared host, checked at once: 0.10 TFLOP/s each, two flagged by noise and checked
+    again two at a time, reading 0.20. Judged by their better figure they pass; the others, at the same 0.10 as the
+    whole first pass, must pass too (before, the re-checks' 0.20 became the baseline and excluded n3)."""
+    fleet = _fleet({"n1": 0.20, "n2": 0.20, "n3": 0.10, "n4": 0.10}, again=("n1", "n2"))
+    for h in ("n1", "n2"):
+        fleet.nodes[h].first_matmul = Figure(0.09, 0.089, 0.091, "TFLOP/s", "t")
+    d = diagnose(fleet, DEFAULT_RULES)
+    assert d.excluded == {}, d.findings
+    fleet.nodes["n3"].matmul = Figure(0.03, 0.0297, 0.0303, "TFLOP/s", "t")  # a node slow at its first check
+    assert list(diagnose(fleet, DEFAULT_RULES).excluded) == ["n3"]
 
 
 def test_fleet_flagged_prints_the_nodes_whose_own_figures_are_low(tmp_path, capsys, monkeypatch):
@@ -86,3 +119,4 @@ def test_a_link_tested_again_counts_its_better_measurement(tmp_path):
     faster = gather.pair(folder, "n3", "n4", None).busbw
     assert twice.measured_again and twice.busbw is not None and twice.invalid == ""
     assert twice.busbw.value == max(once.busbw.value, faster.value)
+

@@ -1,5 +1,5 @@
 """The whole sweep of `xmfu kernels`: every Triton kernel x autotune config x dtype x default target (sm80, sm90,
-sm100, gfx942, gfx950) compiled by the installed Triton on this CPU, once for the module (about an hour of 2 cores:
+sm100, gfx942, gfx950) compiled by the installed Triton on this CPU, once for the module (about 25 minutes of 2 cores:
 make test-kernels, outside make test-slow and CI's time).
 
 It fails where a config spills, passes its part's shared memory, or multiplies bf16, fp16 or fp8 without the part's

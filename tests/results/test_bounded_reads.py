@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.results.rows import valid_row
-from xmfu.harness.results.bundle import files, validator
+from xmfu.harness.results.bundle import files, records, validator
 from xmfu.harness.results.bundle.validator import validate_bundle
 from xmfu.harness.results.bundle.writer import BundleWriter
 from xmfu.harness.results.schema import CASES, SUMS
@@ -82,7 +82,7 @@ def test_a_deeply_nested_line_is_a_named_problem_not_a_recursion_error(bundle, d
 
 def test_nesting_a_real_bundle_uses_is_accepted(bundle):
     # the deepest record a bundle writes (a row's params, its telemetry summary) is a handful of levels
-    assert validator.nesting_depth(json.dumps({"a": [{"b": [[1, 2]]}]}).encode()) == 5
+    assert records.nesting_depth(json.dumps({"a": [{"b": [[1, 2]]}]}).encode()) == 5
     assert validate_bundle(bundle) == []
 
 

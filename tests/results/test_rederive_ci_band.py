@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from xmfu.harness.results.rederive import row_checks, times
-from xmfu.harness.results.statistics.speedup import paired_speedup
+from xmfu.harness.results.statistics.speedup import paired_speedup, paired_speedup_bounds
 from xmfu.harness.results.statistics.summary import summarize
 
 RESAMPLES = 500
@@ -20,6 +20,12 @@ def _series(rounds: int, per_round: int, centre: float, seed: int) -> tuple[list
     return [float(v) for v in values], [r for r in range(rounds) for _ in range(per_round)]
 
 
+def _problems(sp: dict, base: tuple, cand: tuple) -> list[str]:
+    """row_checks._one_speedup as speedup_problems calls it: the run's own seeded draws of the pair first."""
+    own = paired_speedup_bounds([(base, cand)], RESAMPLES, (row_checks.TAIL, 1 - row_checks.TAIL))[0]
+    return row_checks._one_speedup(sp, base, cand, own, SETTINGS, "line 1")
+
+
 @pytest.mark.parametrize("rounds", [3, 9])
 def test_genuine_speedup_bounds_under_other_seeds_pass(rounds):
     """A run's seed is not the validator's: the bounds other seeds draw must lie in the band. Of 5,600 bounds
@@ -29,7 +35,7 @@ def test_genuine_speedup_bounds_under_other_seeds_pass(rounds):
     refused = []
     for seed in range(45, 60):
         sp = paired_speedup("b", base, cand, resamples=RESAMPLES, seed=seed).as_dict()
-        problems = row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1")
+        problems = _problems(sp, base, cand)
         refused += [p for p in problems if "bootstrap bound" in p]
     assert refused == []
 
@@ -37,7 +43,7 @@ def test_genuine_speedup_bounds_under_other_seeds_pass(rounds):
 def test_the_runs_own_seeded_interval_is_accepted_as_reproduced():
     base, cand = _series(4, 2, 1.0, 3), _series(4, 2, 1.5, 4)
     sp = paired_speedup("b", base, cand, resamples=RESAMPLES).as_dict()
-    assert row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1") == []
+    assert _problems(sp, base, cand) == []
 
 
 @pytest.mark.parametrize("bound", ["ci95_low", "ci95_high"])
@@ -45,7 +51,7 @@ def test_a_speedup_bound_moved_off_its_samples_is_refused(bound):
     base, cand = _series(8, 3, 1.0, 5), _series(8, 3, 2.0, 6)
     sp = paired_speedup("b", base, cand, resamples=RESAMPLES).as_dict()
     sp[bound] = sp["value"]  # the interval narrowed to its point on one side, the verdict kept
-    problems = row_checks._one_speedup(sp, base, cand, SETTINGS, "line 1")
+    problems = _problems(sp, base, cand)
     assert any(f"speedup.{bound}" in p and "is not a bootstrap bound" in p for p in problems), problems
 
 

@@ -123,8 +123,8 @@ def test_export_holds_one_bundle_at_a_time(tmp_path, monkeypatch, capsys):
     most = [0]
     real_load, real_read, real_flat = validator.load_bundle, reader.read_bundle, export.flatten_row
 
-    def load(folder, *a):
-        loaded = real_load(folder, *a)
+    def load(folder, *a, **k):
+        loaded = real_load(folder, *a, **k)
         live.append(weakref.ref(loaded.bundle))
         return loaded
 

@@ -164,3 +164,34 @@ def test_a_shape_that_would_wrap_becomes_a_heading_above_its_rows():
     assert headings == ["shape fwd-full", "shape fwd_bwd-causal-top_left"]
     assert not any(line.strip() in ("causal-", "top_left", "full") for line in out)  # no shape split over lines
     assert out[out.index(headings[1]) + 1].startswith("torch_sdpa ")  # the heading's rows follow it
+
+
+def test_the_end_table_shows_each_rows_energy_source_and_its_j_per_token_where_it_has_one():
+    """Issue 39, "Done when": every row says where its energy came from, and J/token shows where there is one."""
+    counter = {"source": "counter", "scope": "device", "mean_power_w": 610.0, "tflops_per_w": 0.05,
+               "j_per_token": {"generated_tokens": 0.1185}, "tokens_per_s_per_w": {"generated_tokens": 8.44}}
+    decode = {"name": "8b", "phase": "decode", "batch": 64}
+    rows = [typed(valid_row(workload="inference", backend="torch", params=decode, energy=counter,
+                            throughput={"generated_tokens_per_s": 5147.0})),
+            typed(valid_row(workload="inference", backend="jax", params=decode,
+                            throughput={"generated_tokens_per_s": 5000.0},
+                            energy={"source": "not measured", "scope": "device", "reason": "no NVML"}))]
+    lines = table(rows).splitlines()
+    header = lines[1].split()
+    assert header[:2] == ["backend", "energy"] and "J/tok" in header and "W" in header
+    torch_line, jax_line = lines[3], lines[4]
+    assert torch_line.startswith("torch    counter (device)") and "0.1185" in torch_line and " 610 " in torch_line
+    assert jax_line.startswith("jax      not measured") and "energy not measured: no NVML" in lines
+    assert "J/tok" not in table([typed(valid_row())])  # no row with energy: no energy columns
+
+
+def test_one_energy_source_for_every_row_that_has_one_is_said_once_in_the_header():
+    """A skipped row has no energy section; the rows that have one share it (one device): said once, not per row
+    (each row's six-line reason wrapped in its column, seen on a CPU run with an fp8 row skipped)."""
+    alone = {"source": "not measured", "scope": "cpu package", "reason": "no readable RAPL package: " + "x " * 40}
+    rows = [typed(valid_row(backend=b, energy=alone)) for b in ("torch", "jax")]
+    rows.append(typed(valid_row(backend="jax", case_id="other", status="skipped", reason="not here")))
+    text = table(rows)
+    flat = " ".join(text.replace("\n#   ", " ").split())  # the header's wrapped lines joined
+    assert text.startswith("# same in every row:") and flat.count("no readable RAPL") == 1
+    assert "energy not measured (cpu package)" in flat and "energy not measured: no readable RAPL" in flat

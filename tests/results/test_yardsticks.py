@@ -97,7 +97,9 @@ def test_a_training_figure_matching_every_condition_is_compared(tmp_path):
                                                   "tokens_per_s_ci95": [12900.0, 13100.0], "dtype": "fp8",
                                                   "device_id": "nvidia-h100-sxm", "model": params["name"],
                                                   "seq_len": 8192, "world_size": 8}]}, 1, Bands())
-    (r,) = rows
+    r, energy = rows  # tokens/s, then the step's J/token (not measured here: the figure gives none)
+    assert energy.figure == "training torch c J/token"
+    assert energy.value is None and energy.source == "not measured: no energy recorded"
     assert r.reference_id == "megatron-bridge-25.11-dgx-h100-llama3-8b-fp8cs"
     assert r.ratio == pytest.approx(13000 / 14451) and r.band == "low"
     # the same on two nodes, or with the node count unknown (a loose bundle), is not compared

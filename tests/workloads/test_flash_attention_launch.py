@@ -103,13 +103,17 @@ def test_no_config_left_on_sm90_and_later_has_a_dot_of_fewer_than_64_rows():
         assert len(common.for_capability(backward, 9, common.BWD_ROWS)) < len(backward)
 
 
-def test_the_autotuners_prune_for_the_device_and_leave_the_interpreter_alone(monkeypatch):
+def test_the_autotuners_prune_for_the_target_triton_compiles_for_and_leave_the_interpreter_alone(monkeypatch):
+    """The target is Triton's (its driver's get_current_target: the GPU's, or the one `xmfu kernels` compiles for on
+    a CPU), not a tensor's device: meta tensors have none, and the sweep compiled configs a GPU would prune."""
+    from xmfu.kernels import fit
+
     backward = common.vendor_configs("nvidia", fa.BWD_TILES["nvidia"])
     prune = common.pruner(common.BWD_ROWS)["early_config_prune"]
-    assert prune(backward, {"Q": torch.empty(1)}) == backward  # a CPU tensor: the interpreter
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    cuda_tensor = type("T", (), {"device": torch.device("cuda", 0)})()
-    assert prune(backward, {"Q": cuda_tensor}) == common.for_capability(backward, 9, common.BWD_ROWS)
+    assert fit.current_arch() is None  # no GPU here: no target, nothing pruned
+    assert prune(backward, {"Q": torch.empty(1)}) == backward
+    monkeypatch.setattr(fit, "current_arch", lambda: "sm90")
+    assert prune(backward, {"Q": torch.empty(1, device="meta")}) == common.for_capability(backward, 9, common.BWD_ROWS)
     assert fa._attn_bwd_dq.early_config_prune is not None and fa2._attn_bwd.early_config_prune is not None
 
 

@@ -130,8 +130,14 @@ def test_both_kernels_compile_for_hopper_and_mi300_as_the_structure_says():
 def test_configs_follow_tutorial_09_and_amds_guidance():
     nvidia = [c.kwargs for c in matmul_persistent_configs.nvidia_configs()]
     amd = [c.kwargs for c in matmul_persistent_configs.amd_configs()]
-    assert {k["BLOCK_K"] for k in nvidia} == {64, 128} and all("waves_per_eu" not in k for k in nvidia)
-    assert {k["BLOCK_K"] for k in amd} == {64} and all("waves_per_eu" in k for k in amd)
+    # tutorial 09's BLOCK_K 64 and 128 and ROCm's 64, and the 32-deep tiles tf32 fits (kernels/fit.py)
+    assert {k["BLOCK_K"] for k in nvidia} == {32, 64, 128} and all("waves_per_eu" not in k for k in nvidia)
+    assert {k["BLOCK_K"] for k in amd} == {32, 64} and all("waves_per_eu" in k for k in amd)
+    assert [k for k in nvidia + amd if k["BLOCK_K"] == 32] == [
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}] * 2 + [
+        {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8},
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 4, "waves_per_eu": 2, "matrix_instr_nonkdim": 16,
+         "kpack": 1}]
     edges = [k[e] for k in nvidia + amd for e in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]
     assert max(edges) <= gemm.TILE_MAX
 

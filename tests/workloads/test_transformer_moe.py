@@ -206,8 +206,8 @@ def test_strategies_say_what_runs_a_mixture_of_experts_across_devices(cpu_ctx):
         assert not ok and "runs across devices as ep" in why
     ok, why = torch_backend.available(TrainCase(preset("tiny"), "fp32", parallel="ep", world_size=None), cpu_ctx)
     assert not ok and "is dense" in why
-    ok, why = jax_backend.available(TrainCase(MOE_TINY, "fp32", parallel="ep", world_size=None), cpu_ctx)
-    assert not ok and "runs across devices as ep (torch" in why
+    ok, why = jax_backend.available(TrainCase(MOE_TINY, "fp32", parallel="dp", world_size=None), cpu_ctx)
+    assert not ok and "runs across devices as ep" in why  # JAX's ep: tests/workloads/test_transformer_jax_ep.py
 
 
 @pytest.mark.slow

@@ -21,6 +21,9 @@ EXPOSED_METHOD = {
     ("jax", "dp"): "step time - the same per-device step under shard_map with no collective",
     ("jax", "fsdp"): ("step time - the same per-device step under shard_map with no collective (whole parameters, "
                       "this device's shard updated)"),
+    ("jax", "ep"): ("step time - the same per-device step under shard_map with every exchange the identity and no "
+                    "collective (each device runs its local experts on its own assignments, in the same buffer "
+                    "shapes)"),
 }
 TOTAL_METHOD = "the step's collectives timed alone with the collectives workload's machinery, at the step's sizes"
 

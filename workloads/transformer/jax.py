@@ -1,10 +1,12 @@
 """The transformer step in JAX: jit-compiled forward, backward and optax AdamW, buffers donated; on one device,
-or over every device of the run with `dp` or `fsdp` (jax_parallel.py)."""
+or over every device of the run with `dp` or `fsdp` (jax_parallel.py), or a mixture of experts' experts split
+over them with `ep` (jax_ep_step.py)."""
 
 from __future__ import annotations
 
 import time
 from functools import partial
+from typing import Any
 
 from xmfu.harness.engine.case import Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
@@ -12,6 +14,34 @@ from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, local_jax_device
 from xmfu.harness.machine.jax_distributed import JaxJoinFailed, jax_unavailable
 from xmfu.workloads.transformer import jax_parallel
 from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
+
+
+def fp8_check(case: TrainSpec, params: dict, tokens: Any, targets: Any, tx: Any) -> dict[str, list[float]]:
+    """The fp8 step's and the bf16 step's losses over fp8.CHECK_STEPS AdamW steps from the same initial weights,
+    on the check batch (fp8.py checks them against each other)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from xmfu.workloads.transformer import fp8
+    from xmfu.workloads.transformer.jax_model import loss_fn
+
+    def curve(recipe: str) -> list[float]:
+        lossf = partial(loss_fn, case.model, dtype=jnp.bfloat16, fp8=recipe)
+
+        @jax.jit
+        def step(p, state):
+            loss, grads = jax.value_and_grad(lossf)(p, tokens, targets)
+            updates, state = tx.update(grads, state, p)
+            return optax.apply_updates(p, updates), state, loss
+
+        p, state, losses = params, tx.init(params), []
+        for _ in range(fp8.CHECK_STEPS):
+            p, state, loss = step(p, state)
+            losses.append(float(loss))
+        return losses
+
+    return fp8.LossCurves(curve(case.fp8), curve("none")).as_result()
 
 
 def moe_version_problem(case: TrainSpec) -> str | None:
@@ -38,6 +68,8 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = moe_version_problem(case)
     if why:
         return False, why
+    if case.fp8 != "none" and case.distributed:
+        return False, f"fp8 training runs the single-device step; parallel={case.parallel} with fp8 is not built"
     import importlib.util
 
     if importlib.util.find_spec("optax") is None:
@@ -46,6 +78,10 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
 
 
 def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
+    if case.parallel == "ep":
+        from xmfu.workloads.transformer.jax_ep_step import prepare_ep
+
+        return prepare_ep(case, ctx, notes={"library": "jax.jit + optax.adamw, shard_map + jax.lax.all_to_all"})
     if case.distributed:
         return jax_parallel.prepare_parallel(case, ctx, notes={"library": "jax.jit + optax.adamw, NamedSharding"})
     import jax
@@ -53,6 +89,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     import numpy as np
     import optax
 
+    from xmfu.workloads.transformer.jax_fp8 import gemm_note
     from xmfu.workloads.transformer.jax_model import global_norm, loss_and_routing
     from xmfu.workloads.transformer.jax_moe import EXPERT_GEMM
     from xmfu.workloads.transformer.routing import RoutingLog
@@ -63,13 +100,18 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     precision = "highest" if case.dtype == "fp32" else "default"
     params = {n: jax.device_put(w, device) for n, w in case.weights().items()}
     tokens, targets = (jax.device_put(a, device) for a in case.batch_tokens())
-    lossf = partial(loss_and_routing, case.model, dtype=dtype, checkpointing=case.activation_checkpointing)
+    lossf = partial(loss_and_routing, case.model, dtype=dtype, checkpointing=case.activation_checkpointing,
+                    fp8=case.fp8)
     sel = case.check_rows()
-    with jax.default_matmul_precision(precision):
-        (loss, _), grads = jax.jit(jax.value_and_grad(lossf, has_aux=True))(
-            params, tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
-    check = {"loss": float(loss), "grad_norm": float(global_norm(grads))}
     tx = optax.adamw(case.lr, **ADAMW)
+    if case.fp8 != "none":  # the fp8 step's losses against the bf16 step's over a few steps (fp8.py)
+        rows = (slice(None, sel["batch"]), slice(None, sel["tokens"]))
+        check = fp8_check(case, params, tokens[rows], targets[rows], tx)
+    else:
+        with jax.default_matmul_precision(precision):
+            (loss, _), grads = jax.jit(jax.value_and_grad(lossf, has_aux=True))(
+                params, tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
+        check = {"loss": float(loss), "grad_norm": float(global_norm(grads))}
     routing = RoutingLog(case.model, EXPERT_GEMM, np.asarray) if case.model.moe else None
 
     def train_step(params, opt_state, x, y):
@@ -99,5 +141,9 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
              "optimizer": f"optax.adamw {ADAMW}", "jax_device_kind": device.device_kind}
     if routing is not None:
         notes["expert_gemm"] = EXPERT_GEMM
+    if case.fp8 != "none":
+        notes["fp8"] = {"recipe": case.fp8, "library": "jax.lax.dot_general on float8 operands, custom_vjp "
+                        "(jax_fp8.py)", "gemm": gemm_note(ctx.platform.kind, compiled.as_text()),
+                        "not_fp8": "output layer, router, routed experts, attention scores: bf16"}
     return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory,
                     peak_memory_source=JAX_PEAK_SOURCE, recorded=routing.figures if routing else None)

@@ -13,14 +13,26 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from xmfu.workloads.transformer.fp8 import fp8_weight
+from xmfu.workloads.transformer.jax_fp8 import fp8_linear
 from xmfu.workloads.transformer.jax_moe import moe
 from xmfu.workloads.transformer.spec import ModelSpec
 
 Params = dict[str, jax.Array]
+# (spec, params, prefix, x (B, S, D), dtype) -> (output (B, S, D), tokens per expert (E,), load-balancing term)
+# (spec, params, prefix, x, dtype, linear: the shared expert's layers) -> (output, tokens per expert, aux term)
+MoEBlock = Callable[[ModelSpec, Params, str, jax.Array, Any, Callable], tuple[jax.Array, jax.Array, jax.Array]]
 
 
 def _linear(x: jax.Array, w: jax.Array, dtype: Any) -> jax.Array:
     return jnp.einsum("...i,oi->...o", x.astype(dtype), w.astype(dtype))
+
+
+def proj(x: jax.Array, p: Params, name: str, dtype: Any, fp8: str = "none") -> jax.Array:
+    """The linear layer of weight `name`: in fp8 (jax_fp8.py) where the recipe is not none and fp8.py chooses the
+    layer, else in `dtype`."""
+    w = p[name]
+    return fp8_linear(x, w, dtype, fp8) if fp8 != "none" and fp8_weight(name, w.shape) else _linear(x, w, dtype)
 
 
 def _rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
@@ -42,34 +54,37 @@ def _rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).astype(x.dtype)
 
 
-def _attention(spec: ModelSpec, p: Params, prefix: str, x: jax.Array, rope: tuple, dtype: Any) -> jax.Array:
+def _attention(spec: ModelSpec, p: Params, prefix: str, x: jax.Array, rope: tuple, dtype: Any,
+               fp8: str = "none") -> jax.Array:
     b, s, _ = x.shape
     h, hkv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
-    q = _linear(x, p[prefix + "wq.weight"], dtype).reshape(b, s, h, dh)  # (B, S, H, Dh): JAX's layout
-    k = _linear(x, p[prefix + "wk.weight"], dtype).reshape(b, s, hkv, dh)
-    v = _linear(x, p[prefix + "wv.weight"], dtype).reshape(b, s, hkv, dh)
+    q = proj(x, p, prefix + "wq.weight", dtype, fp8).reshape(b, s, h, dh)  # (B, S, H, Dh): JAX's layout
+    k = proj(x, p, prefix + "wk.weight", dtype, fp8).reshape(b, s, hkv, dh)
+    v = proj(x, p, prefix + "wv.weight", dtype, fp8).reshape(b, s, hkv, dh)
     o = jax.nn.dot_product_attention(_rope(q, *rope), _rope(k, *rope), v, is_causal=True)
-    return _linear(o.reshape(b, s, h * dh), p[prefix + "wo.weight"], dtype)
+    return proj(o.reshape(b, s, h * dh), p, prefix + "wo.weight", dtype, fp8)
 
 
 def _gathered_block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any,
-                    gather: Callable[[Params], Params]) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
-    return _block(spec, gather(p), i=i, x=x, rope=rope, dtype=dtype)
+                    gather: Callable[[Params], Params],
+                    moe_block: MoEBlock, fp8: str = "none") -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
+    return _block(spec, gather(p), i=i, x=x, rope=rope, dtype=dtype, moe_block=moe_block, fp8=fp8)
 
 
-def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple,
-           dtype: Any) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
+def _block(spec: ModelSpec, p: Params, *, i: int, x: jax.Array, rope: tuple, dtype: Any,
+           moe_block: MoEBlock = moe, fp8: str = "none") -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
     """(x after the block, its MoE tokens per expert and load-balancing term; None, None for a dense block)."""
     pre = f"layers.{i}."
     x = x + _attention(spec, p, pre + "attention.", _rms_norm(x, p[pre + "attention_norm.weight"], spec.norm_eps),
-                       rope, dtype)
+                       rope, dtype, fp8)
     hn = _rms_norm(x, p[pre + "ffn_norm.weight"], spec.norm_eps)
     if spec.is_moe_layer(i):
-        out, counts, aux = moe(spec, p, pre + "feed_forward.", hn, dtype)
+        out, counts, aux = moe_block(spec, p, pre + "feed_forward.", hn, dtype, partial(proj, fp8=fp8))
         return x + out, counts, aux
-    gate = jax.nn.silu(_linear(hn, p[pre + "feed_forward.w1.weight"], dtype))
-    up = _linear(hn, p[pre + "feed_forward.w3.weight"], dtype)
-    return x + _linear(gate * up, p[pre + "feed_forward.w2.weight"], dtype), None, None
+    ff = pre + "feed_forward."
+    gate = jax.nn.silu(proj(hn, p, ff + "w1.weight", dtype, fp8))
+    up = proj(hn, p, ff + "w3.weight", dtype, fp8)
+    return x + proj(gate * up, p, ff + "w2.weight", dtype, fp8), None, None
 
 
 def _same(params: Params) -> Params:
@@ -77,18 +92,20 @@ def _same(params: Params) -> Params:
 
 
 def loss_and_routing(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
-                     checkpointing: bool = False,
-                     gather: Callable[[Params], Params] = _same) -> tuple[jax.Array, jax.Array | None]:
+                     checkpointing: bool = False, gather: Callable[[Params], Params] = _same,
+                     moe_block: MoEBlock = moe, fp8: str = "none") -> tuple[jax.Array, jax.Array | None]:
     """(loss, tokens per expert (MoE blocks, E) or None for a dense model). The loss is the mean next-token
     cross-entropy, plus aux_loss_coef x the MoE blocks' load-balancing terms, as Transformer.forward in
     torch_model.py. `gather` sees each group of parameters where it is used (the embedding, each block, the head):
     sharded parameters are gathered there (a sharding constraint), inside a block's recomputation under activation
-    checkpointing."""
+    checkpointing. `moe_block` computes each MoE block (jax_ep.py's: its experts split over the devices). `fp8`: the
+    recipe of the fp8 linear layers (fp8.py); none for a bf16 or fp32 step."""
     rope = rope_tables(spec)
     x = gather({"tok_embeddings.weight": params["tok_embeddings.weight"]})["tok_embeddings.weight"][tokens]  # (B, S, D)
     counts, aux = [], []
     for i in range(spec.n_layers):  # fp32 residual stream, as under torch autocast
-        block = partial(_gathered_block, spec, i=i, rope=rope, dtype=dtype, gather=gather)
+        block = partial(_gathered_block, spec, i=i, rope=rope, dtype=dtype, gather=gather, moe_block=moe_block,
+                        fp8=fp8)
         layer = {k: v for k, v in params.items() if k.startswith(f"layers.{i}.")}
         x, c, a = (jax.checkpoint(block) if checkpointing else block)(layer, x=x)
         if c is not None:
@@ -104,9 +121,9 @@ def loss_and_routing(spec: ModelSpec, params: Params, tokens: jax.Array, targets
 
 
 def loss_fn(spec: ModelSpec, params: Params, tokens: jax.Array, targets: jax.Array, dtype: Any,
-            checkpointing: bool = False, gather: Callable[[Params], Params] = _same) -> jax.Array:
+            checkpointing: bool = False, gather: Callable[[Params], Params] = _same, fp8: str = "none") -> jax.Array:
     """The loss of `loss_and_routing` alone."""
-    return loss_and_routing(spec, params, tokens, targets, dtype, checkpointing, gather)[0]
+    return loss_and_routing(spec, params, tokens, targets, dtype, checkpointing, gather, fp8=fp8)[0]
 
 
 def global_norm(grads: Params) -> jax.Array:

@@ -33,6 +33,8 @@ AXIS = "data"
 
 
 def unavailable(case: TrainSpec) -> str | None:
+    if case.parallel == "ep":
+        return parallel.ep_problem(case.model, 1)  # the experts' split over the devices is checked once they are known
     if case.distributed and case.model.moe:
         return parallel.MOE_NOT_DISTRIBUTED
     if case.distributed and case.parallel not in parallel.STRATEGIES["jax"]:

@@ -33,10 +33,10 @@ from typing import Any
 from xmfu.workloads.collectives.spec import bus_factor
 from xmfu.workloads.transformer.spec import ModelSpec, TrainSpec
 
-STRATEGIES = {"torch": ("ddp", "fsdp", "ep"), "jax": ("dp", "fsdp")}  # besides "none", the single-device step
-MOE_NOT_DISTRIBUTED = ("a mixture-of-experts preset runs across devices as ep (torch: experts split over the ranks, "
-                       "all-to-all-v dispatch and combine); ddp, fsdp and JAX's strategies are not built for one "
-                       "(their parity checks and byte formulas are a dense model's)")
+STRATEGIES = {"torch": ("ddp", "fsdp", "ep"), "jax": ("dp", "fsdp", "ep")}  # besides "none", the single-device step
+MOE_NOT_DISTRIBUTED = ("a mixture-of-experts preset runs across devices as ep (experts split over the ranks or "
+                       "devices, all-to-all dispatch and combine: torch and JAX); ddp, fsdp and dp are not built for "
+                       "one (their parity checks and byte formulas are a dense model's)")
 GRAD_BYTES = 4  # gradients are fp32 on every strategy: fp32 master weights (bf16 = autocast / reduce_dtype fp32)
 FSDP_PARAM_BYTES = {"fp32": 4, "bf16": 2}  # torch FSDP2 all-gathers in MixedPrecisionPolicy.param_dtype
 ROOT = "root"
@@ -148,7 +148,8 @@ def nominal(run: TrainSpec, framework: str) -> dict[str, Any]:
 
 
 COMPILED_FORMULA = ("nccl-tests bus factors over the collectives in XLA's compiled step (its optimised HLO, "
-                    "notes.hlo_collectives): all-reduce 2(n-1)/n x S, all-gather and reduce-scatter (n-1)/n x S")
+                    "notes.hlo_collectives): all-reduce 2(n-1)/n x S, all-gather and reduce-scatter (n-1)/n x S, "
+                    "all-to-all (n-1)/n x S (S: the per-rank buffer)")
 
 
 def compiled(found: list[Collective], run: TrainSpec) -> dict[str, Any]:
@@ -157,3 +158,31 @@ def compiled(found: list[Collective], run: TrainSpec) -> dict[str, Any]:
     textbook = nominal(run, "jax")
     return {"bytes_per_rank": bytes_per_rank(found, run.devices), "formula": COMPILED_FORMULA,
             "collectives_per_step": len(found), "textbook": textbook}
+
+
+EP_FORMULA = ("per MoE block: 2 x (rows sent to other ranks + rows received from other ranks) x d_model x activation "
+              "bytes (dispatch and combine, forward and reversed in the backward), from this step's routing; plus the "
+              "replicated parameters' gradient all-reduce, 2(n-1)/n x their fp32 bytes (nccl-tests alltoall and "
+              "all-reduce conventions)")
+
+
+def ep_problem(spec: ModelSpec, n: int) -> str | None:
+    """Why `spec` cannot run expert-parallel over n ranks or devices, or None."""
+    if not spec.moe:
+        return f"ep splits a mixture of experts' experts over the ranks; model {spec.name} is dense"
+    if spec.n_experts % n:
+        return f"ep needs the {spec.n_experts} experts to split evenly over the {n} ranks"
+    return None
+
+
+def ep_exchange_bytes(send: list[int], recv: list[int], rank: int, row_bytes: int) -> float:
+    """Bytes `rank` puts on links in one MoE block's exchanges over one step. send[q] rows go to rank q (dispatch),
+    recv[q] rows come from rank q and go back to it (combine); the backward runs both reversed, the combine's
+    gradient out as many rows as the dispatch sent, the dispatch's as many as it received. Rows a rank keeps never
+    leave it (nccl-tests alltoall: (n-1)/n of an even split leaves)."""
+    return 2.0 * ((sum(send) - send[rank]) + (sum(recv) - recv[rank])) * row_bytes
+
+
+def ep_bytes_per_rank(exchange_bytes: float, replicated_params: int, n: int) -> float:
+    """One rank's bytes per ep step: its exchanges plus its share of the replicated gradients' ring all-reduce."""
+    return float(exchange_bytes + 2 * (n - 1) / n * replicated_params * GRAD_BYTES)

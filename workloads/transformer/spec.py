@@ -35,6 +35,7 @@ from xmfu.harness.engine.declare import (
 from xmfu.harness.engine.structured import parse_section
 
 CONVENTIONS = ("palm", "causal")
+FP8_RECIPES = ("none", "tensorwise", "rowwise")  # fp8.py
 DTYPES = ("fp32", "bf16")  # bf16 = mixed precision: fp32 master weights, bf16 matmuls
 CHECK_TOKENS = 128  # the correctness check runs the first sequence's first tokens (the model is causal)
 PARALLEL = ("none", "ddp", "fsdp", "dp", "ep")  # none: the single-device step, every strategy's baseline
@@ -177,8 +178,8 @@ class TransformerSettings:
     lr: Number = setting(3e-4, "AdamW's learning rate", POSITIVE)
     batch: Any = setting(None, "null: the preset's batch; a list sweeps batch sizes (an OOM is a failed row)",
                          POSITIVE_INT)
-    parallel: Any = setting("none", "none | ddp | fsdp | ep (torch; ep: a mixture of experts' experts split over the "
-                            "ranks) | dp | fsdp (JAX), or a list of them",
+    parallel: Any = setting("none", "none | ddp | fsdp (torch) | dp | fsdp (JAX) | ep (both: a mixture of experts' "
+                            "experts split over the ranks), or a list of them",
                             OneOf(PARALLEL))
     scaling: Any = setting("weak", "weak: `batch` per device (global = batch x devices) | strong: `batch` is "
                            "global", OneOf(SCALINGS))
@@ -187,6 +188,8 @@ class TransformerSettings:
     timeout_s: Number = setting(300, "a collective (or a rank joining) slower than this ends the run with a partial "
                                 "bundle", POSITIVE)
     profile: bool = setting(False, "torch: a profiler trace (Chrome JSON) of one step per case, kept in the bundle")
+    fp8: Any = setting("none", "dtype=bf16 with fp8 linear layers (fp8.py): none | tensorwise | rowwise (torchao's "
+                       "recipes; torch needs torchao), or a list of them", OneOf(FP8_RECIPES))
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,7 @@ class TrainSpec:
     samples: int = TransformerSettings.samples
     timeout_s: float = TransformerSettings.timeout_s  # a collective (or a rank joining) slower than this ends the run
     profile: bool = TransformerSettings.profile  # torch: a profiler trace of one step, kept in the bundle
+    fp8: str = TransformerSettings.fp8  # none, or the recipe of the fp8 linear layers (fp8.py)
 
     workload: ClassVar[str] = "transformer"
 
@@ -247,7 +251,8 @@ class TrainSpec:
     def case_id(self) -> str:
         remat = "-remat" if self.activation_checkpointing else ""
         strategy = f"-{self.parallel}-{self.scaling}" if self.distributed else ""
-        return (f"transformer-{self.dtype}-{self.model.name}-b{self.model.batch}-s{self.model.seq_len}{remat}"
+        fp8 = f"-fp8-{self.fp8}" if self.fp8 != "none" else ""
+        return (f"transformer-{self.dtype}-{self.model.name}-b{self.model.batch}-s{self.model.seq_len}{remat}{fp8}"
                 f"{strategy}")
 
     def params(self) -> dict[str, Any]:
@@ -258,6 +263,8 @@ class TrainSpec:
                "activation_checkpointing": self.activation_checkpointing, "lr": self.lr}
         if self.model.moe:
             out["active_params"] = counts["active_non_embedding"] + counts["embedding"]
+        if self.fp8 != "none":  # only fp8 rows name a recipe: a bf16 row keeps its earlier params
+            out["fp8"] = self.fp8
         if self.distributed:
             out.update({"parallel": self.parallel, "scaling": self.scaling, "world_size": self.world_size,
                         "global_batch": self.global_batch if self.world_size else None,
@@ -365,17 +372,21 @@ def parse_specs(workload: Mapping[str, Any], dtype: str, seed: int) -> list[Trai
                           "experts: moe-tiny | moe-small | mixtral-8x7b | deepseek-v3")
     base = model_from_config(s.model)
     batches = [base.batch] if s.batch is None else as_list(s.batch)
+    recipes = list(dict.fromkeys(as_list(s.fp8)))
+    if dtype != "bf16" and recipes != ["none"]:
+        raise ConfigError("workload.fp8", f"fp8 linear layers run on top of the bf16 step, not {dtype}",
+                          "dtype=bf16 with workload.fp8=tensorwise | rowwise, or workload.fp8=none")
     common = {"flop_convention": s.flop_convention, "activation_checkpointing": s.activation_checkpointing,
               "lr": float(s.lr), "seed": seed, "warmup": s.warmup, "samples": s.samples,
               "timeout_s": float(s.timeout_s), "profile": s.profile}
     scalings = list(dict.fromkeys(as_list(s.scaling)))
     cases = []
-    for b in batches:
+    for b, fp8 in ((b, fp8) for b in batches for fp8 in recipes):
         model = replace(base, batch=b)
         for parallel in _strategies(s):
             if parallel == "none":
-                cases.append(TrainSpec(model, dtype, **common))
+                cases.append(TrainSpec(model, dtype, fp8=fp8, **common))
             else:  # the world size is the backend's to settle (processes, or JAX devices)
-                cases += [TrainSpec(model, dtype, parallel=parallel, scaling=scaling, world_size=None, **common)
-                          for scaling in scalings]
+                cases += [TrainSpec(model, dtype, parallel=parallel, scaling=scaling, world_size=None, fp8=fp8,
+                                    **common) for scaling in scalings]
     return cases

@@ -8,13 +8,14 @@ import shutil
 from xmfu.harness.engine.case import Prepared
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.frameworks import torch_unavailable
-from xmfu.workloads.transformer import torch_parallel
+from xmfu.workloads.transformer import torch_fp8, torch_parallel
 from xmfu.workloads.transformer.spec import TrainSpec
 from xmfu.workloads.transformer.torch_train import prepare_train
 
 
 def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
-    why = torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
+    why = (torch_unavailable(case.dtype, ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
+           or torch_fp8.unavailable(case))
     if why:
         return False, why
     if ctx.platform.kind == "cpu" and not (shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")):
@@ -54,4 +55,7 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     if case.distributed:
         return torch_parallel.prepare_parallel(case, ctx, compile_model=True, notes={
             "library": "torch.compile (Inductor) per block, SDPA attention", "compile_dynamic": False})
+    if case.fp8 != "none":
+        return torch_fp8.prepare_fp8(case, ctx, compile_model=True, notes={
+            "library": "torch.compile (Inductor), SDPA attention, torchao fp8 linears"})
     return prepare_train(case, ctx, compile_model=True, notes={"library": "torch.compile (Inductor), SDPA attention"})

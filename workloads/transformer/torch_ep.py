@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from xmfu.workloads.transformer.spec import ModelSpec
+from xmfu.workloads.transformer.parallel import ep_exchange_bytes
 from xmfu.workloads.transformer.torch_moe import GROUPED, MoE, expert_gemm, grouped_matmul
 
 
@@ -39,7 +39,7 @@ class ExpertParallelMoE(nn.Module):
             setattr(self.experts, name, nn.Parameter(full.detach()[first:first + self.local].clone()))
         self.counts: torch.Tensor | None = None  # (E,) global tokens per expert in the last forward
         self.aux: torch.Tensor | None = None
-        self.sent_elements = 0  # activation elements this rank sent to other ranks in the last forward
+        self.sent_bytes = 0.0  # bytes this rank's exchanges of the last step put on links (forward and backward)
         self.splits: tuple[list[int], list[int], int, torch.dtype] | None = None
 
     def _exchange(self, x: torch.Tensor, send: list[int], recv: list[int]) -> torch.Tensor:
@@ -85,7 +85,7 @@ class ExpertParallelMoE(nn.Module):
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         received = self._exchange(flat[token].to(dtype), send_l, recv_l)  # dispatch
         back = self._exchange(self._local_experts(received, ids, dtype), recv_l, send_l)  # combine
-        self.sent_elements = 2 * (sum(send_l) - send_l[self.rank]) * d
+        self.sent_bytes = ep_exchange_bytes(send_l, recv_l, self.rank, d * dtype.itemsize)
         self.splits = (send_l, recv_l, d, dtype)  # the last forward's exchanges, for timing them alone
         combined = torch.zeros(b * s, d, dtype=weights.dtype, device=x.device)
         combined = combined.index_add(0, token, back.to(weights.dtype) * weights.flatten()[order, None])
@@ -163,11 +163,3 @@ def exchanges_alone(blocks: list[ExpertParallelMoE], model: Any, dist: Any) -> A
             call()
 
     return run
-
-
-def ep_problem(spec: ModelSpec, n: int) -> str | None:
-    if not spec.moe:
-        return f"ep splits a mixture of experts' experts over the ranks; model {spec.name} is dense"
-    if spec.n_experts % n:
-        return f"ep needs the {spec.n_experts} experts to split evenly over the {n} ranks"
-    return None

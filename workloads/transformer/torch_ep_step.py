@@ -10,10 +10,10 @@ from typing import Any
 from xmfu.harness.engine.case import FixedPlan, Prepared, Unavailable
 from xmfu.harness.engine.context import RunContext
 from xmfu.workloads.collectives.torch_dist import process_group
+from xmfu.workloads.transformer.parallel import EP_FORMULA, ep_bytes_per_rank, ep_problem
 from xmfu.workloads.transformer.spec import TrainSpec
 from xmfu.workloads.transformer.torch_comm import peak_memory_now, rank_gather, reset_peak_memory
 from xmfu.workloads.transformer.torch_ep import (
-    ep_problem,
     exchanges_alone,
     full_parameters,
     split_experts,
@@ -24,9 +24,6 @@ from xmfu.workloads.transformer.torch_parallel import _aborting  # the same rule
 from xmfu.workloads.transformer.torch_parity import _update_error, check_batch, single_device_reference
 from xmfu.workloads.transformer.torch_train import ADAMW, NO_CUDA_GRAPH, loss_under_precision, routing_log
 
-COMM_FORMULA = ("dispatch and combine: 2 x (assignments sent to other ranks) x d_model x activation bytes per MoE "
-                "block, forward and again in the backward (the exchange reversed), from this step's routing; plus "
-                "the replicated parameters' gradient all-reduce, 2(n-1)/n x their fp32 bytes (nccl-tests)")
 EXCHANGES = ("the first step's exchanges replayed: per MoE block dispatch and combine, forward and reversed for "
              "the backward (all_to_all_single at that step's split sizes), then the replicated gradients' all-reduce")
 NO_COMM = ("an expert-parallel step without its exchanges would not run the same experts on the same "
@@ -96,7 +93,7 @@ def prepare_ep(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend
         loss = _step(model, opt, dist, x, y, run.dtype)
         counts = model.routing_counts()
         routing.add(counts.max(-1).values.float() / counts.float().mean(-1))
-        sent["elements"] = sum(blk.sent_elements for blk in blocks)
+        sent["bytes"] = sum(blk.sent_bytes for blk in blocks)
         return loss
 
     timed = _aborting(step)
@@ -112,17 +109,17 @@ def prepare_ep(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend
     reset_peak_memory(device)
     timed()  # the untimed first step: optimizer state
     peak = peak_memory_now(device)
-    notes["comm"] = _comm(run, model, sent, 2 if run.dtype == "bf16" else 4, n)
+    notes["comm"] = _comm(model, sent, n)
     notes["comm_alone_collectives"] = {"source": EXCHANGES, "collectives": []}
     prepared.variants = {"comm_alone": _aborting(exchanges_alone(blocks, model, dist))}
     prepared.gather = rank_gather(dist, notes, peak)
     return prepared
 
 
-def _comm(run: TrainSpec, model: Any, sent: dict[str, float], act_bytes: int, n: int) -> dict[str, Any]:
-    """Bytes this rank sent in its first step: its exchanges (forward, and the same again in the backward) and its
-    share of the replicated gradients' all-reduce."""
+def _comm(model: Any, sent: dict[str, float], n: int) -> dict[str, Any]:
+    """Bytes this rank sent in its first step: its exchanges (forward and reversed in the backward) and its share
+    of the replicated gradients' all-reduce (parallel.py, shared with the JAX ep step)."""
     replicated = sum(p.numel() for name, p in model.named_parameters() if ".experts." not in name)
-    exchanges = 2 * sent.get("elements", 0) * act_bytes
-    return {"bytes_per_rank": float(exchanges + 2 * (n - 1) / n * replicated * 4), "formula": COMM_FORMULA,
+    exchanges = sent.get("bytes", 0.0)
+    return {"bytes_per_rank": ep_bytes_per_rank(exchanges, replicated, n), "formula": EP_FORMULA,
             "exchange_bytes_per_rank": float(exchanges)}

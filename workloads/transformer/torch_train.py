@@ -73,8 +73,10 @@ def _compiled_graphs() -> int:
 
 def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_attend, compile_model: bool = False,
                   customize: Callable[[Transformer], dict[str, Any]] | None = None, notes: dict[str, Any],
-                  timing_valid: bool = True, timing_note: str = "") -> Prepared:
-    """`customize` may swap modules of the loaded model (e.g. Triton linears) and returns notes about it."""
+                  timing_valid: bool = True, timing_note: str = "", check: dict[str, Any] | None = None) -> Prepared:
+    """`customize` may swap modules of the loaded model (e.g. Triton linears, fp8 linears) and returns notes about
+    it. `check`: the correctness values where the caller measured them (an fp8 step's loss curves, torch_fp8.py);
+    else the step-0 loss and gradient norm on the initial weights."""
     import torch
 
     device = ctx.torch_device
@@ -97,11 +99,12 @@ def prepare_train(case: TrainSpec, ctx: RunContext, *, attend: Attend = sdpa_att
     def loss_of(x, y):
         return loss_under_precision(runner, x, y, case.dtype)
 
-    sel = case.check_rows()  # correctness values first, on the initial weights
-    loss = loss_of(tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
-    loss.backward()
-    check = {"loss": float(loss.detach()), "grad_norm": float(grad_norm(model))}
-    model.zero_grad(set_to_none=True)
+    if check is None:  # correctness values first, on the initial weights
+        sel = case.check_rows()
+        loss = loss_of(tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
+        loss.backward()
+        check = {"loss": float(loss.detach()), "grad_norm": float(grad_norm(model))}
+        model.zero_grad(set_to_none=True)
     opt = torch.optim.AdamW(model.parameters(), lr=case.lr, **ADAMW)
 
     def step():

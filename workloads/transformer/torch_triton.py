@@ -16,6 +16,9 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     why = triton_unavailable(ctx.platform.kind) or torch_parallel.unavailable(case, ctx.platform.kind)
     if why:
         return False, why
+    if case.fp8 != "none":
+        return False, ("its Triton GEMM linears replace the linear layers fp8 training converts; the torch, "
+                       "torch_compile and jax backends run fp8")
     if case.model.moe:
         return False, ("a mixture of experts' routed experts are stacked weights, not linear layers: this backend's "
                        "Triton GEMM would run only its attention and dense layers, so its row would not be the Triton "

@@ -1,2 +1,2 @@
-"""The result bundle on disk: writer, reader (typed records), validator, archives, imported logs as bundles, node
-counts. May import schema/, statistics/, importers/, rederive/ and machine; nothing above it in results/."""
+"""The result bundle on disk: writer, reader (typed records), records (decoding), validator, archives, imported logs
+as bundles, node counts. May import schema/, statistics/, importers/, rederive/ and machine; nothing above it."""

@@ -28,31 +28,32 @@ each); every row of every bundle is still checked against them.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
-import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from xmfu.harness.results import schema
 from xmfu.harness.results.bundle import files, nodes
 from xmfu.harness.results.bundle.reader import Bundle
+from xmfu.harness.results.bundle.records import jsonl, record
 from xmfu.harness.results.rederive import energy as rederive_energy
+from xmfu.harness.results.rederive import formats as rederive_formats
 from xmfu.harness.results.rederive import roofline as rederive_roofline
 from xmfu.harness.results.rederive import row_checks, times
 from xmfu.harness.results.rederive import run as rederive_run
 from xmfu.harness.results.rederive import series as rederive_series
+from xmfu.harness.results.rederive import warmup as rederive_warmup
 from xmfu.harness.results.rederive.imported import import_config
 from xmfu.harness.results.rederive.imported import problems as imported_problems
-from xmfu.harness.results.schema.records import Manifest, Reading, Samples
-from xmfu.harness.results.schema.row import Row
 
 MAX_FILE_BYTES = files.MAX_FILE_BYTES  # a bundle file larger than this is refused (bundle/files.py reads them)
-MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
 REL_TOL = times.REL_TOL
 
 
@@ -77,71 +78,6 @@ def use_formulas(formulas: times.Formulas | None, run_formula: times.RunFormula 
 
 _Reject = files.Rejected
 _read = files.read
-
-
-RECORDS: dict[str, type[msgspec.Struct]] = {"manifest": Manifest, "row": Row, "samples": Samples,
-                                            "reading": Reading}
-_DECODERS = {kind: msgspec.json.Decoder(record) for kind, record in RECORDS.items()}
-_PLAIN = msgspec.json.Decoder()
-
-
-def _record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
-    """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
-    Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
-    data = raw.encode() if isinstance(raw, str) else raw
-    # A parser recurses per level (msgspec and json raise RecursionError past Python's limit); the count of opening
-    # brackets bounds the depth, so most lines need no scan.
-    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
-        raise _Reject(f"{where}: nested deeper than {MAX_DEPTH} levels of arrays and objects (no bundle record is)")
-    try:
-        value = _PLAIN.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise _Reject(f"{where}: not valid JSON ({_why_not_json(raw, exc)})"[:300]) from None
-    try:
-        _DECODERS[kind].decode(raw)
-    except msgspec.ValidationError as exc:
-        return value, [f"{where}: {_located(str(exc))}"[:300]]
-    return value, []
-
-
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped whole), or a bracket
-
-
-def nesting_depth(raw: bytes) -> int:
-    """How deeply arrays and objects nest in `raw`, without parsing it (so without recursing). Brackets inside
-    strings do not count; on malformed text the figure is an upper bound of what a parser would reach."""
-    depth = deepest = 0
-    for token in _TOKENS.finditer(raw):
-        t = token.group()
-        if t in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif t in (b"]", b"}"):
-            depth = max(depth - 1, 0)
-    return deepest
-
-
-def _why_not_json(raw: bytes | str, exc: Exception) -> str:
-    """Name a NaN or Infinity token, which Python's json writes by default and JSON does not have."""
-    def refuse(token: str) -> Any:
-        raise _Reject(f"{token} is not JSON (bundles are strict JSON)")
-
-    try:
-        json.loads(raw, parse_constant=refuse)
-    except _Reject as found:
-        return str(found)
-    except ValueError:
-        pass
-    return str(exc)
-
-
-def _located(message: str) -> str:
-    """msgspec's `Expected `int`, got `str` - at `$.time_s.n`` as `time_s.n: expected `int`, got `str``."""
-    text, _, at = message.rpartition(" - at `$")
-    if not text:
-        return message
-    path = at.rstrip("`").lstrip(".") or "(record)"
-    return f"{path}: {text[:1].lower()}{text[1:]}"
 
 
 def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = (),
@@ -176,27 +112,12 @@ def _sums(folder: Path, data: dict[str, bytes], defined: tuple[str, ...] = (),
     return problems
 
 
-def _jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str]]:
-    records, problems = [], []
-    if raw and not raw.endswith(b"\n"):
-        problems.append(f"{name}: last line is incomplete (truncated)")
-    for number, line in enumerate(raw.splitlines(), 1):
-        try:
-            record, found = _record(kind, line, f"{name} line {number}")
-        except _Reject as exc:
-            problems.append(str(exc))
-            continue
-        problems += found
-        records.append(record)
-    return records, problems
-
-
 def _reading_problems(line: bytes, where: str, kept: rederive_energy.Kept | None = None,
                       fields: dict[str, str] | None = None) -> list[str]:
     """A telemetry.jsonl line's problems (bundle/files.py `stream` hands each line here as it reads); the time and
     value a measured row's energy needs kept in `kept` (rederive/energy.py)."""
     try:
-        value, problems = _record("reading", line, where)
+        value, problems = record("reading", line, where)
     except _Reject as exc:
         return [str(exc)]
     if kept is not None and fields and not problems:
@@ -263,18 +184,20 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
     truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
+    warm = rederive_warmup.warmup_figures(samples)  # and every row's warm-up comparison
     peaks: dict[Any, Any] = {}  # this bundle's peak lookups, by device and dtype (its devices and settings fixed)
     membw_override = _membw_override(config)
     for number, row in enumerate(rows, 1):
         where = f"{schema.CASES} line {number}"
         if number <= len(samples):
             rec = samples[number - 1]
-            problems += times.time_problems(row, rec, settings, where, truths[number - 1])
+            problems += times.time_problems(row, rec, settings, where, truths[number - 1], warm[number - 1])
             problems += rederive_series.variant_problems(row, rec, settings, where)
             problems += rederive_series.steady_problems(row, rec, settings, where)
         problems += row_checks.derived_problems(row, where)
         problems += row_checks.status_problems(row, where)
         problems += row_checks.peak_problems(row, devices, settings, where, peaks)
+        problems += rederive_formats.format_problems(row, devices, settings, where, peaks)
         problems += row_checks.version_problems(row, packages, where)
         problems += rederive_roofline.roofline_problems(row, samples[number - 1] if number <= len(samples) else None,
                                                         devices, membw_override, where, peaks)
@@ -308,10 +231,40 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
 
 
 def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
-                run_formula: times.RunFormula | None = None) -> Loaded:
+                run_formula: times.RunFormula | None = None, held: bool = False) -> Loaded:
     """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`,
-    `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`)."""
-    folder = Path(folder)
+    `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`).
+    `held`: the caller keeps what it loads to its end (see `_cycles_uncollected`)."""
+    with _cycles_uncollected(freeze=held):
+        return _load(Path(folder), formulas, run_formula)
+
+
+@contextmanager
+def _cycles_uncollected(freeze: bool = False) -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a bundle is decoded and re-derived. Decoding allocates a few
+    containers per value (no cycles: freed by reference counting), and every 700 allocations start a collection
+    that, each time an older generation's turn comes, walks every object alive, the bundle read so far included:
+    a quarter of a 4,000-row bundle's load (2.03 against 1.54 s CPU, this project's machine, 3 December 2026;
+    benchmarks/validation_cost.py). The collector resumes where it was on before, whatever the load raised.
+
+    `freeze`: for a caller that holds what it loads to its end (compare, report, validate), what the load made goes
+    straight to the collector's permanent generation, never walked: not by the first collection after the load (a
+    sweep of everything it left young) nor by those the caller's own work starts (together a third of `xmfu
+    compare`'s CPU on two such bundles). Reference counting still frees what the caller lets go. Not for a caller
+    that streams bundles one at a time (history add, export): what it made of the last bundle and would have
+    collected (cycles, a table's) would be frozen with the next one."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was_on:
+            gc.enable()
+
+
+def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunFormula | None) -> Loaded:
     formulas, run_formula = formulas or _FORMULAS[0], run_formula or _RUN_FORMULA[0]
     if not folder.is_dir():
         return Loaded(None, [f"{folder}: not a folder"])
@@ -337,7 +290,7 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
         except _Reject as exc:
             problems.append(str(exc))
     try:
-        manifest, found = _record("manifest", data[schema.MANIFEST], schema.MANIFEST)
+        manifest, found = record("manifest", data[schema.MANIFEST], schema.MANIFEST)
     except _Reject as exc:
         return Loaded(None, [*problems, *_sums(folder, data, (), streamed), str(exc)])
     problems += _sums(folder, data, _defined(manifest), streamed)
@@ -347,15 +300,15 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
                                         f"reads ({', '.join(schema.ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it "
                                         "is no bundle"])
     problems += found
-    rows, row_problems = _jsonl(schema.CASES, data[schema.CASES], "row")
-    samples, sample_problems = _jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples")
+    rows, row_problems, typed_rows = jsonl(schema.CASES, data[schema.CASES], "row")
+    samples, sample_problems, _ = jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples")
     problems += row_problems + sample_problems
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
         more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula)
         problems += more + _energy(rows, samples, kept)
-    bundle = Bundle(folder, manifest, rows, samples) if isinstance(manifest, dict) else None
+    bundle = Bundle(folder, manifest, rows, samples, typed_rows) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)
 
 

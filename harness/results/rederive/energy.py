@@ -15,7 +15,7 @@ from xmfu.harness.results.statistics.energy import figures, groups, steady_inter
 
 # the row's energy fields that follow from the data, each re-derived
 FIGURES = ("timed_s", "covered_s", "energy_j", "mean_power_w", "j_per_call", "tflops_per_w", "power_limit_fraction",
-           "ci")
+           "tdp_fraction", "ci")
 PER_TOKEN = ("j_per_token", "tokens_per_s_per_w")
 CIS = ("mean_power_w_ci95", "j_per_call_ci95")  # lists, compared element by element
 KINDS = {"counter": ("energy_j", "counter"), "integrated power": ("power_w", "power")}
@@ -67,6 +67,9 @@ def _differs(name: str, stated: Any, want: Any, where: str) -> list[str]:
 
 def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: Kept, where: str) -> list[str]:
     e = row.get("energy")
+    if isinstance(e, dict) and (e.get("tdp_w") is None) != (e.get("tdp_source") is None):
+        return [f"{where}: energy.tdp_w {e.get('tdp_w')!r} with tdp_source {e.get('tdp_source')!r}: a TDP is "
+                "stated with the document it was read from, or not at all"]
     if not isinstance(e, dict) or e.get("source") not in KINDS:
         if isinstance(e, dict) and e.get("energy_j") is not None:
             return [f"{where}: energy.energy_j {e['energy_j']!r} but the source is {e.get('source')!r}"]
@@ -84,7 +87,8 @@ def energy_problems(row: dict[str, Any], rec: dict[str, Any] | None, readings: K
         return [f"{where}: energy.window {e.get('window')!r} is not the row's ({said!r})"]
     parts = groups(intervals, (rec or {}).get("repeats"), steady)
     want = figures(kind, points, window, e.get("wrap_j"), e.get("max_gap_s"),
-                   t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"), parts)
+                   t.get("median"), row.get("throughput"), row.get("tflops"), e.get("power_limit_w"), parts,
+                   tdp_w=e.get("tdp_w") if is_number(e.get("tdp_w")) else None)
     if "reason" in want:
         return [f"{where}: energy.energy_j {e.get('energy_j')!r} but {want['reason']}"]
     out = [p for name in (*FIGURES, *CIS) for p in _differs(name, e.get(name), want.get(name), where)]

@@ -28,7 +28,13 @@ from xmfu.harness.results.rederive.times import (
 )
 from xmfu.harness.results.schema import achievable
 from xmfu.harness.results.schema.comparability import comparability_key
-from xmfu.harness.results.statistics.speedup import MIN_ROUNDS, judge, paired_speedup_draws, verdict
+from xmfu.harness.results.statistics.speedup import (
+    MIN_ROUNDS,
+    judge,
+    paired_speedup_bounds,
+    paired_speedup_draws,
+    verdict,
+)
 from xmfu.harness.results.statistics.summary import (
     CI_LEVEL,
 )
@@ -149,9 +155,11 @@ def duplicate_problems(rows: list[dict[str, Any]], name: str) -> list[str]:
 
 def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings,
                      name: str) -> list[str]:
-    """Each stated speedup re-derived from the two rows' samples, paired by round (stats.paired_speedup_draws)."""
+    """Each stated speedup re-derived from the two rows' samples, paired by round (stats.paired_speedup_draws; the
+    run's own seeded draws of every row at once, stats.paired_speedup_bounds)."""
     index = {(r.get("phase"), r.get("case_id"), r.get("backend")): i for i, r in enumerate(rows)}
-    out = []
+    out: list[str] = []
+    stated: list[tuple[dict[str, Any], tuple | None, tuple | None, str, bool]] = []
     for i, (row, rec) in enumerate(zip(rows, samples, strict=False)):
         sp, where = row.get("speedup"), f"{name} line {i + 1}"
         if not isinstance(sp, dict):
@@ -161,7 +169,14 @@ def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], 
             out.append(f"{where}: speedup against {sp.get('baseline')!r}, which has no row of this case")
             continue
         contended = any((r.get("contention") or {}).get("contended") for r in (row, rows[j]))
-        out += _one_speedup(sp, _paired(samples[j]), _paired(rec), s, where, contended)
+        stated.append((sp, _paired(samples[j]), _paired(rec), where, contended))
+    # The run's own seeded bootstrap first (stats.paired_speedup: seed 0, the config's resamples): its value and
+    # paired rounds do not depend on the draws, and a genuine CI is its quantiles.
+    drawn = [(base, cand) for _, base, cand, _, _ in stated if base and cand]
+    owns = iter(paired_speedup_bounds(drawn, s.resamples or 1, (TAIL, 1 - TAIL), seed=0))
+    for sp, base, cand, where, contended in stated:
+        own = next(owns) if base and cand else None
+        out += _one_speedup(sp, base, cand, own, s, where, contended)
     return out
 
 
@@ -172,16 +187,18 @@ def _paired(rec: dict[str, Any]) -> tuple | None:
     return (x, rounds, repeats) if len(repeats) == len(x) else (x, rounds)
 
 
-def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: Settings, where: str,
+TAIL = (1 - CI_LEVEL) / 2  # the quantile of a 95% interval's lower bound (summary.ci_bounds)
+
+
+def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None,
+                 own: tuple[float, np.ndarray, int] | None, s: Settings, where: str,
                  contended: bool = False) -> list[str]:
-    # The run's own seeded bootstrap first (stats.paired_speedup: seed 0, the config's resamples): its value and
-    # paired rounds do not depend on the draws, and a genuine CI is its quantiles. The 8,000-draw reference the
-    # tolerance band is read from is drawn only for a CI it does not reproduce (drawn for every row, it was 8 of
-    # every 9 draws a bundle's speedups cost: issue 42 item 5).
-    own = paired_speedup_draws(base, cand, s.resamples or 1, seed=0) if base and cand else None
+    """One stated speedup against `own`, the run's seeded bootstrap of the pair (value, its draws' TAIL and 1-TAIL
+    quantiles, paired rounds). The 8,000-draw reference the tolerance band is read from is drawn only for a CI it
+    does not reproduce (drawn for every row, it was 8 of every 9 draws a bundle's speedups cost: issue 42 item 5)."""
     if own is None:
         return [f"{where}: speedup stated, but the samples hold no round shared with the baseline"]
-    value, own_draws, rounds, _ = own
+    value, own_bounds, rounds = own
     out = []
     if not close(sp.get("value"), value):
         out.append(f"{where}: speedup.value {sp.get('value')} is not the paired samples' speedup ({value})")
@@ -192,11 +209,10 @@ def _one_speedup(sp: dict[str, Any], base: tuple | None, cand: tuple | None, s: 
         out += _verdict_problems(sp, low, high, rounds, contended, s.margin, where)
         if not s.resamples:
             return out  # the band needs the resample count
-        tail = (1 - CI_LEVEL) / 2
-        if all(close(v, math.exp(float(np.quantile(own_draws, q)))) for v, q in ((low, tail), (high, 1 - tail))):
+        if all(close(v, math.exp(float(b))) for v, b in zip((low, high), own_bounds, strict=True)):
             return out  # the run's own seeded bootstrap (stats.paired_speedup), reproduced
         draws = paired_speedup_draws(base, cand, max(REFERENCE_DRAWS, s.resamples), seed=1)[1]
-        for bound, q, label in ((low, tail, "ci95_low"), (high, 1 - tail, "ci95_high")):
+        for bound, q, label in ((low, TAIL, "ci95_low"), (high, 1 - TAIL, "ci95_high")):
             band = tuple(math.exp(v) for v in ci_band(draws, q, s.resamples))
             if bound > 0 and not within(bound, band):
                 out.append(f"{where}: speedup.{label} {bound} is not a bootstrap bound of the paired samples: it "

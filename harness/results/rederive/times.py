@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from xmfu.harness.results.rederive.warmup import Figures as WarmupFigures
 from xmfu.harness.results.rederive.warmup import warmup_problems
 from xmfu.harness.results.statistics.summary import (
     BOOTSTRAP_RESAMPLES,
@@ -182,6 +183,8 @@ def _number(value: Any) -> float | None:
 
 
 def close(a: Any, b: Any) -> bool:
+    if type(a) is float and type(b) is float:  # JSON's floats, most of what validation compares: no type walk
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-300)
     if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) \
             or not isinstance(b, (int, float)):
         return a == b
@@ -214,7 +217,11 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # exactly an int or a float first (JSON's numbers: bool is its own type), then subclasses (numpy's float64)
+    return type(value) in _EXACT_NUMBERS or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+_EXACT_NUMBERS = (int, float)
 
 
 def ci_band(draws: np.ndarray, level_tail: float, resamples: int) -> tuple[float, float]:
@@ -236,12 +243,13 @@ def within(value: float, band: tuple[float, float]) -> bool:
 
 
 def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str,
-                  truth: Summary | None = None) -> list[str]:
+                  truth: Summary | None = None, warm: WarmupFigures | None = None) -> list[str]:
     """The row's time statistics against its raw samples (the same record line of samples.jsonl). `truth`: the
-    samples' statistics where `time_truths` computed them already (None: computed here)."""
+    samples' statistics where `time_truths` computed them already (None: computed here); `warm`: likewise the
+    warm-up comparison's figures (rederive/warmup.py warmup_figures)."""
     t, values = row.get("time_s"), rec.get("samples")
     return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth) \
-        + warmup_problems(row, rec, where)
+        + warmup_problems(row, rec, where, warm)
 
 
 def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:

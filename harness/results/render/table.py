@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from xmfu.harness.results.analysis.flags import ACHIEVABLE_FLAGS, flags_of, row_flags
-from xmfu.harness.results.render.text_table import Column, fit, paragraph, render, wrap_cell
+from xmfu.harness.results.render.nccl_table import collectives_table
+from xmfu.harness.results.render.text_table import Column, fit, number, paragraph, render
 from xmfu.harness.results.schema.parts import Latency
 from xmfu.harness.results.schema.row import Row
 from xmfu.harness.results.statistics.speedup import reread
@@ -38,10 +39,6 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _num(x: float | None, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
-
-
 def _ci_missed(row: Row) -> bool:
     """Sampling stopped before the median's CI was as narrow as asked (null: not timed, not a miss)."""
     return row.timer is not None and row.timer.ci_target_met is False
@@ -55,6 +52,7 @@ def _ci(row: Row) -> str:
 
 def _note(row: Row) -> str:
     note = row.reason or _bandwidth(row) or row.mfu_reason or row.timing_note or ""
+    note = f"{note}; {row.mfu_formats.words()}".lstrip("; ") if row.mfu_formats is not None else note
     why_no_mbu = row.mbu_reason if row.tpot_s is not None and row.mbu is None else None
     if why_no_mbu and why_no_mbu not in note:  # a decode row's MBU column reads "-": say why
         note = f"{note}; MBU: {why_no_mbu}".lstrip("; ")
@@ -96,7 +94,7 @@ def _speedup(row: Row) -> str:
 
 def _latency_ms(latency: Latency | None) -> str:
     """The median of a per-event latency (inference: TTFT of a prefill row, TPOT of a decode row), ms."""
-    return _num(latency.p50 * 1e3 if latency is not None else None, ".4g")
+    return number(latency.p50 * 1e3 if latency is not None else None, ".4g")
 
 
 def _first_kind(values: dict[str, float] | None, suffix: str = "") -> str:
@@ -123,7 +121,7 @@ def _steady(row: Row) -> str:
 
 
 def _tflops(row: Row) -> str:
-    return _num(row.tflops, ".4g") if row.timing_valid else "-"
+    return number(row.tflops, ".4g") if row.timing_valid else "-"
 
 
 def _sol(row: Row) -> str:
@@ -139,18 +137,22 @@ def _sol(row: Row) -> str:
 def _gbps(row: Row) -> str:
     """GB/s where bandwidth is the figure: membw rows and memory-bound rows."""
     memory = row.workload == "membw" or (row.roofline is not None and row.roofline.bound == "memory")
-    return _num(row.bandwidth_gbps, ".4g") if memory and row.timing_valid else "-"
+    return number(row.bandwidth_gbps, ".4g") if memory and row.timing_valid else "-"
 
 
 def _median_ms(row: Row) -> str:
-    return _num(row.time_s.median * 1e3 if row.time_s is not None else None, ".4g")
+    return number(row.time_s.median * 1e3 if row.time_s is not None else None, ".4g")
 
 
 def _energy(row: Row) -> str:
-    """Where the row's energy came from (why not, where not measured); one device's rows share it: the header's."""
-    e = row.energy
-    why = f": {e.reason}" if e is not None and e.source == "not measured" and e.reason else ""
-    return f"{e.source} ({e.scope}){why}" if e is not None else ""
+    """Where the row's energy came from (one device's rows share it: the header's); why not: _energy_why."""
+    return f"{row.energy.source} ({row.energy.scope})" if row.energy is not None else ""
+
+
+def _energy_why(rows: list[Row], limit: int | None) -> list[str]:
+    """Each distinct reason a row's energy was not measured, once below the table (not six lines in every row)."""
+    said = dict.fromkeys(e.reason for e in (r.energy for r in rows) if e and e.source == "not measured" and e.reason)
+    return [line for why in said for line in paragraph(f"energy not measured: {why}", limit, "  ")]
 
 
 def _phase(row: Row) -> str:
@@ -169,7 +171,7 @@ IDENTITY: list[tuple[str, Cell, str, bool]] = [
     ("dtype", lambda r: r.dtype, "", False),
     ("shape", _params, "-", False),
     ("status", lambda r: r.status, "", False),
-    ("peak", lambda r: _num(r.peak_tflops, ".4g"), "", True),
+    ("peak", lambda r: number(r.peak_tflops, ".4g"), "", True),
     ("energy", _energy, " ", False),
 ]
 FIGURES: list[tuple[str, Cell, str, bool]] = [
@@ -185,9 +187,9 @@ FIGURES: list[tuple[str, Cell, str, bool]] = [
     ("TPOT ms", lambda r: _latency_ms(r.tpot_s), "", True),
     ("tok/s", _tokens_per_s, "", True),
     ("MBU", lambda r: _pct(r.mbu), "", True),
-    ("W", lambda r: _num(r.energy.mean_power_w if r.energy else None, ".4g"), "", True),  # results/statistics/energy
+    ("W", lambda r: number(r.energy.mean_power_w if r.energy else None, ".4g"), "", True),  # results/statistics/energy
     ("J/tok", lambda r: _first_kind(r.energy.j_per_token if r.energy else None), "", True),
-    ("TFLOP/s/W", lambda r: _num(r.energy.tflops_per_w if r.energy else None, ".4g"), "", True),
+    ("TFLOP/s/W", lambda r: number(r.energy.tflops_per_w if r.energy else None, ".4g"), "", True),
     ("steady TFLOP/s", _steady, " ", False),
     ("flags", lambda r: ",".join(row_flags(r)) or "-", ",", False),
 ]
@@ -222,7 +224,7 @@ def table(rows: Iterable[Row], wide: bool = False, width: int = WIDTH) -> str:
 def _wide_table(rows: list[Row]) -> str:
     specs = [*IDENTITY, *FIGURES, ("note", _note, "", False)]
     columns = [Column(h, [cell(r) for r in rows], "", right) for h, cell, _, right in specs]
-    return "\n".join(render(columns, None))
+    return "\n".join([*render(columns, None), *_energy_why(rows, None)])
 
 
 def _common_parts(shapes: Sequence[str]) -> list[str]:
@@ -237,7 +239,8 @@ def _compact_table(rows: list[Row], limit: int | None) -> str:
     same, columns = [], []
     for header, cell, wrap, right in IDENTITY:
         cells = [cell(r) for r in rows]
-        if header in OPTIONAL and not any(cells):  # rows written before it was recorded: nothing to say
+        if header in OPTIONAL and len(set(cells) - {""}) <= 1:  # none (older rows), or one for all rows that have one
+            same += [f"{header} {c}" for c in set(cells) - {""}]  # (a skipped row has no energy: no column for it)
             continue
         if len(set(cells)) == 1:
             same.append(f"{header} {cells[0] or '-'}" + (" TFLOP/s" if header == "peak" and cells[0] != "-" else ""))
@@ -261,7 +264,7 @@ def _compact_table(rows: list[Row], limit: int | None) -> str:
     same += _baseline(rows)
     head = paragraph("# same in every row: " + ", ".join(same), limit, "#   ") if same else []
     columns, groups = _shapes_as_headings(columns, limit)
-    return "\n".join([*head, *render(columns, limit, groups), *notes])
+    return "\n".join([*head, *render(columns, limit, groups), *notes, *_energy_why(rows, limit)])
 
 
 def _shapes_as_headings(columns: list[Column], limit: int | None) -> tuple[list[Column], list[str] | None]:
@@ -307,93 +310,3 @@ def progress_line(row: Row) -> str:
     if row.tflops is None:
         return f"{head} {_bandwidth(row) or 'no throughput figure'}"
     return f"{head} {row.tflops:.3f} TFLOP/s, MFU {_pct(row.mfu)}"
-
-
-NCCL_TYPES = {"fp32": "float", "bf16": "bfloat16", "fp16": "half"}  # nccl-tests' names for the data types
-REDOPS = {"all_reduce": "sum", "reduce_scatter": "sum"}  # the others move data without reducing it
-# nccl-tests' header (src/common.cu, as every all_reduce_perf log shows it): the names on one line, their units
-# on the next, "out-of-place" and "in-place" above the two groups of figures; about 118 columns.
-SIDE = [("time", "(us)"), ("algbw", "(GB/s)"), ("busbw", "(GB/s)"), ("#wrong", "")]
-HEAD = [("size", "(B)"), ("count", "(elements)"), ("type", ""), ("redop", ""), *SIDE, *SIDE]
-
-
-def _side(row: Row | None) -> list[str]:
-    """time (us), algbw, busbw, #wrong of one placement, as nccl-tests prints them."""
-    if row is None:
-        return ["", "", "", ""]
-    if row.status != "ok":
-        return [row.status, "", "", str(row.wrong) if row.wrong is not None else ""]
-    t = row.time_s.median if row.time_s is not None else None
-    bus = row.busbw_gbps
-    # an ok row without a count of wrong elements shows 0, as this table always has
-    return [_num(t * 1e6 if t else None, ".1f"), _num(row.algbw_gbps, ".2f"),
-            _num(bus, ".2f") if bus is not None else "n/a", str(row.wrong) if row.wrong is not None else "0"]
-
-
-def _pair_flags(pair: dict[str, Row]) -> str:
-    """The flags of a size's rows, each placement's named where only one has it."""
-    out = []
-    for side, label in (("out", "oop"), ("in", "ip")):
-        if pair.get(side):
-            out += [f"{label} {f}" for f in row_flags(pair[side])]
-    both = [f.split(" ", 1)[1] for f in out if f.startswith("oop ") and f.replace("oop ", "ip ", 1) in out]
-    rest = [f for f in out if f.split(" ", 1)[1] not in both]
-    return ",".join(both + rest) or "-"
-
-
-IMPORTED_MODE = "as the log timed it"  # an imported nccl-tests row: its tool's mean time per operation
-
-
-def collectives_table(rows: list[Row], width: int | None = WIDTH) -> str:
-    """nccl-tests' table per (backend, operation, mode, type): size, count, type, redop, then time, algbw,
-    busbw and #wrong out of place and in place side by side, and the average bus bandwidth; a `flags` column
-    when a row has quality flags."""
-    groups: dict[tuple, dict[int, dict[str, Row]]] = {}
-    for r in rows:
-        p = r.params  # the collective's own parameters (an open map); an imported log's have no mode
-        key = (r.backend, p["op"], p.get("mode", IMPORTED_MODE), r.dtype)
-        groups.setdefault(key, {}).setdefault(p["size_bytes"], {})["in" if p["in_place"] else "out"] = r
-    out = []
-    for (backend, op, mode, dtype), sizes in sorted(groups.items()):
-        item = {"fp32": 4, "bf16": 2, "fp16": 2}.get(dtype, 4)
-        body, busbw, flags = [], [], []
-        for size, pair in sorted(sizes.items()):
-            any_row = pair.get("out") or pair.get("in")
-            actual = any_row.size_bytes_actual or size
-            said = any_row.params  # an imported row keeps what its log printed: count, type, redop
-            body.append([str(actual), str(said.get("count", actual // item)),
-                         str(said.get("type") or NCCL_TYPES.get(dtype, dtype)), str(said.get("redop") or
-                                                                                    REDOPS.get(op, "none")),
-                         *_side(pair.get("out")), *_side(pair.get("in"))])
-            busbw += [r.busbw_gbps for r in pair.values() if r.busbw_gbps is not None]
-            flags.append(_pair_flags(pair))
-        inferred = " (op inferred from the log's lines: notes.op_inferred)" if any_row.notes.get("op_inferred") else ""
-        out.append(f"# {backend} {op} ({mode}), ranks: {any_row.ranks or any_row.notes.get('ranks')}{inferred}")
-        out += _nccl_lines(body, flags if any(f != "-" for f in flags) else None, width)
-        avg = f"{sum(busbw) / len(busbw):.3g} GB/s" if busbw else "n/a (one rank)"
-        out.append(f"# Avg bus bandwidth: {avg} (over this sweep's sizes: it depends on the range chosen)")
-    return "\n".join(out)
-
-
-def _nccl_lines(body: list[list[str]], flags: list[str] | None, width: int | None) -> list[str]:
-    """The header's three lines and the rows, right-aligned as nccl-tests prints them; flags last, left-aligned
-    and wrapped at ',' when the line would pass `width`."""
-    widths = [max(len(name), len(unit), *(len(c[i]) for c in body)) for i, (name, unit) in enumerate(HEAD)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
-
-    side = sum(widths[4:8]) + 2 * 3
-    group = " " * (sum(widths[:4]) + 2 * 4) + "out-of-place".center(side) + "  " + "in-place".center(side)
-    lines = [group.rstrip(), line([n for n, _ in HEAD]), line([u for _, u in HEAD]).rstrip()]
-    rows = [line(c) for c in body]
-    if flags is None:
-        return [*lines, *rows]
-    lines[1] += "  flags"
-    room = max(len("flags"), width - len(rows[0]) - 2) if width else max(map(len, flags))
-    out = list(lines)
-    for text, cells in zip(rows, flags, strict=True):
-        wrapped = wrap_cell(cells, room, ",")
-        out.append(f"{text}  {wrapped[0]}")
-        out += [" " * (len(text) + 2) + more for more in wrapped[1:]]
-    return out

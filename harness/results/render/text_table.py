@@ -24,6 +24,11 @@ class Column:
     right: bool = False
 
 
+def number(x: float | None, fmt: str) -> str:
+    """A figure in a table cell: `fmt` applied, "-" where there is none."""
+    return "-" if x is None else format(x, fmt)
+
+
 def parts(text: str, sep: str) -> list[str]:
     """`text` split after each `sep`, the separator kept with the part before it ("a-b-c" -> "a-", "b-", "c")."""
     if not sep:

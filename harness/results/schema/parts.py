@@ -375,8 +375,7 @@ class Energy(Record, kw_only=True):
     window: maybe(str, "the calls the energy is taken over: every timed call, or (timing=sustained) those from the "
                        "start of the steady state on") = None
     wrap_j: maybe(Positive, "counter: its range in J, where it wraps around (RAPL max_energy_range_uj)") = None
-    max_gap_s: maybe(Positive, "integrated power: readings further apart are a gap, nothing assumed between "
-                               "them") = None
+    max_gap_s: maybe(Positive, "integrated power: readings further apart are a gap (nothing assumed in it)") = None
     timed_s: doc(float, "seconds of the timed window: the sum of the row's sample intervals", ge=0) = 0.0
     covered_s: doc(float, "seconds of the timed window the readings cover", ge=0) = 0.0
     readings: doc(int, "readings of the case used", ge=0) = 0
@@ -394,6 +393,8 @@ class Energy(Record, kw_only=True):
     j_per_token_ci95: maybe(dict[str, list[float]], "j_per_token at the ends of mean_power_w_ci95") = None
     power_limit_w: maybe(Positive, "the enforced power limit read from the device, W") = None
     power_limit_fraction: maybe(NonNeg, "mean_power_w / power_limit_w") = None
-    tdp_w: maybe(Positive, "the datasheet TDP, W; null with tdp_note") = None
+    tdp_w: maybe(Positive, "the part's board power (TDP/TGP), W: the peak table's sourced `tdp`, or null") = None
+    tdp_source: maybe(str, "the vendor document tdp_w was read from, and where") = None
     tdp_note: maybe(str, "why tdp_w is null") = None
+    tdp_fraction: maybe(NonNeg, "mean_power_w / tdp_w: the share of its rated board power the device drew") = None
     ci: doc(str, "how uncertain the figures are: point figures (one window) unless stated") = "point figures"

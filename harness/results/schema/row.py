@@ -10,6 +10,7 @@ from typing import Literal
 
 from msgspec import field
 
+from xmfu.harness.results.schema.formats import FormatMfu
 from xmfu.harness.results.schema.parts import (
     Clocks,
     CommDetail,
@@ -181,4 +182,8 @@ class Row(Record, kw_only=True):
     comm_achieved_gbps: maybe(NonNeg, "comm_bytes_per_rank / comm_total_s / 1e9, GB/s") = None
     overlap: maybe(float, "1 - exposed / total, clamped to [0, 1]", ge=0, le=1) = None
     comm: maybe(CommDetail, "how the communication figures were measured") = None
+    flops_by_format: maybe(dict[str, NonNeg], "a step whose GEMMs run in several formats (fp8 training): `flops` "
+                                              "split by format (fp8, bf16), summing to it") = None
+    mfu_formats: maybe(FormatMfu, "with flops_by_format: MFU against the FLOP-weighted peak of the formats used "
+                                  "and against the bf16 peak, each with its denominator") = None
     routing: maybe(Routing, "mixture-of-experts training: the routing imbalance, per step") = None

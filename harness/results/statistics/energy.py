@@ -132,10 +132,11 @@ def gaps(points: Sequence[Point], max_gap_s: float) -> int:
 def figures(kind: str, points: Sequence[Point], intervals: Sequence[Interval], wrap_j: float | None,
             max_gap_s: float | None, median_s: float | None, throughput: dict[str, float] | None,
             tflops: float | None, power_limit_w: float | None,
-            parts: tuple[list[list[Interval]], str] | None = None) -> dict[str, Any]:
+            parts: tuple[list[list[Interval]], str] | None = None, tdp_w: float | None = None) -> dict[str, Any]:
     """A row's energy figures from its readings (a counter's J or power's W) over its intervals: the fields of
     the row's `energy` section that follow from the data (schema/parts.py Energy), or `reason` where the readings
-    cover less than MIN_COVERAGE of the window."""
+    cover less than MIN_COVERAGE of the window. `tdp_fraction` = mean W / the part's board power (the peak table's
+    sourced `tdp`): what share of its rated power the device drew for the row's MFU."""
     got = window_energy(points, intervals, kind, wrap_j, max_gap_s)
     out: dict[str, Any] = {"timed_s": got.timed_s, "covered_s": got.covered_s,
                            "readings": sum(1 for _, v in points if v is not None),
@@ -149,6 +150,7 @@ def figures(kind: str, points: Sequence[Point], intervals: Sequence[Interval], w
     out.update(energy_j=power * got.timed_s, mean_power_w=power, j_per_call=per_call_j(power, median_s),
                tflops_per_w=tflops / power if tflops and power else None,
                power_limit_fraction=power / power_limit_w if power_limit_w and power is not None else None,
+               tdp_fraction=power / tdp_w if tdp_w and power is not None else None,
                **token_figures(power, throughput))
     if not out["j_per_token"]:
         out["j_per_token"] = out["tokens_per_s_per_w"] = None

@@ -98,11 +98,13 @@ def resampled_medians(samples: Sequence[float], draws: int, rng: np.random.Gener
 
 
 def resampled_medians_sorted(x: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws)."""
-    rows, n = x.shape
-    low, high = median_ranks(n, (rows, draws), rng)
-    first = np.take_along_axis(x, low, axis=1)
-    return first if high is None else (first + np.take_along_axis(x, high, axis=1)) / 2
+    """`resampled_medians` for many rows at once: `x` is (rows, n), each row sorted; returns (rows, draws). The
+    rows share one draw of the ranks (which depend on n and the generator alone, never on the values): each row's
+    draws are still its own bootstrap's, as `summarize_many` shares them between lists of one length; a draw per
+    row was most of `xmfu compare`'s own time on two 4,000-row bundles (0.43 of 0.77 s CPU, 3 December 2026)."""
+    low, high = median_ranks(x.shape[1], (1, draws), rng)
+    first = x[:, low[0]]
+    return first if high is None else (first + x[:, high[0]]) / 2
 
 
 def median_ranks(n: int, shape: tuple[int, ...], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,0 +1,131 @@
+"""A bundle's JSON records decoded against their typed declarations (schema/row.py, schema/records.py): strict
+JSON (no NaN or Infinity tokens), a bounded nesting depth, every key declared and none other, types and ranges; each
+record handed back as plain JSON values (what the re-derivation reads) and as its typed record (what `Bundle.rows`
+gives readers), decoded once each."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import msgspec
+
+from xmfu.harness.results.bundle.files import Rejected
+from xmfu.harness.results.schema.records import Manifest, Reading, Samples
+from xmfu.harness.results.schema.row import Row
+
+MAX_DEPTH = 64  # deepest nesting of arrays and objects a record may have; xmfu writes a handful of levels
+RECORDS: dict[str, type[msgspec.Struct]] = {"manifest": Manifest, "row": Row, "samples": Samples,
+                                            "reading": Reading}
+_DECODERS = {kind: msgspec.json.Decoder(record) for kind, record in RECORDS.items()}
+_PLAIN = msgspec.json.Decoder()
+
+
+def record(kind: str, raw: bytes | str, where: str) -> tuple[Any, list[str]]:
+    """The record as plain JSON values (what readers get), and its problems: strict JSON (msgspec refuses NaN and
+    Infinity tokens), then its typed declaration (every key declared, none other, types and ranges)."""
+    value, _, problems = decoded(kind, raw, where)
+    return value, problems
+
+
+def decoded(kind: str, raw: bytes | str, where: str) -> tuple[Any, msgspec.Struct | None, list[str]]:
+    """`record`'s (value, problems) with the typed record between them (None where it does not fit): a row's is
+    what `Bundle.rows` hands its readers, decoded here once rather than converted again from the plain value."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    # A parser recurses per level (msgspec and json raise RecursionError past Python's limit); the count of opening
+    # brackets bounds the depth, so most lines need no scan.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH:
+        raise Rejected(f"{where}: nested deeper than {MAX_DEPTH} levels of arrays and objects (no bundle record is)")
+    if kind in FROM_TYPED:
+        try:
+            record = _DECODERS[kind].decode(raw)
+        except msgspec.ValidationError:
+            pass  # valid JSON or not, the path below finds which and says so
+        except msgspec.DecodeError as exc:
+            raise Rejected(f"{where}: not valid JSON ({_why_not_json(raw, exc)})"[:300]) from None
+        else:
+            return _plain(record), record, []
+    try:
+        value = _PLAIN.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise Rejected(f"{where}: not valid JSON ({_why_not_json(raw, exc)})"[:300]) from None
+    try:
+        record = _DECODERS[kind].decode(raw)
+    except msgspec.ValidationError as exc:
+        return value, None, [f"{where}: {_located(str(exc))}"[:300]]
+    return value, record, []
+
+
+# Records whose plain value is built from the typed one where it fits, rather than decoded a second time: a
+# samples.jsonl line is mostly lists of floats, which the typed record holds as the plain decoder would (the same
+# list objects, a JSON integer as its float), and every field the line leaves out reads as its declared default
+# (None or []), which is what every reader's `.get(key)` or `or []` takes an absent key for. Not rows: a row as
+# written keeps an absent key absent (export, the history store).
+FROM_TYPED = frozenset({"samples"})
+
+
+def _plain(record: msgspec.Struct) -> dict[str, Any]:
+    """The typed record's fields as a dict, a nested record (a variant's samples) as plain data too."""
+    fields = msgspec.structs.asdict(record)
+    for key, value in fields.items():
+        if isinstance(value, (dict, msgspec.Struct)):
+            fields[key] = msgspec.to_builtins(value)
+    return fields
+
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped whole), or a bracket
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deeply arrays and objects nest in `raw`, without parsing it (so without recursing). Brackets inside
+    strings do not count; on malformed text the figure is an upper bound of what a parser would reach."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(raw):
+        t = token.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t in (b"]", b"}"):
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _why_not_json(raw: bytes | str, exc: Exception) -> str:
+    """Name a NaN or Infinity token, which Python's json writes by default and JSON does not have."""
+    def refuse(token: str) -> Any:
+        raise Rejected(f"{token} is not JSON (bundles are strict JSON)")
+
+    try:
+        json.loads(raw, parse_constant=refuse)
+    except Rejected as found:
+        return str(found)
+    except ValueError:
+        pass
+    return str(exc)
+
+
+def _located(message: str) -> str:
+    """msgspec's `Expected `int`, got `str` - at `$.time_s.n`` as `time_s.n: expected `int`, got `str``."""
+    text, _, at = message.rpartition(" - at `$")
+    if not text:
+        return message
+    path = at.rstrip("`").lstrip(".") or "(record)"
+    return f"{path}: {text[:1].lower()}{text[1:]}"
+
+
+def jsonl(name: str, raw: bytes, kind: str) -> tuple[list[dict], list[str], list[Any] | None]:
+    """(the lines' plain values, their problems, their typed records: None unless every line has one)."""
+    records, problems, typed = [], [], []
+    if raw and not raw.endswith(b"\n"):
+        problems.append(f"{name}: last line is incomplete (truncated)")
+    for number, line in enumerate(raw.splitlines(), 1):
+        try:
+            record, as_typed, found = decoded(kind, line, f"{name} line {number}")
+        except Rejected as exc:
+            problems.append(str(exc))
+            continue
+        problems += found
+        records.append(record)
+        typed.append(as_typed)
+    return records, problems, (typed if all(t is not None for t in typed) else None)
