@@ -22,6 +22,12 @@ RUN = ["run", "backends=[torch]", "workload.sizes=[16]", "timing=quick", "timing
        "timing.warmup_s=0", "telemetry.enabled=false"]
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """A Ctrl-C's SIGINT at its default, as from a terminal: a job a non-interactive shell starts in the background
+    (`cmd &`, nohup; a CI runner may) inherits it ignored, and then neither Python nor xmfu installs a handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_two_ctrl_cs_during_the_console_scripts_imports_exit_130_without_a_traceback(tmp_path):
     """The console script (pip's generated file, named `xmfu`) imports harness/cli/main.py before anything else;
     here two SIGINTs land inside the first of that module's own imports (a second of imports on a loaded machine)."""
@@ -46,7 +52,7 @@ def test_two_ctrl_cs_during_the_console_scripts_imports_exit_130_without_a_trace
     """))
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     done = subprocess.run([sys.executable, str(script), "peaks"], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+                          timeout=120, check=False, preexec_fn=_sigint_as_from_a_terminal)
     assert done.returncode == 130, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr[-3000:]
 
