@@ -61,21 +61,24 @@ def shared_limit(arch: str) -> int:
     return SHARED_PER_BLOCK.get(arch, SMALLEST[arch[:2] if arch.startswith("sm") else "gfx"])
 
 
-def element_bytes(named_args: dict[str, Any], kwargs: dict[str, Any]) -> int:
-    """Bytes per operand element: the first tensor argument's, or the tensor descriptor's (its base tensor)."""
+def _first_tensor(named_args: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    """The launch's first tensor argument, or a tensor descriptor's base tensor; None where there is none."""
     for value in [*named_args.values(), *kwargs.values()]:
         base = getattr(value, "base", value)  # triton.tools.tensor_descriptor.TensorDescriptor keeps its tensor
         if hasattr(base, "element_size") and hasattr(base, "dtype"):
-            return base.element_size()
-    return 2
+            return base
+    return None
+
+
+def element_bytes(named_args: dict[str, Any], kwargs: dict[str, Any]) -> int:
+    """Bytes per operand element: the first tensor argument's (2 where there is none)."""
+    tensor = _first_tensor(named_args, kwargs)
+    return tensor.element_size() if tensor is not None else 2
 
 
 def is_fp8(named_args: dict[str, Any], kwargs: dict[str, Any]) -> bool:
-    for value in [*named_args.values(), *kwargs.values()]:
-        base = getattr(value, "base", value)
-        if hasattr(base, "element_size") and hasattr(base, "dtype"):
-            return "float8" in str(base.dtype)
-    return False
+    tensor = _first_tensor(named_args, kwargs)
+    return tensor is not None and "float8" in str(tensor.dtype)
 
 
 def keep_fitting(configs: list[Any], fits: Callable[[Any], bool], size: Callable[[Any], float]) -> list[Any]:

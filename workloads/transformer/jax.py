@@ -12,7 +12,7 @@ from xmfu.harness.engine.case import Prepared, RunAborted
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.machine.frameworks import JAX_PEAK_SOURCE, local_jax_device
 from xmfu.harness.machine.jax_distributed import JaxJoinFailed, jax_unavailable
-from xmfu.workloads.transformer import jax_parallel
+from xmfu.workloads.transformer import fp8, jax_parallel
 from xmfu.workloads.transformer.spec import ADAMW, TrainSpec
 
 
@@ -23,7 +23,6 @@ def fp8_check(case: TrainSpec, params: dict, tokens: Any, targets: Any, tx: Any)
     import jax.numpy as jnp
     import optax
 
-    from xmfu.workloads.transformer import fp8
     from xmfu.workloads.transformer.jax_model import loss_fn
 
     def curve(recipe: str) -> list[float]:
@@ -69,7 +68,7 @@ def available(case: TrainSpec, ctx: RunContext) -> tuple[bool, str]:
     if why:
         return False, why
     if case.fp8 != "none" and case.distributed:
-        return False, f"fp8 training runs the single-device step; parallel={case.parallel} with fp8 is not built"
+        return False, fp8.distributed_problem(case.parallel)
     import importlib.util
 
     if importlib.util.find_spec("optax") is None:
@@ -104,13 +103,12 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
                     fp8=case.fp8)
     sel = case.check_rows()
     tx = optax.adamw(case.lr, **ADAMW)
+    rows = (slice(None, sel["batch"]), slice(None, sel["tokens"]))
     if case.fp8 != "none":  # the fp8 step's losses against the bf16 step's over a few steps (fp8.py)
-        rows = (slice(None, sel["batch"]), slice(None, sel["tokens"]))
         check = fp8_check(case, params, tokens[rows], targets[rows], tx)
     else:
         with jax.default_matmul_precision(precision):
-            (loss, _), grads = jax.jit(jax.value_and_grad(lossf, has_aux=True))(
-                params, tokens[: sel["batch"], : sel["tokens"]], targets[: sel["batch"], : sel["tokens"]])
+            (loss, _), grads = jax.jit(jax.value_and_grad(lossf, has_aux=True))(params, tokens[rows], targets[rows])
         check = {"loss": float(loss), "grad_norm": float(global_norm(grads))}
     routing = RoutingLog(case.model, EXPERT_GEMM, np.asarray) if case.model.moe else None
 
@@ -144,6 +142,6 @@ def prepare(case: TrainSpec, ctx: RunContext) -> Prepared:
     if case.fp8 != "none":
         notes["fp8"] = {"recipe": case.fp8, "library": "jax.lax.dot_general on float8 operands, custom_vjp "
                         "(jax_fp8.py)", "gemm": gemm_note(ctx.platform.kind, compiled.as_text()),
-                        "not_fp8": "output layer, router, routed experts, attention scores: bf16"}
+                        "not_fp8": fp8.NOT_FP8}
     return Prepared(step, lambda select: check, "jax", notes=notes, peak_memory=peak_memory,
                     peak_memory_source=JAX_PEAK_SOURCE, recorded=routing.figures if routing else None)

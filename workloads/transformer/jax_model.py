@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from xmfu.workloads.transformer.fp8 import fp8_weight
 from xmfu.workloads.transformer.jax_fp8 import fp8_linear
+from xmfu.workloads.transformer.jax_moe import linear as _linear
 from xmfu.workloads.transformer.jax_moe import moe
 from xmfu.workloads.transformer.spec import ModelSpec
 
@@ -22,10 +23,6 @@ Params = dict[str, jax.Array]
 # (spec, params, prefix, x (B, S, D), dtype) -> (output (B, S, D), tokens per expert (E,), load-balancing term)
 # (spec, params, prefix, x, dtype, linear: the shared expert's layers) -> (output, tokens per expert, aux term)
 MoEBlock = Callable[[ModelSpec, Params, str, jax.Array, Any, Callable], tuple[jax.Array, jax.Array, jax.Array]]
-
-
-def _linear(x: jax.Array, w: jax.Array, dtype: Any) -> jax.Array:
-    return jnp.einsum("...i,oi->...o", x.astype(dtype), w.astype(dtype))
 
 
 def proj(x: jax.Array, p: Params, name: str, dtype: Any, fp8: str = "none") -> jax.Array:

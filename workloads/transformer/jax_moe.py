@@ -17,8 +17,13 @@ Linear = Callable[[jax.Array, Params, str, Any], jax.Array]  # (x, params, weigh
 EXPERT_GEMM = "jax.lax.ragged_dot (one grouped GEMM for all experts)"
 
 
+def linear(x: jax.Array, w: jax.Array, dtype: Any) -> jax.Array:
+    """x (..., in) @ w (out, in)ᵀ in `dtype` (torch's weight layout): every JAX linear layer that is not fp8."""
+    return jnp.einsum("...i,oi->...o", x.astype(dtype), w.astype(dtype))
+
+
 def plain_linear(x: jax.Array, p: Params, name: str, dtype: Any) -> jax.Array:
-    return jnp.einsum("...i,oi->...o", x.astype(dtype), p[name].astype(dtype))
+    return linear(x, p[name], dtype)
 
 
 def _swiglu(x: jax.Array, p: Params, prefix: str, dtype: Any, linear: Linear) -> jax.Array:

@@ -29,7 +29,7 @@ def unavailable(case: TrainSpec) -> str | None:
     if case.fp8 == "none":
         return None
     if case.distributed:
-        return f"fp8 training runs the single-device step; parallel={case.parallel} with fp8 linear layers is not built"
+        return fp8.distributed_problem(case.parallel)
     if importlib.util.find_spec("torchao") is None:
         return INSTALL_HINT
     return None
@@ -53,7 +53,7 @@ def convert(model: Any, recipe: str) -> dict[str, Any]:
         raise RuntimeError(f"torchao converted {sorted(converted)}, the FLOP split counts {sorted(expected)}")
     return {"fp8": {"recipe": recipe, "library": f"torchao {torchao.__version__} convert_to_float8_training",
                     "config": repr(config), "linear_layers": len(converted), "gemm": "torch._scaled_mm",
-                    "not_fp8": "output layer, router, routed experts, attention scores: bf16"}}
+                    "not_fp8": fp8.NOT_FP8}}
 
 
 def _loss_curve(case: TrainSpec, ctx: RunContext, recipe: str | None) -> list[float]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from xmfu.harness.machine.peaks import lookup
 from xmfu.harness.results.rederive.row_checks import memoized, recorded_device
-from xmfu.harness.results.rederive.times import Settings, close, is_number
+from xmfu.harness.results.rederive.times import Settings, close, is_number, same
 from xmfu.harness.results.schema import formats
 
 _NUMBERS = ("weighted_peak_tflops", "mfu_weighted", "mfu_bf16")
@@ -35,10 +35,6 @@ def _peaks(row: dict[str, Any], stated: dict[str, Any], devices: list[dict[str, 
     return peaks, notes
 
 
-def _same(a: Any, b: Any) -> bool:
-    return close(a, b) if is_number(a) and is_number(b) else a == b
-
-
 def format_problems(row: dict[str, Any], devices: list[dict[str, Any]], s: Settings, where: str,
                     memo: dict[Any, Any] | None = None) -> list[str]:
     split, stated = row.get("flops_by_format"), row.get("mfu_formats")
@@ -54,14 +50,14 @@ def format_problems(row: dict[str, Any], devices: list[dict[str, Any]], s: Setti
         return out
     peaks, notes = looked_up
     for fmt, want in peaks.items():
-        if not _same(stated["peak_tflops"].get(fmt), want):
+        if not same(stated["peak_tflops"].get(fmt), want):
             out.append(f"{where}: mfu_formats.peak_tflops.{fmt} {stated['peak_tflops'].get(fmt)} is not the peak "
                        f"table's ({want})")
     invalid = row.get("timing_note") or "not valid" if row.get("timing_valid") is False else None
     tflops = row.get("tflops") if row.get("status") == "ok" else None
     want = formats.derive(tflops, split, peaks, notes, invalid)
     for key in _NUMBERS + _WORDS:
-        if not _same(stated.get(key), want[key]):
+        if not same(stated.get(key), want[key]):
             out.append(f"{where}: mfu_formats.{key} {stated.get(key)!r} is not what the row's tflops, "
                        f"flops_by_format and peaks give ({want[key]!r})")
     return out
