@@ -49,9 +49,10 @@ bench: install
 # loops (marked trials) and the tests of a minute or more of one core (marked long: the GPU node rehearsal, the
 # example plug-in package, Inductor's and Triton's whole compiles on a CPU). Measured on 3 December 2026 on this
 # project's 2-core machine: 2509 tests in 3:37 (pytest; the whole command 3:39) alone at load average 0.5-2 (2508 in a
-# fresh clone: 3:33; 4:27 in .ci/run's fresh clone at load average 1-2, and 5:24 in
-# another fresh clone at load average 1-2.5, on a machine that ran everything 1.2-2x slower than the morning's); earlier that day 2497 tests in 4:28 alone at load 2-3, and two fresh clones' make test at once,
-# with make test-docs beside them (load 5-6): 14:56 each.
+# fresh clone: 3:33; 4:27 in .ci/run's fresh clone at load average 1-2, and 5:24 in another fresh clone at load
+# average 1-2.5, on a machine that ran everything 1.2-2x slower than the morning's); earlier that day 2497 tests in
+# 4:28 alone at load 2-3, and two fresh clones' make test at once, with make test-docs beside them (load 5-6): 14:56
+# each.
 # On a loaded machine it takes longer but passes alike: no test asserts a wall time (tests/test_no_wall_time.py);
 # the bounds the tests once timed are benchmarks/bounds.py's figures (docs/reference-measurements.md). Measured on
 # the same machine shared with other sessions' suites (load average 12 falling to 9): 2189 tests in 24:14
