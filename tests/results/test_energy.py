@@ -89,13 +89,12 @@ def test_repeats_give_a_student_t_ci_carried_to_j_per_call_and_j_per_token():
 def test_validate_keeps_only_the_readings_a_measured_row_needs():
     """telemetry.jsonl is streamed: a case without measured energy keeps nothing, a measured one two doubles a
     reading, its failed readings as gaps."""
-    import json
-
     from xmfu.harness.results.rederive.energy import keep, wanted
 
     rows = [{"case_id": "a", "energy": {"source": "counter"}}, {"case_id": "b", "energy": {"source": "not measured"}},
-            {"case_id": "c", "energy": {"source": "integrated power"}}]
-    fields = wanted(("\n".join(json.dumps(r) for r in rows) + "\n{not json\n").encode())
+            {"case_id": "c", "energy": {"source": "integrated power"}}, "not a row", {"case_id": 7,
+                                                                                   "energy": {"source": "counter"}}]
+    fields = wanted(rows)
     assert fields == {"a": "energy_j", "c": "power_w"}
     kept: dict = {}
     for reading in ({"case_id": "a", "t": 1.0, "energy_j": 5.0}, {"case_id": "b", "t": 1.0, "power_w": 9.0},

@@ -34,6 +34,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,26 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
     for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1):
         if (rec.get("case_id"), rec.get("backend")) != (row.get("case_id"), row.get("backend")):
             problems.append(f"{schema.SAMPLES} line {number} is not the samples of {schema.CASES} line {number}")
-        values = rec.get("samples")
+    return problems + ([] if _all_seconds(samples) else _sample_problems(samples))
+
+
+def _all_seconds(samples: list[dict]) -> bool:
+    """Every record's samples finite, non-negative numbers, read in one conversion (a bundle's every sample):
+    where not, `_sample_problems` names the records."""
+    lists = [rec.get("samples") if isinstance(rec, dict) else None for rec in samples]
+    if not all(type(x) is list for x in lists):
+        return False
+    try:
+        x = np.fromiter(chain.from_iterable(lists), dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(np.isfinite(x).all()) and not bool((x < 0).any())
+
+
+def _sample_problems(samples: list[dict]) -> list[str]:
+    problems = []
+    for number, rec in enumerate(samples, 1):
+        values = rec.get("samples") if isinstance(rec, dict) else None
         if isinstance(values, list) and values:
             try:
                 x = np.asarray(values, dtype=np.float64)
@@ -277,32 +297,23 @@ def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunF
             problems.append(str(exc))
     if problems:
         return Loaded(None, problems)
-    streamed: dict[str, str | None] = {}
     kept: rederive_energy.Kept = {}  # telemetry of the cases whose rows measured energy
-    fields = rederive_energy.wanted(data[schema.CASES])
-    if (folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink():
-        streamed[schema.TELEMETRY] = None
-        try:  # checked a line at a time as it is read: a long run's telemetry costs time, not memory
-            readings = files.stream(folder, schema.TELEMETRY,
-                                    lambda line, where: _reading_problems(line, where, kept, fields))
-            streamed[schema.TELEMETRY] = readings.digest
-            problems += readings.problems
-        except _Reject as exc:
-            problems.append(str(exc))
     try:
         manifest, found = record("manifest", data[schema.MANIFEST], schema.MANIFEST)
     except _Reject as exc:
-        return Loaded(None, [*problems, *_sums(folder, data, (), streamed), str(exc)])
-    problems += _sums(folder, data, _defined(manifest), streamed)
+        streamed, streamed_problems = _telemetry(folder, kept, {})
+        return Loaded(None, [*streamed_problems, *_sums(folder, data, (), streamed), str(exc)])
     version = manifest.get("schema") if isinstance(manifest, dict) else None
-    if version not in schema.ACCEPTED_SCHEMAS:
+    read = version in schema.ACCEPTED_SCHEMAS  # the records of a format this xmfu reads, decoded
+    rows, row_problems, typed_rows = jsonl(schema.CASES, data[schema.CASES], "row") if read else ([], [], None)
+    samples, sample_problems, _ = jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples") if read else ([], [], None)
+    streamed, streamed_problems = _telemetry(folder, kept, rederive_energy.wanted(rows))
+    problems += streamed_problems + _sums(folder, data, _defined(manifest), streamed)
+    if not read:
         return Loaded(None, [*problems, f"{schema.MANIFEST}: schema {version!r} is not a bundle format this xmfu "
                                         f"reads ({', '.join(schema.ACCEPTED_SCHEMAS)}); a newer xmfu wrote it, or it "
                                         "is no bundle"])
-    problems += found
-    rows, row_problems, typed_rows = jsonl(schema.CASES, data[schema.CASES], "row")
-    samples, sample_problems, _ = jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples")
-    problems += row_problems + sample_problems
+    problems += found + row_problems + sample_problems
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
@@ -310,6 +321,21 @@ def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunF
         problems += more + _energy(rows, samples, kept)
     bundle = Bundle(folder, manifest, rows, samples, typed_rows) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)
+
+
+def _telemetry(folder: Path, kept: rederive_energy.Kept,
+               fields: dict[str, str]) -> tuple[dict[str, str | None], list[str]]:
+    """telemetry.jsonl checked a line at a time as it is read (a long run's telemetry costs time, not memory), the
+    readings of the cases in `fields` kept: (its digest for SHA256SUMS, None where it could not be read; its
+    problems). Nothing where the bundle has no telemetry.jsonl (SHA256SUMS says whether it should)."""
+    if not ((folder / schema.TELEMETRY).exists() or (folder / schema.TELEMETRY).is_symlink()):
+        return {}, []
+    try:
+        readings = files.stream(folder, schema.TELEMETRY,
+                                lambda line, where: _reading_problems(line, where, kept, fields))
+    except _Reject as exc:
+        return {schema.TELEMETRY: None}, [str(exc)]
+    return {schema.TELEMETRY: readings.digest}, readings.problems
 
 
 def _energy(rows: list[Any], samples: list[Any], kept: rederive_energy.Kept) -> list[str]:

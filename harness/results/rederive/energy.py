@@ -5,7 +5,6 @@ before the first case and are not kept."""
 
 from __future__ import annotations
 
-import json
 import math
 from array import array
 from typing import Any
@@ -24,17 +23,12 @@ KINDS = {"counter": ("energy_j", "counter"), "integrated power": ("power_w", "po
 Kept = dict[str, tuple[array, array]]  # case -> (times, values): 16 bytes a reading, only where a row needs them
 
 
-def wanted(cases: bytes) -> dict[str, str]:
-    """case_id -> the reading field ('energy_j' or 'power_w') a measured row of cases.jsonl re-derives its energy
-    from; telemetry.jsonl is streamed (issue 42 item 14), so only these readings are kept, as two doubles each."""
+def wanted(rows: list[Any]) -> dict[str, str]:
+    """case_id -> the reading field ('energy_j' or 'power_w') a measured row of cases.jsonl (its decoded lines)
+    re-derives its energy from; telemetry.jsonl is streamed (issue 42 item 14), so only these readings are kept, as
+    two doubles each."""
     out = {}
-    for line in cases.splitlines():
-        if b'"integrated power"' not in line and b'"counter"' not in line:
-            continue  # no measured energy on this line: not parsed twice
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):  # the row's own problem, named by the validator
-            continue
+    for row in rows:
         e = row.get("energy") if isinstance(row, dict) else None
         if isinstance(e, dict) and e.get("source") in KINDS and isinstance(row.get("case_id"), str):
             out[row["case_id"]] = KINDS[e["source"]][0]
