@@ -200,14 +200,17 @@ def bench_commands(a: Path, b: Path, runs: int, which: list[str]) -> dict[str, l
     return out
 
 
-def bench_small(work: Path, small: Path, count: int, runs: int) -> list[float]:
+def bench_small(work: Path, small: Path, count: int, runs: int, reuse: bool = False) -> list[float]:
     """CPU milliseconds per `load_bundle` of a 2-row bundle, one figure per pass over `count` of them: the run's
-    bundle copied under `count` run ids (as a fleet's nodes' bundles differ), each loaded once a pass."""
+    bundle copied under `count` run ids (as a fleet's nodes' bundles differ), each loaded once a pass. `reuse`: the
+    copies a --keep run left in `work` where they are there."""
     from xmfu.harness.cli import formulas
     from xmfu.harness.results.bundle.validator import load_bundle
 
     formulas.install()
-    bundles = [copy_bundle(small, work / "small-copies", f"small-{i:04d}", 1, 100 + i) for i in range(count)]
+    copies = work / "small-copies"
+    bundles = [copies / f"small-{i:04d}" if reuse and (copies / f"small-{i:04d}" / "cases.jsonl").exists()
+               else copy_bundle(small, copies, f"small-{i:04d}", 1, 100 + i) for i in range(count)]
     for folder in (small, *bundles):
         found = load_bundle(folder)
         if found.problems or found.unchecked:
@@ -232,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=50, help="2-row bundles loaded per timed pass (default 50)")
     parser.add_argument("--only", choices=PARTS, action="append", help="time only this (repeat; default: all)")
     parser.add_argument("--keep", type=Path, help="make the bundles here and keep them (default: a temporary folder)")
-    parser.add_argument("--reuse", action="store_true", help="with --keep: time the big bundles already in DIR (they "
-                        "are validated first, as made ones are)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: time the bundles already in DIR (they are "
+                        "validated first, as made ones are)")
     args = parser.parse_args(argv)
     only = args.only or PARTS
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)", flush=True)
@@ -269,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{what:32s} wall {_median([w for w, _ in runs])}, CPU {_median([c for _, c in runs])}; goal "
                       f"< {GOALS[name]:g} s: {'met' if cpu < GOALS[name] else 'missed'} (CPU)", flush=True)
         if "small" in only:
-            small_ms = bench_small(work, small, args.small, args.runs)
+            small_ms = bench_small(work, small, args.small, args.runs, args.reuse)
             print(f"{'load_bundle (2 rows), in-process':32s} CPU {statistics.median(small_ms):.1f} ms per load "
                   f"({min(small_ms):.1f}-{max(small_ms):.1f}; {args.runs} passes over {args.small} bundles of one "
                   "config, each its own run id)", flush=True)

@@ -47,10 +47,27 @@ def validated_bundle(command: str, folder: str, held: bool = True) -> Any:
 
 def load(folder: str | Path, held: bool) -> Any:
     """validator.load_bundle(folder, held=held), imported when first needed (it brings numpy and the
-    re-derivation)."""
+    re-derivation). What a command holds to its end is kept to the process's end where `keep_to_exit` was asked."""
     from xmfu.harness.results.bundle.validator import load_bundle
 
-    return load_bundle(folder, held=held)
+    loaded = load_bundle(folder, held=held)
+    if held and _HELD["kept"] is not None:
+        _HELD["kept"].append(loaded)
+    return loaded
+
+
+# The bundles commands held to their end, kept to the process's end: only in the `xmfu` process itself
+# (main.run_as_module), which then leaves without freeing them; a caller of `main` (a test, a script) frees them.
+_HELD: dict[str, list[Any] | None] = {"kept": None}
+
+
+def keep_to_exit() -> None:
+    _HELD["kept"] = []
+
+
+def holds_bundles() -> bool:
+    """Whether this process's command held bundles to its end (and `keep_to_exit` was asked)."""
+    return bool(_HELD["kept"])
 
 
 def validated_bundles(command: str, path: str, held: bool = True) -> list[Any]:

@@ -194,9 +194,15 @@ def _settled(case: Any, params: dict[str, Any]) -> Any:
     size) takes the row's value, as Prepared.case settles it in the run."""
     if not dataclasses.is_dataclass(case) or not isinstance(params, dict):
         return case
-    open_fields = {f.name for f in dataclasses.fields(case) if getattr(case, f.name) is None}
-    settled = {k: v for k, v in params.items() if k in open_fields and v is not None}
+    names = _field_names(type(case))
+    settled = {k: v for k, v in params.items() if v is not None and k in names and getattr(case, k) is None}
     return dataclasses.replace(case, **settled) if settled else case
+
+
+@lru_cache(maxsize=64)
+def _field_names(kind: type) -> frozenset[str]:
+    """A case class's fields (dataclasses.fields: no ClassVar), looked up once per class."""
+    return frozenset(f.name for f in dataclasses.fields(kind))
 
 
 def _at_time(case: Any, row: dict[str, Any]) -> dict[str, Any]:

@@ -164,6 +164,9 @@ def _sample_problems(samples: list[dict]) -> list[str]:
         if isinstance(values, list) and values:
             try:
                 x = np.asarray(values, dtype=np.float64)
+            except OverflowError:  # an integer past any float
+                problems.append(f"{schema.SAMPLES} line {number}: samples must be finite, non-negative seconds")
+                continue
             except (TypeError, ValueError):
                 problems.append(f"{schema.SAMPLES} line {number}: samples are not all numbers")
                 continue

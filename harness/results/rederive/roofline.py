@@ -46,13 +46,20 @@ def roofline_problems(row: dict[str, Any], rec: dict[str, Any] | None, devices: 
     median = t.get("median") if row.get("status") == "ok" and row.get("timing_valid") is True else None
     peak, bw, cache = (r.get(k) if is_number(r.get(k)) and r[k] > 0 else None
                        for k in ("peak_tflops", "peak_membw_gbps", "cache_bytes"))
-    roofs = Roofs(Peak(peak, None, row.get("peak_entry"), ""), BandwidthPeak(bw, None, r.get("membw_entry"), ""),
-                  int(cache) if cache else None)
+    stated = (peak, row.get("peak_entry"), bw, r.get("membw_entry"), cache)  # a bundle's rows share a few
+    roofs = memoized(memo, ("roofs", *map(type, stated), *stated), lambda: _roofs(*stated))
     off = r.get("off_roofline") if isinstance(r.get("off_roofline"), str) else None
     want = place(Work(row["flops"], row["bytes"], least, off), roofs, median if is_number(median) else None)
-    out += [f"{where}: roofline.{k} {r.get(k)!r} is not what the roofline gives ({want[k]!r})"
-            for k in ROOFLINE_FIGURES if not same(r.get(k), want[k])]
+    if any(r.get(k) != want[k] for k in ROOFLINE_FIGURES):  # equal as Python compares: `same` too (most rows)
+        out += [f"{where}: roofline.{k} {r.get(k)!r} is not what the roofline gives ({want[k]!r})"
+                for k in ROOFLINE_FIGURES if not same(r.get(k), want[k])]
     return out + _floor_problems(row, rec, want["floor_s"], median, where)
+
+
+def _roofs(peak: float | None, peak_entry: Any, bw: float | None, membw_entry: Any, cache: float | None) -> Roofs:
+    """The roofs a row's record states, as machine/roofline.place takes them."""
+    return Roofs(Peak(peak, None, peak_entry, ""), BandwidthPeak(bw, None, membw_entry, ""),
+                 int(cache) if cache else None)
 
 
 def _floor_problems(row: dict[str, Any], rec: dict[str, Any] | None, floor: float | None, median: Any,

@@ -22,6 +22,7 @@ from xmfu.harness.results.rederive.times import (
     Settings,
     ci_band,
     close,
+    finite_numbers,
     is_number,
     same,
     within,
@@ -169,7 +170,10 @@ def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], 
             out.append(f"{where}: speedup against {sp.get('baseline')!r}, which has no row of this case")
             continue
         contended = any((r.get("contention") or {}).get("contended") for r in (row, rows[j]))
-        stated.append((sp, _paired(samples[j]), _paired(rec), where, contended))
+        base, cand = _paired(samples[j]), _paired(rec)
+        if any(p is not None and not (finite_numbers(p[0]) and min(p[0]) >= 0) for p in (base, cand)):
+            continue  # samples that are not finite seconds: the samples check names them
+        stated.append((sp, base, cand, where, contended))
     # The run's own seeded bootstrap first (stats.paired_speedup: seed 0, the config's resamples): its value and
     # paired rounds do not depend on the draws, and a genuine CI is its quantiles.
     drawn = [(base, cand) for _, base, cand, _, _ in stated if base and cand]

@@ -224,6 +224,20 @@ def is_number(value: Any) -> bool:
 _EXACT_NUMBERS = (int, float)
 
 
+def finite_numbers(values: list[Any]) -> bool:
+    """Every value a number (no bool) that is finite as a float: an integer past any float is not. JSON's ints and
+    floats are checked in C (map), other number types one by one."""
+    try:
+        if set(map(type, values)) <= _EXACT_SET:
+            return all(map(math.isfinite, values))
+        return all(is_number(v) and math.isfinite(v) for v in values)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+_EXACT_SET = frozenset(_EXACT_NUMBERS)
+
+
 def ci_band(draws: np.ndarray, level_tail: float, resamples: int) -> tuple[float, float]:
     """Where a percentile bound at `level_tail` from `resamples` bootstrap draws may land (see CI_SE)."""
     # Wilson score interval of the share of draws below the bound, observed level_tail of `resamples`.
@@ -268,7 +282,7 @@ def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Se
         values = rec.get("samples")
         groups = _repeats(rec, values)
         if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
-                and all(is_number(v) and math.isfinite(v) for v in values) and len(set(groups or ())) <= 1:
+                and finite_numbers(values) and len(set(groups or ())) <= 1:
             batch, at = batches.setdefault(ci_method_of(row["time_s"]), ([], []))
             batch.append(values)
             at.append(i)
@@ -295,7 +309,7 @@ def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, w
         return []
     if not values:
         return [f"{where}: {label} is stated but {source} holds no samples for it"]
-    if not all(is_number(v) and math.isfinite(v) for v in values):
+    if not finite_numbers(values):
         return []  # named by the samples check
     out = []
     if is_number(t.get("ci95_low")) and is_number(t.get("ci95_high")) and t["ci95_low"] > t["ci95_high"]:

@@ -52,12 +52,12 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _columns(result: Comparison) -> tuple[str, ...]:
+def _columns(result: Comparison, flat: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The table's columns: the costs where a row is priced, the energy figures where a row (`_flat`) has one."""
     priced = any(r.get("cost") for r in result.rows)
     inference = tuple(c for c in INFERENCE_COST_COLUMNS
                       if any((r.get("baseline_cost" if c.startswith("baseline_") else "cost") or {}).get(
                           c.removeprefix("baseline_")) is not None for r in result.rows))
-    flat = [_flat(r) for r in result.rows]
     extra = tuple(c for c in ENERGY_COLUMNS + ENERGY_COST_COLUMNS if any(f.get(c) is not None for f in flat))
     return COLUMNS + (COST_COLUMNS + inference if priced else ()) + extra
 
@@ -82,8 +82,8 @@ def render(result: Comparison, fmt: str) -> str:
         return json.dumps({"baseline": result.baseline, "rows": result.rows, "refused": result.refused,
                            "unmatched": result.unmatched, "environment_diff": result.env_diff}, indent=2,
                           default=str, allow_nan=False)
-    columns = _columns(result)
     flat = [_flat(r) for r in result.rows]
+    columns = _columns(result, flat)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=[*columns, "incomparable", "contended"], extrasaction="ignore")

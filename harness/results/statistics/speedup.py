@@ -184,7 +184,7 @@ def paired_speedup_draws(base: tuple, cand: tuple, resamples: int = BOOTSTRAP_RE
 
 
 PairedSamples = tuple  # (samples, rounds) or (samples, rounds, repeats), as paired_speedup_draws takes them
-CHUNK_VALUES = 250_000  # draws held at once by paired_speedup_bounds: its int16 counters stay in a core's cache
+CHUNK_VALUES = 250_000  # draws held at once by paired_speedup_bounds: its small counters stay in a core's cache
 
 
 def paired_speedup_bounds(pairs: Sequence[tuple[PairedSamples, PairedSamples]], resamples: int, q: Sequence[float],
@@ -235,8 +235,8 @@ def _drawn_medians(blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
     flat = blocks.reshape(p, rounds * k)
     order = np.argsort(flat, axis=1, kind="stable")
     ordered = np.take_along_axis(flat, order, axis=1)
-    n = rounds * k  # values in every draw (R rounds of k)
-    kind = np.int16 if n < np.iinfo(np.int16).max else np.int64
+    n = rounds * k  # values in every draw (R rounds of k): no counter exceeds it
+    kind = next(t for t in (np.int8, np.int16, np.int64) if n < np.iinfo(t).max)
     per_round, round_of = counts.astype(kind), order // k
     passed = np.zeros((p, counts.shape[1]), dtype=kind)  # picked values up to the j-th smallest, per draw
     low, high = np.zeros_like(passed), np.zeros_like(passed)  # sorted positions of the two middle values
