@@ -150,3 +150,16 @@ def test_a_reader_that_leaves_early_is_no_error(small):
     done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, env=env,
                           timeout=300, cwd=ROOT)
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr
+
+
+def test_the_warmup_figures_of_typed_records_are_those_the_type_walk_gives():
+    """rederive/warmup.warmup_figures(typed=True), for records every line of which fit their typed declaration (all
+    floats): the figures the walk over each value's type gives, record for record."""
+    from xmfu.harness.results.rederive import warmup
+
+    rng = np.random.default_rng(12)
+    records = [{"samples": [float(v) for v in rng.lognormal(size=int(n))],
+                "warmup": [float(v) for v in rng.lognormal(size=int(w))]}
+               for n, w in zip(rng.integers(1, 12, 300), rng.integers(0, 40, 300), strict=True)]
+    records += [{"samples": [], "warmup": [1.0] * 9}, {"samples": [1.0], "warmup": []}]
+    assert warmup.warmup_figures(records, typed=True) == warmup.warmup_figures(records)

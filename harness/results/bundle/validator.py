@@ -17,7 +17,8 @@ Every load re-derives every figure: nothing is remembered from an earlier valida
 trusted itself). What makes a year's report affordable (issue 30, item 14) is computing the same figures cheaper:
 the rows' time statistics in one batch per bundle (stats.summarize_many, summarize's figures bit for bit), the
 bootstrap band only where the run's own seeded CI is not reproduced (time statistics and speedups alike: a
-speedup's 8,000-draw reference is drawn only for a CI its run's own draw does not give), and each device name
+speedup's 8,000-draw reference is drawn only for a CI its run's own draw does not give; the run's own draws of a
+bundle's speedups counted, not sorted: statistics/speedup.py `_drawn_medians`), and each device name
 matched against the peak table once per process, each device and dtype of a bundle looked up once per bundle. What
 is remembered across bundles is what their bytes determine alone, never a verdict (issue 42 item 5): config.yaml
 parsed once per distinct text (libyaml where it reads as PyYAML's pure loader does, rederive/times.py), and a
@@ -198,16 +199,17 @@ def _membw_override(config: str) -> float | None:
 
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
-               formulas: times.Formulas | None,
-               run_formula: times.RunFormula | None) -> tuple[list[str], list[str]]:
-    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/)."""
+               formulas: times.Formulas | None, run_formula: times.RunFormula | None,
+               typed_samples: bool = False) -> tuple[list[str], list[str]]:
+    """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/); `typed_samples`:
+    every samples.jsonl line fit its typed declaration (its numbers are floats)."""
     config = data[schema.CONFIG].decode(errors="replace")
     settings, (devices, packages) = times.settings_of(config), _environment(data[schema.ENVIRONMENT])
     problems = row_checks.time_field_problems(manifest, ("created", "finished"), schema.MANIFEST)
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
     truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
-    warm = rederive_warmup.warmup_figures(samples)  # and every row's warm-up comparison
+    warm = rederive_warmup.warmup_figures(samples, typed_samples)  # and every row's warm-up comparison
     peaks: dict[Any, Any] = {}  # this bundle's peak lookups, by device and dtype (its devices and settings fixed)
     membw_override = _membw_override(config)
     for number, row in enumerate(rows, 1):
@@ -309,7 +311,8 @@ def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunF
     version = manifest.get("schema") if isinstance(manifest, dict) else None
     read = version in schema.ACCEPTED_SCHEMAS  # the records of a format this xmfu reads, decoded
     rows, row_problems, typed_rows = jsonl(schema.CASES, data[schema.CASES], "row") if read else ([], [], None)
-    samples, sample_problems, _ = jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples") if read else ([], [], None)
+    samples, sample_problems, typed_samples = jsonl(schema.SAMPLES, data[schema.SAMPLES], "samples") if read \
+        else ([], [], None)
     streamed, streamed_problems = _telemetry(folder, kept, rederive_energy.wanted(rows))
     problems += streamed_problems + _sums(folder, data, _defined(manifest), streamed)
     if not read:
@@ -320,7 +323,7 @@ def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunF
     unchecked: list[str] = []
     if isinstance(manifest, dict):
         problems += _consistency(manifest, rows, samples)
-        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula)
+        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula, typed_samples is not None)
         problems += more + _energy(rows, samples, kept)
     bundle = Bundle(folder, manifest, rows, samples, typed_rows) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)

@@ -24,6 +24,7 @@ caught here.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -66,22 +67,27 @@ def warmup_problems(row: dict[str, Any], rec: dict[str, Any], where: str,
     return out
 
 
-def warmup_figures(samples: list[Any]) -> list[Figures | None]:
+def warmup_figures(samples: list[Any], typed: bool = False) -> list[Figures | None]:
     """Per samples.jsonl record, what `warmup_problems` compares, computed for every record of one sample count and
     one warm-up count at once: numpy's medians along the rows of one array, the figures a record gets alone (a
     bundle of 4,000 rows with 400 warm-up calls each: one conversion and two reductions instead of 12,000 numpy
     calls). None: not computed here (nothing to compare, or a group holding an integer past any float), and
-    `warmup_problems` looks at that record alone."""
+    `warmup_problems` looks at that record alone. `typed`: every record decoded as its typed declaration (bundle/
+    records.py), which holds its samples and warm-up calls as floats: their types are not walked again."""
     out: list[Figures | None] = [None] * len(samples)
     groups: dict[tuple[int, int], list[int]] = {}
     for i, rec in enumerate(samples):
         timed, warmup = (rec.get("samples"), rec.get("warmup")) if isinstance(rec, dict) else (None, None)
-        if _typed_numbers(timed) and _typed_numbers(warmup) and len(warmup) >= MIN_WARMUP + 1:
+        numbers = (isinstance(timed, list) and isinstance(warmup, list) and bool(timed)) if typed \
+            else _typed_numbers(timed) and _typed_numbers(warmup)
+        if numbers and len(warmup) >= MIN_WARMUP + 1:
             groups.setdefault((len(timed), len(warmup)), []).append(i)
-    for where in groups.values():
-        try:
-            timed = np.asarray([samples[i]["samples"] for i in where], dtype=np.float64)
-            warmup = np.asarray([samples[i]["warmup"][1:] for i in where], dtype=np.float64)
+    for (n, calls), where in groups.items():
+        try:  # each group's values in one pass (no list of lists for numpy to walk)
+            timed = np.fromiter(chain.from_iterable(samples[i]["samples"] for i in where), np.float64,
+                                len(where) * n).reshape(len(where), n)
+            warmup = np.fromiter(chain.from_iterable(samples[i]["warmup"] for i in where), np.float64,
+                                 len(where) * calls).reshape(len(where), calls)[:, 1:]
         except OverflowError:  # an integer past any float: no time; each record alone says so
             continue
         finite = np.isfinite(timed).all(axis=1) & np.isfinite(warmup).all(axis=1)

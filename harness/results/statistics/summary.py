@@ -235,11 +235,10 @@ def _summaries(x: np.ndarray, resamples: int, ci_method: str) -> list[Summary]:
         ci, method = (x[:, [0, n - 1]] if r == 0 else x[:, [r - 1, n - r]]).T, CI_BINOMIAL
     median = np.median(x, axis=1)
     p10, p90, p99 = np.percentile(x, [10, 90, 99], axis=1)
-    return [Summary(n=int(n), median=float(median[j]), mean=float(mean[j]), min=float(x[j, 0]),
-                    max=float(x[j, -1]), p10=float(p10[j]), p90=float(p90[j]), p99=float(p99[j]),
-                    ci95_low=float(ci[0, j]), ci95_high=float(ci[1, j]),
-                    cv=float(std[j] / mean[j]) if mean[j] > 0 else 0.0, ci_method=method)
-            for j in range(x.shape[0])]
+    with np.errstate(divide="ignore", invalid="ignore"):  # cv is 0 where the mean is not positive (below)
+        cv = np.where(mean > 0, std / mean, 0.0)
+    columns = (median, mean, x[:, 0], x[:, -1], p10, p90, p99, ci[0], ci[1], cv)  # Python floats, column by column
+    return [Summary(int(n), *figures, method) for figures in zip(*(c.tolist() for c in columns), strict=True)]
 
 
 def spread(medians: Sequence[float]) -> dict[str, float | int]:
