@@ -42,8 +42,8 @@ from xmfu.harness.results.statistics.summary import (
 
 
 def _ratio(name: str, stated: Any, top: Any, bottom: Any, scale: float, where: str, what: str) -> list[str]:
-    if not (is_number(stated) and is_number(top) and is_number(bottom)) or bottom <= 0:
-        return []
+    if stated is None or not (is_number(stated) and is_number(top) and is_number(bottom)) or bottom <= 0:
+        return []  # (most rows leave most ratios null: the first test ends those)
     expected = top / bottom / scale
     return [] if close(stated, expected) else [f"{where}: {name} {stated} is not {what} ({expected})"]
 
@@ -130,7 +130,7 @@ def key_problems(row: dict[str, Any], where: str, fields_required: bool) -> list
                 f"of"] if fields_required else []
     out = []
     for name in ("workload", "params", "dtype", "flop_convention"):
-        if name in row and not same(fields.get(name), row[name]):
+        if name in row and fields.get(name) != row[name] and not same(fields.get(name), row[name]):
             out.append(f"{where}: comparability.{name} {fields.get(name)!r} is not the row's {name} {row[name]!r}")
     try:
         expected = comparability_key(fields)
