@@ -131,7 +131,7 @@ def _convert(hint: Any, value: Any, field: str) -> Any:
 
 def build(prefix: str, cls: type[T], values: Mapping[str, Any]) -> T:
     """`cls` from values OmegaConf has type-checked: each field's range check, then the frozen dataclass."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         field = _join(prefix, f.name)
@@ -146,7 +146,7 @@ def _check_sections(prefix: str, cls: type, data: Any) -> None:
     """A section given as something other than a mapping: OmegaConf's merge loses which one it was."""
     if not isinstance(data, Mapping):
         raise ConfigError(prefix, f"{data!r} is not a mapping", kind(cls))
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     for f in dataclasses.fields(cls):
         section = optional_inner(hints[f.name]) or hints[f.name]
         if dataclasses.is_dataclass(section) and data.get(f.name) is not None:
@@ -230,7 +230,10 @@ def _declared_value(value: Any) -> Any:
 
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    return {f.name: typing.get_type_hints(cls)[f.name] for f in dataclasses.fields(cls)}
+    """A declared class's fields' type hints, resolved once per class (typing.get_type_hints walks every base's
+    annotations and evaluates each string: tens of milliseconds for the run settings' sections)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def plain_values(cls: type, data: Any, defaults: Any) -> dict[str, Any]:
