@@ -31,10 +31,8 @@ from xmfu.harness.cli.common import (
     usage_error,
 )
 from xmfu.harness.cli.compare import cmd_compare
-from xmfu.harness.cli.fleet import cmd_fleet
 from xmfu.harness.cli.history import cmd_history
 from xmfu.harness.cli.importing import cmd_import
-from xmfu.harness.cli.kernels import cmd_kernels
 from xmfu.harness.cli.references import cmd_references
 from xmfu.harness.cli.report import cmd_export, cmd_report
 from xmfu.harness.cli.sign import cmd_sign
@@ -197,6 +195,20 @@ def cmd_run(args: Sequence[str]) -> int:
         if _CTRL_C.seen:  # the interrupt surfaced as someone's error (see _CtrlC): main reports it as Ctrl-C
             raise
         return usage_error(f"run: {exc}")
+
+
+def cmd_fleet(args: Sequence[str]) -> int:
+    """`xmfu fleet`, imported when asked for (its modules are not every command's start-up cost)."""
+    from xmfu.harness.cli.fleet import cmd_fleet as fleet
+
+    return fleet(args)
+
+
+def cmd_kernels(args: Sequence[str]) -> int:
+    """`xmfu kernels`, imported when asked for (the kernel catalog is not every command's start-up cost)."""
+    from xmfu.harness.cli.kernels import cmd_kernels as kernels
+
+    return kernels(args)
 
 
 COMMANDS = {"run": cmd_run, "compare": cmd_compare, "report": cmd_report, "history": cmd_history,
