@@ -96,7 +96,8 @@ def render(result: Comparison, fmt: str) -> str:
         lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in cells]
         lines += ["", *(f"- {n}" for n in _notes(result))]
         return "\n".join(lines)
-    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    widths = [max(len(c), *map(len, cells_of)) for c, cells_of in zip(columns, zip(*cells, strict=True), strict=True)] \
+        if cells else [len(c) for c in columns]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join([*lines, *_notes(result)])
