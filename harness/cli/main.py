@@ -12,6 +12,7 @@ from xmfu.harness.cli import start_up
 
 start_up.guard_the_console_script()  # before the imports below: a Ctrl-C among them exits 130, no traceback
 
+import gc
 import json
 import os
 import signal
@@ -329,6 +330,8 @@ def run_as_module() -> None:
         for s in _CtrlC.SIGNALS:
             signal.signal(s, _record_signal)
     keep_to_exit()  # what a command holds to its end is not freed one object at a time (leave_without_freeing)
+    gc.freeze()  # what the imports made lives to the end (start_up.guard paused the collector for them)
+    gc.enable()
     status = main()
     if status == 130:
         # Interrupted: the bundle is finished and its files closed (the run held every further signal until then).
