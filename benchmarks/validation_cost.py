@@ -3,7 +3,7 @@
 
     python benchmarks/validation_cost.py                 # 5 runs of each; goals: compare < 3 s, validate < 2 s
     python benchmarks/validation_cost.py --runs 3 --sizes 500 --only small --keep DIR
-    python benchmarks/validation_cost.py --runs 3 --keep DIR --reuse   # the big bundles a --keep run left in DIR
+    python benchmarks/validation_cost.py --runs 3 --keep DIR --reuse   # the bundles a --keep run left in DIR
 
 The bundles are a real run's and copies of it, all in a temporary folder (or DIR with --keep; nothing else is
 written):
