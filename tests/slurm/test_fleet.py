@@ -99,8 +99,9 @@ def test_a_step_past_its_limit_and_a_cancelled_job_could_not_run(slurm_cluster: 
     done = _fleet(slurm_cluster, folder, "--step-limit", "3", "--xmfu-command", str(wrapper))
     excluded = _excluded(folder)
     assert excluded.get("n2") == ["could-not-run"], done.stdout
-    detail = json.loads((folder / "excluded.json").read_text())[0]["findings"][0]["detail"]
-    assert "time limit" in detail, detail
+    # n2's own entry: on a loaded host another node may be excluded too (a collective's busbw below the fleet's)
+    n2 = next(e for e in json.loads((folder / "excluded.json").read_text()) if e["host"] == "n2")
+    assert any("time limit" in f["detail"] for f in n2["findings"]), n2
 
     cancelled = tmp_path / "cancelled"
     submitted = _fleet(slurm_cluster, cancelled, "--no-wait")
