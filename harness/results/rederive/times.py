@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 
 from xmfu.harness.results.rederive.warmup import Figures as WarmupFigures
-from xmfu.harness.results.rederive.warmup import warmup_problems
+from xmfu.harness.results.rederive.warmup import json_numbers, warmup_problems
 from xmfu.harness.results.statistics.summary import (
     BOOTSTRAP_RESAMPLES,
     CI_BINOMIAL,
@@ -226,16 +226,13 @@ _EXACT_NUMBERS = (int, float)
 
 def finite_numbers(values: list[Any]) -> bool:
     """Every value a number (no bool) that is finite as a float: an integer past any float is not. JSON's ints and
-    floats are checked in C (map), other number types one by one."""
+    floats (warmup.json_numbers) are checked in C (map), other number types one by one."""
     try:
-        if set(map(type, values)) <= _EXACT_SET:
+        if json_numbers(values):
             return all(map(math.isfinite, values))
         return all(is_number(v) and math.isfinite(v) for v in values)
     except OverflowError:  # an integer too large for a float
         return False
-
-
-_EXACT_SET = frozenset(_EXACT_NUMBERS)
 
 
 def ci_band(draws: np.ndarray, level_tail: float, resamples: int) -> tuple[float, float]:

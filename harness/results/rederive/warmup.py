@@ -79,7 +79,7 @@ def warmup_figures(samples: list[Any], typed: bool = False) -> list[Figures | No
     for i, rec in enumerate(samples):
         timed, warmup = (rec.get("samples"), rec.get("warmup")) if isinstance(rec, dict) else (None, None)
         numbers = (isinstance(timed, list) and isinstance(warmup, list) and bool(timed)) if typed \
-            else _typed_numbers(timed) and _typed_numbers(warmup)
+            else json_numbers(timed) and json_numbers(warmup)
         if numbers and len(warmup) >= MIN_WARMUP + 1:
             groups.setdefault((len(timed), len(warmup)), []).append(i)
     for (n, calls), where in groups.items():
@@ -102,7 +102,7 @@ def _figures(timed: np.ndarray, after_first: np.ndarray) -> list[Figures]:
     return [(float(m), float(f), float(t)) for m, f, t in zip(median, fastest, typical, strict=True)]
 
 
-def _typed_numbers(values: Any) -> bool:
+def json_numbers(values: Any) -> bool:
     """A non-empty list of JSON numbers (no bool), by exact type as the JSON decoder gives them."""
     return isinstance(values, list) and bool(values) and set(map(type, values)) <= _NUMBER_TYPES
 
@@ -110,7 +110,7 @@ def _typed_numbers(values: Any) -> bool:
 def _numbers(values: Any) -> bool:
     """A non-empty list of finite JSON numbers (no bool). The types are checked by exact type, as the JSON decoder
     gives them, and finiteness in one numpy pass: validation reads every sample of a bundle here."""
-    if not _typed_numbers(values):
+    if not json_numbers(values):
         return False
     try:
         return bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
