@@ -1,8 +1,9 @@
 """The cheaper paths validation takes (issue 42 item 5; benchmarks/validation_cost.py measures the seconds) give
 what the plain ones gave: a bundle's speedup draws counted rather than sorted, compare's resampled medians computed
-once per distinct pair of ranks, cases.jsonl read a line at a time where it lies, every sample checked in one
-conversion (and samples that are no finite seconds named, never a traceback), and an `xmfu` process that held its
-bundles leaving without freeing them one object at a time, its output and its exit handlers intact."""
+once per distinct pair of ranks and their bootstrap bounds counted from the distinct ratios, cases.jsonl read a line
+at a time where it lies, every sample checked in one conversion (and samples that are no finite seconds named, never
+a traceback), and an `xmfu` process that held its bundles leaving without freeing them one object at a time, its
+output and its exit handlers intact."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import SECOND_MATMUL
+from xmfu.harness.results.analysis import compare
 from xmfu.harness.results.bundle.records import _lines
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.statistics import speedup, summary
+from xmfu.harness.results.statistics import quantiles, speedup, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +51,51 @@ def test_resampled_medians_of_distinct_rank_pairs_are_each_draws_own():
         low, high = summary.median_ranks(n, (1, 700), np.random.default_rng(n))
         want = x[:, low[0]] if high is None else (x[:, low[0]] + x[:, high[0]]) / 2
         assert got.shape == want.shape and np.array_equal(got, want), n
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # infinity minus infinity in the interpolation, as numpy's
+def test_quantiles_of_repeated_values_are_np_quantile_of_the_repeats_to_the_bit():
+    """quantiles.repeated_quantiles against np.quantile of the values repeated as counted: ties, NaN and infinity in
+    a row, one distinct value, one draw in all, the range's ends and its middle."""
+    rng = np.random.default_rng(11)
+    for distinct, rows in ((1, 3), (2, 5), (7, 40), (60, 30), (300, 8)):
+        values = rng.lognormal(size=(rows, distinct))
+        values[::3] = np.round(values[::3], 1)  # ties between distinct columns
+        if distinct > 1:
+            values[1, 0], values[2, 1] = np.nan, np.inf
+        for counts in (rng.integers(1, 9, size=distinct), np.ones(distinct, dtype=np.int64)):
+            for q in ([0.025, 0.975], [0.0, 0.5, 1.0], [0.3]):
+                want = np.quantile(np.repeat(values, counts, axis=1), q, axis=1)
+                got = quantiles.repeated_quantiles(values, counts, q)
+                assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True), (distinct, q)
+
+
+def _within_by_every_draw(pairs, seed=0):
+    """compare.within_run_intervals as it was written before: every draw's ratio built, np.quantile over them."""
+    rng, out, groups = np.random.default_rng(seed), [None] * len(pairs), {}
+    for i, (b, c) in enumerate(pairs):
+        groups.setdefault((b.size, c.size), []).append(i)
+    for index in groups.values():
+        base = np.sort(np.stack([pairs[i][0] for i in index]), axis=1)
+        cand = np.sort(np.stack([pairs[i][1] for i in index]), axis=1)
+        ratios = summary.resampled_medians_sorted(base, compare.RESAMPLES, rng) / summary.resampled_medians_sorted(
+            cand, compare.RESAMPLES, rng)
+        lows, highs = np.quantile(ratios, [0.025, 0.975], axis=1)
+        values = np.median(base, axis=1) / np.median(cand, axis=1)
+        for j, i in enumerate(index):
+            out[i] = (float(values[j]), float(lows[j]), float(highs[j]))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # a zero median divides by zero in both (inf, NaN), alike
+def test_compare_within_run_intervals_counted_are_those_of_every_draw_to_the_bit():
+    """compare.within_run_intervals counts each distinct pair of resampled medians once: the same value and bounds
+    as building all 1,000 draws of every row, for groups of several sample counts, ties and zero medians."""
+    rng = np.random.default_rng(12)
+    pairs = [(rng.lognormal(size=n), np.round(rng.lognormal(size=m) * scale, 1))
+             for n, m in ((10, 10), (1, 1), (3, 2), (31, 30), (2, 7)) for scale in (1.0, 0.05) for _ in range(25)]
+    got, want = compare.within_run_intervals(pairs), _within_by_every_draw(pairs)
+    assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
 
 
 @pytest.mark.parametrize("raw", [b"", b"a\n", b"a\nb\n", b"a\nb", b"\n\na\n", b"a\r\nb\r\n", b"a\rb\n", b"a\r\n\r\n",

@@ -24,8 +24,13 @@ import numpy as np
 
 from xmfu.harness.results.bundle.reader import Bundle
 from xmfu.harness.results.schema.row import Row
+from xmfu.harness.results.statistics.quantiles import repeated_quantiles
 from xmfu.harness.results.statistics.speedup import judge, runs_ratio_ci, runs_ratio_ci_store, verdict
-from xmfu.harness.results.statistics.summary import BOOTSTRAP_RESAMPLES, EQUIVALENCE_MARGIN, resampled_medians_sorted
+from xmfu.harness.results.statistics.summary import (
+    BOOTSTRAP_RESAMPLES,
+    EQUIVALENCE_MARGIN,
+    distinct_resampled_medians,
+)
 
 DEFAULT_NOISE_FLOOR = 0.10  # one run per side and no noise estimate: differences under 10% are not called
 RESAMPLES = BOOTSTRAP_RESAMPLES  # compare resamples as a run does
@@ -113,7 +118,10 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
                          seed: int = 0) -> list[tuple[float, float, float]]:
     """(ratio of medians, bootstrap low, high) of baseline / candidate for each (one run, one run) pair: the
     samples' own precision, nothing more. Pairs with the same sample counts are resampled together, one
-    vectorised draw per group of rows (xmfu.harness.results.statistics.summary.resampled_medians_sorted)."""
+    vectorised draw per group of rows (xmfu.harness.results.statistics.summary.distinct_resampled_medians). A
+    draw's ratio is one of a few hundred distinct (base median, candidate median) pairs, the same for every row of
+    a group: each is divided once per row and the 95% bounds are counted from how often it was drawn
+    (statistics/quantiles.py), np.quantile's figures over the full draws to the bit."""
     rng = np.random.default_rng(seed)
     out: list[tuple[float, float, float] | None] = [None] * len(pairs)
     groups: dict[tuple[int, int], list[int]] = {}
@@ -122,8 +130,12 @@ def within_run_intervals(pairs: list[tuple[np.ndarray, np.ndarray]],
     for index in groups.values():
         base = np.sort(np.stack([pairs[i][0] for i in index]), axis=1)
         cand = np.sort(np.stack([pairs[i][1] for i in index]), axis=1)
-        ratios = resampled_medians_sorted(base, RESAMPLES, rng) / resampled_medians_sorted(cand, RESAMPLES, rng)
-        lows, highs = np.quantile(ratios, [0.025, 0.975], axis=1)
+        base_medians, base_drawn = distinct_resampled_medians(base, RESAMPLES, rng)
+        cand_medians, cand_drawn = distinct_resampled_medians(cand, RESAMPLES, rng)
+        width = cand_medians.shape[1]
+        combos, counts = np.unique(base_drawn * width + cand_drawn, return_counts=True)
+        ratios = base_medians[:, combos // width] / cand_medians[:, combos % width]
+        lows, highs = repeated_quantiles(ratios, counts, [0.025, 0.975])
         values = np.median(base, axis=1) / np.median(cand, axis=1)
         for j, i in enumerate(index):
             out[i] = (float(values[j]), float(lows[j]), float(highs[j]))
