@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from xmfu.harness.results.rederive import row_checks, times
-from xmfu.harness.results.statistics.speedup import paired_speedup, paired_speedup_bounds
+from xmfu.harness.results.statistics.paired_bounds import paired_speedup_bounds
+from xmfu.harness.results.statistics.speedup import paired_speedup
 from xmfu.harness.results.statistics.summary import summarize
 
 RESAMPLES = 500

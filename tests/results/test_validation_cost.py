@@ -249,10 +249,10 @@ def test_the_row_medians_equal_numpys_nanmedian_value_for_value():
 
 
 def test_many_pairs_drawn_together_give_each_pairs_own_bootstrap_bit_for_bit(monkeypatch):
-    """speedup.paired_speedup_bounds draws the pairs of one repeat and evenly filled rounds together (one sort for
+    """paired_bounds.paired_speedup_bounds draws the pairs of one repeat and evenly filled rounds together (one sort for
     many): each pair's value, rounds and CI quantiles are what paired_speedup_draws and np.quantile give it alone,
     however the pairs are chunked; uneven rounds, several repeats and pairs without a shared round go alone."""
-    from xmfu.harness.results.statistics import speedup
+    from xmfu.harness.results.statistics import paired_bounds, speedup
 
     rng = np.random.default_rng(11)
     pairs = []
@@ -275,8 +275,8 @@ def test_many_pairs_drawn_together_give_each_pairs_own_bootstrap_bit_for_bit(mon
                           (list(rng.lognormal(0, .3, 3)), [3, 4, 5] if kind % 8 == 3 else [0, 1, 2])))
     q = (0.025, 0.975)
     for resamples, chunk in ((1, 4_000_000), (9, 4_000_000), (400, 20_000)):
-        monkeypatch.setattr(speedup, "CHUNK_VALUES", chunk)
-        for (base, cand), got in zip(pairs, speedup.paired_speedup_bounds(pairs, resamples, q), strict=True):
+        monkeypatch.setattr(paired_bounds, "CHUNK_VALUES", chunk)
+        for (base, cand), got in zip(pairs, paired_bounds.paired_speedup_bounds(pairs, resamples, q), strict=True):
             alone = speedup.paired_speedup_draws(base, cand, resamples)
             if alone is None:
                 assert got is None

@@ -22,14 +22,15 @@ from tests.conftest import SECOND_MATMUL
 from xmfu.harness.results.analysis import compare
 from xmfu.harness.results.bundle.records import _lines
 from xmfu.harness.results.bundle.validator import load_bundle
-from xmfu.harness.results.statistics import quantiles, speedup, summary
+from xmfu.harness.results.statistics import paired_bounds, quantiles, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_draws_median_counted_is_the_median_of_the_sorted_draw_to_the_bit():
-    """speedup._drawn_medians against sorting each draw's values (blocks[:, picks]) and taking np.median: rounds of
-    one sample and of several, ties, an odd and an even count of values, one round."""
+    """paired_bounds._drawn_medians against sorting each draw's values (blocks[:, picks]) and taking np.median:
+    rounds of one sample and of several, ties, an odd and an even count of values, one round; counted through the
+    table of pair means (up to 16 values a draw) and through two gathers (more)."""
     rng = np.random.default_rng(4)
     for rounds, per_round, draws in ((10, 1, 300), (7, 3, 200), (1, 1, 5), (5, 2, 50), (12, 4, 100), (3, 5, 40)):
         blocks = rng.lognormal(size=(9, rounds, per_round))
@@ -38,7 +39,7 @@ def test_a_draws_median_counted_is_the_median_of_the_sorted_draw_to_the_bit():
         counts = np.zeros((rounds, draws), dtype=np.int64)
         np.add.at(counts, (picks, np.arange(draws)[:, None]), 1)
         want = np.median(blocks[:, picks].reshape(9, draws, -1), axis=-1)
-        assert np.array_equal(speedup._drawn_medians(blocks, counts), want), (rounds, per_round)
+        assert np.array_equal(paired_bounds._drawn_medians(blocks, counts), want), (rounds, per_round)
 
 
 def test_resampled_medians_of_distinct_rank_pairs_are_each_draws_own():

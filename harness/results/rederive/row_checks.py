@@ -29,10 +29,10 @@ from xmfu.harness.results.rederive.times import (
 )
 from xmfu.harness.results.schema import achievable
 from xmfu.harness.results.schema.comparability import comparability_key
+from xmfu.harness.results.statistics.paired_bounds import paired_speedup_bounds
 from xmfu.harness.results.statistics.speedup import (
     MIN_ROUNDS,
     judge,
-    paired_speedup_bounds,
     paired_speedup_draws,
     verdict,
 )
