@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +54,8 @@ class Installed:
 
 def installed() -> list[Installed]:
     """The installed packages' plug-in backends, by name (importlib.metadata: reads metadata, imports nothing)."""
+    import importlib.metadata  # here, not at the top: 19 ms of every `xmfu` start, for the commands that ask
+
     out = []
     for ep in importlib.metadata.entry_points(group=GROUP):
         dist = getattr(ep, "dist", None)
@@ -194,10 +195,14 @@ def provenance(path: str, module: Any, source: Installed | None) -> dict[str, An
 def _distributions() -> Mapping[str, list[str]]:
     """Top-level module -> the distributions providing it: a scan of every installed package's metadata (1-2 s on
     a loaded 2-core machine), done once per process, not once per plug-in named."""
+    import importlib.metadata
+
     return importlib.metadata.packages_distributions()
 
 
 def _distribution(module_name: str) -> tuple[str | None, str | None]:
+    import importlib.metadata
+
     top = module_name.split(".")[0]
     names = _distributions().get(top) or []
     if not names:

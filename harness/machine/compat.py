@@ -16,7 +16,6 @@ import platform as host
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 
@@ -83,6 +82,8 @@ def compare(version: str, bound: str) -> int:
 
 
 def _installed(spec: Supported) -> str | None:
+    from importlib import metadata  # here: every `xmfu` start imports this module, few ask it a version (19 ms)
+
     if spec.name == "python":
         return host.python_version()
     for dist in spec.distributions or (spec.name,):

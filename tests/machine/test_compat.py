@@ -67,7 +67,7 @@ def test_rocms_triton_is_read_from_its_own_distribution(monkeypatch):
             return "3.2.0+gitabcdef"
         raise metadata.PackageNotFoundError(dist)
 
-    monkeypatch.setattr(compat.metadata, "version", version)
+    monkeypatch.setattr(metadata, "version", version)
     assert compat._installed(compat.BY_NAME["triton"]) == "3.2.0+gitabcdef"
 
 

@@ -20,7 +20,7 @@ def test_gpu_wheels_are_recorded_by_their_pypi_names(monkeypatch):
             return installed[name]
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(environment.metadata, "version", version)
+    monkeypatch.setattr(metadata, "version", version)
     got = environment.package_versions()
     assert all(name in got for name in GPU_WHEELS)
     assert {k: got[k] for k in installed} == installed
