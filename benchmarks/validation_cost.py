@@ -24,7 +24,11 @@ checkout first on PYTHONPATH (imports included, from cached bytecode: each runs 
 turn, and reported as the median (min-max) of
 their wall and CPU seconds (user + system, from wait4: the steadier figure on a shared machine). The 2-row bundles'
 `load_bundle` is timed in this process (the front door's formulas installed, as every command has them): CPU
-milliseconds per load, a figure per pass over the copies. The machine's load average is printed before and after.
+milliseconds per load, a figure per pass over the copies. The machine's load average is printed before and after,
+and so is the CPU time of a fixed piece of work of the same kinds (`host_reference`: JSON lines decoded, dicts
+read, numbers sorted), which no code of xmfu's changes: a shared machine's speed moves by up to 2x within an hour
+with no load average showing it, and this figure says which speed a run met (docs/reference-measurements.md keeps
+the figures of runs at several such speeds).
 Exit status 0 always: the figures are for reading, not a gate.
 """
 
@@ -186,6 +190,26 @@ def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def host_reference(passes: int = 3) -> float:
+    """CPU seconds of a fixed piece of work (the least of `passes`): 10,000 JSON lines of 60 fields decoded with
+    msgspec, every field read back, 2,000,000 numbers sorted with numpy. Nothing of xmfu's runs in it, so it moves
+    only with the machine: a figure of this benchmark is read beside it."""
+    import msgspec
+    import numpy as np
+
+    record = {f"field_{i}": (i * 0.37 if i % 3 else f"text {i} " * 4) for i in range(60)}
+    lines = [msgspec.json.encode({**record, "n": n}) for n in range(10_000)]
+    values = np.random.default_rng(0).random(2_000_000)
+    best = float("inf")
+    for _ in range(passes):
+        start = time.process_time()
+        rows = [msgspec.json.decode(line) for line in lines]
+        sum(len(row) for row in rows if all(row.get(k) is not None for k in record))
+        np.sort(values)
+        best = min(best, time.process_time() - start)
+    return best
+
+
 def bench_commands(a: Path, b: Path, runs: int, which: list[str]) -> dict[str, list[tuple[float, float]]]:
     commands = {"validate": ["validate", str(a)], "compare": ["compare", str(a), str(b)]}
     out: dict[str, list[tuple[float, float]]] = {name: [] for name in which}
@@ -239,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                         "validated first, as made ones are)")
     args = parser.parse_args(argv)
     only = args.only or PARTS
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)", flush=True)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {_load()} (1/5/15 min), host "
+          f"reference work {host_reference():.3f} s CPU", flush=True)
     with tempfile.TemporaryDirectory(prefix="xmfu-validation-cost-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -276,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'load_bundle (2 rows), in-process':32s} CPU {statistics.median(small_ms):.1f} ms per load "
                   f"({min(small_ms):.1f}-{max(small_ms):.1f}; {args.runs} passes over {args.small} bundles of one "
                   "config, each its own run id)", flush=True)
-    print(f"{args.runs} runs each; load average after: {_load()}")
+    print(f"{args.runs} runs each; load average after: {_load()}, host reference work {host_reference():.3f} s CPU")
     return 0
 
 
