@@ -127,7 +127,9 @@ def _reading_problems(line: bytes, where: str, kept: rederive_energy.Kept | None
     return problems
 
 
-def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[str]:
+def _consistency(manifest: dict, rows: list[dict], samples: list[dict], seconds: bool) -> list[str]:
+    """The manifest's counts, run ids and line pairing against the records; `seconds`: every sample is a finite,
+    non-negative number (`_all_seconds`), else `_sample_problems` names the records that are not."""
     problems = []
     counts = dict.fromkeys(schema.ROW_STATUSES, 0)
     for number, row in enumerate(rows, 1):
@@ -142,7 +144,7 @@ def _consistency(manifest: dict, rows: list[dict], samples: list[dict]) -> list[
     for number, (row, rec) in enumerate(zip(rows, samples, strict=False), 1):
         if (rec.get("case_id"), rec.get("backend")) != (row.get("case_id"), row.get("backend")):
             problems.append(f"{schema.SAMPLES} line {number} is not the samples of {schema.CASES} line {number}")
-    return problems + ([] if _all_seconds(samples) else _sample_problems(samples))
+    return problems + ([] if seconds else _sample_problems(samples))
 
 
 def _all_seconds(samples: list[dict]) -> bool:
@@ -200,15 +202,16 @@ def _membw_override(config: str) -> float | None:
 
 def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict[str, bytes],
                formulas: times.Formulas | None, run_formula: times.RunFormula | None,
-               typed_samples: bool = False) -> tuple[list[str], list[str]]:
+               typed_samples: bool = False, seconds: bool = False) -> tuple[list[str], list[str]]:
     """(problems, unchecked): every figure re-derived from the bundle's own contents (rederive/); `typed_samples`:
-    every samples.jsonl line fit its typed declaration (its numbers are floats)."""
+    every samples.jsonl line fit its typed declaration (its numbers are floats); `seconds`: and every sample is a
+    finite, non-negative float (the per-row checks then need not look again)."""
     config = data[schema.CONFIG].decode(errors="replace")
     settings, (devices, packages) = times.settings_of(config), _environment(data[schema.ENVIRONMENT])
     problems = row_checks.time_field_problems(manifest, ("created", "finished"), schema.MANIFEST)
     problems += row_checks.duplicate_problems(rows, schema.CASES)
     suite = rederive_run.suite_key(manifest)
-    truths = times.time_truths(rows, samples, settings)  # every row's statistics at once, the same figures
+    truths = times.time_truths(rows, samples, settings, seconds)  # every row's statistics at once, the same figures
     warm = rederive_warmup.warmup_figures(samples, typed_samples)  # and every row's warm-up comparison
     peaks: dict[Any, Any] = {}  # this bundle's peak lookups, by device and dtype (its devices and settings fixed)
     membw_override = _membw_override(config)
@@ -216,7 +219,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         where = f"{schema.CASES} line {number}"
         if number <= len(samples):
             rec = samples[number - 1]
-            problems += times.time_problems(row, rec, settings, where, truths[number - 1], warm[number - 1])
+            problems += times.time_problems(row, rec, settings, where, truths[number - 1], warm[number - 1], seconds)
             problems += rederive_series.variant_problems(row, rec, settings, where)
             problems += rederive_series.steady_problems(row, rec, settings, where)
         problems += row_checks.derived_problems(row, where)
@@ -229,7 +232,7 @@ def _rederived(manifest: dict, rows: list[dict], samples: list[dict], data: dict
         problems += row_checks.time_field_problems(row, ("started", "finished"), where)
         problems += row_checks.key_problems(row, where, manifest.get("schema") == schema.SCHEMA)
         problems += rederive_run.suite_problems(row, suite, where)
-    problems += row_checks.speedup_problems(rows, samples, settings, schema.CASES)
+    problems += row_checks.speedup_problems(rows, samples, settings, schema.CASES, seconds)
     problems += nodes.problems(manifest, rows, schema.MANIFEST)
     imported = import_config(config)
     if imported is not None:  # another tool's log (`xmfu import`): every row re-built from the log it keeps
@@ -322,8 +325,11 @@ def _load(folder: Path, formulas: times.Formulas | None, run_formula: times.RunF
     problems += found + row_problems + sample_problems
     unchecked: list[str] = []
     if isinstance(manifest, dict):
-        problems += _consistency(manifest, rows, samples)
-        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula, typed_samples is not None)
+        # every sample a finite, non-negative float: typed as floats, and checked in one conversion
+        seconds = typed_samples is not None and _all_seconds(samples)
+        problems += _consistency(manifest, rows, samples, seconds)
+        more, unchecked = _rederived(manifest, rows, samples, data, formulas, run_formula, typed_samples is not None,
+                                     seconds)
         problems += more + _energy(rows, samples, kept)
     bundle = Bundle(folder, manifest, rows, samples, typed_rows) if isinstance(manifest, dict) else None
     return Loaded(bundle, problems, unchecked)

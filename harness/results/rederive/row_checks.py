@@ -155,9 +155,10 @@ def duplicate_problems(rows: list[dict[str, Any]], name: str) -> list[str]:
 
 
 def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings,
-                     name: str) -> list[str]:
+                     name: str, seconds: bool = False) -> list[str]:
     """Each stated speedup re-derived from the two rows' samples, paired by round (stats.paired_speedup_draws; the
-    run's own seeded draws of every row at once, stats.paired_speedup_bounds)."""
+    run's own seeded draws of every row at once, stats.paired_speedup_bounds). `seconds`: every sample of the
+    bundle is known to be a finite, non-negative float."""
     index = {(r.get("phase"), r.get("case_id"), r.get("backend")): i for i, r in enumerate(rows)}
     out: list[str] = []
     stated: list[tuple[dict[str, Any], tuple | None, tuple | None, str, bool]] = []
@@ -171,7 +172,7 @@ def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], 
             continue
         contended = any((r.get("contention") or {}).get("contended") for r in (row, rows[j]))
         base, cand = _paired(samples[j]), _paired(rec)
-        if any(p is not None and not (finite_numbers(p[0]) and min(p[0]) >= 0) for p in (base, cand)):
+        if not seconds and any(p is not None and not (finite_numbers(p[0]) and min(p[0]) >= 0) for p in (base, cand)):
             continue  # samples that are not finite seconds: the samples check names them
         stated.append((sp, base, cand, where, contended))
     # The run's own seeded bootstrap first (stats.paired_speedup: seed 0, the config's resamples): its value and

@@ -254,13 +254,14 @@ def within(value: float, band: tuple[float, float]) -> bool:
 
 
 def time_problems(row: dict[str, Any], rec: dict[str, Any], s: Settings, where: str,
-                  truth: Summary | None = None, warm: WarmupFigures | None = None) -> list[str]:
+                  truth: Summary | None = None, warm: WarmupFigures | None = None, seconds: bool = False) -> list[str]:
     """The row's time statistics against its raw samples (the same record line of samples.jsonl). `truth`: the
     samples' statistics where `time_truths` computed them already (None: computed here); `warm`: likewise the
-    warm-up comparison's figures (rederive/warmup.py warmup_figures)."""
+    warm-up comparison's figures (rederive/warmup.py warmup_figures); `seconds`: every sample of the bundle is
+    known to be a finite, non-negative float."""
     t, values = row.get("time_s"), rec.get("samples")
-    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth) \
-        + warmup_problems(row, rec, where, warm)
+    return stats_problems(t, values, _repeats(rec, values), s, where, "time_s", "samples.jsonl", truth=truth,
+                          seconds=seconds) + warmup_problems(row, rec, where, warm)
 
 
 def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
@@ -268,18 +269,20 @@ def _repeats(rec: dict[str, Any], values: Any) -> list[int] | None:
     return repeats if isinstance(values, list) and len(repeats) == len(values) else None
 
 
-def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings) -> list[Summary | None]:
+def time_truths(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings,
+                seconds: bool = False) -> list[Summary | None]:
     """Per row, what `time_problems` re-derives its time_s from, `summarize` of its samples by the CI method the row
     states, computed for all rows at once (statistics.summary.summarize_many gives summarize's figures exactly,
     issue 30 item 14). None where time_problems computes them itself: no time or no samples to check (it says why),
-    or samples over several repeats (the two-stage bootstrap, per row)."""
+    or samples over several repeats (the two-stage bootstrap, per row). `seconds`: every sample of the bundle is
+    known to be a finite, non-negative float (not looked at again row by row)."""
     out: list[Summary | None] = [None] * len(rows)
     batches: dict[str, tuple[list, list]] = {}
     for i, (row, rec) in enumerate(zip(rows, samples, strict=False)):
         values = rec.get("samples")
         groups = _repeats(rec, values)
         if isinstance(row.get("time_s"), dict) and isinstance(values, list) and values \
-                and finite_numbers(values) and len(set(groups or ())) <= 1:
+                and (seconds or finite_numbers(values)) and len(set(groups or ())) <= 1:
             batch, at = batches.setdefault(ci_method_of(row["time_s"]), ([], []))
             batch.append(values)
             at.append(i)
@@ -297,16 +300,16 @@ def ci_method_of(t: dict[str, Any]) -> str:
 
 
 def stats_problems(t: Any, values: Any, groups: list[int] | None, s: Settings, where: str, label: str,
-                   source: str, grouped: bool = True, truth: Summary | None = None) -> list[str]:
+                   source: str, grouped: bool = True, truth: Summary | None = None, seconds: bool = False) -> list[str]:
     """Time statistics `t` (named `label`) against the raw samples `values` they were computed from (`source`
     names where those are); `groups`: each sample's repeat. `grouped` False: the repeats are unknown and the
     samples span several, so the figures that depend on them (median, CI) are not checked. `truth`: summarize's
-    figures of these samples, already computed (time_truths)."""
+    figures of these samples, already computed (time_truths); `seconds`: `values` are known to be finite floats."""
     if not isinstance(t, dict) or not isinstance(values, list):
         return []
     if not values:
         return [f"{where}: {label} is stated but {source} holds no samples for it"]
-    if not finite_numbers(values):
+    if not (seconds or finite_numbers(values)):
         return []  # named by the samples check
     out = []
     if is_number(t.get("ci95_low")) and is_number(t.get("ci95_high")) and t["ci95_low"] > t["ci95_high"]:
