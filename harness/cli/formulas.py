@@ -158,21 +158,23 @@ _UNREMEMBERED = object()  # a device with no hashable image: planned each time
 
 
 def _plan(cfg: Any, device: DeviceInfo | None,
-          registry: Registry | None = None) -> tuple[dict[tuple[str, str], Any], dict[str, Any]] | str:
+          registry: Registry | None = None) -> tuple[dict[tuple[str, str], Any], dict[str, Any], dict] | str:
     from xmfu.harness.run import plan_phases
 
     try:
         phases = plan_phases(cfg, registry or _registry(), device)
     except (ConfigError, TypeError, ValueError, KeyError) as exc:
         return f"config.yaml is not a config this xmfu plans ({type(exc).__name__}: {exc})"[:300]
-    return {(p.name, c.case_id): c for p in phases for c in p.cases}, {p.name: cfg.protocol(p.name) for p in phases}
+    return ({(p.name, c.case_id): c for p in phases for c in p.cases}, {p.name: cfg.protocol(p.name) for p in phases},
+            {})  # the planned cases' own figures, filled as rows ask (`_case_figures`)
 
 
 def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Any], Any,
-                                                                     dict[str, Any]] | str:
+                                                                     dict[str, Any], dict] | str:
     """(phase, case id) -> the case, as the run planned it from this config; the config; phase -> the config's
-    timing protocol (the mamf sweep's follows mamf.method, parsed from config.yaml: no suite tag); or why it cannot
-    be planned. Planned once per distinct settings and device (the cases do not depend on run_id or results_dir)."""
+    timing protocol (the mamf sweep's follows mamf.method, parsed from config.yaml: no suite tag); the planned cases'
+    own figures, as far as rows have asked for them; or why it cannot be planned. Planned once per distinct settings
+    and device (the cases do not depend on run_id or results_dir)."""
     parsed = _config(config_text)
     if isinstance(parsed, str):
         return parsed
@@ -185,8 +187,8 @@ def _cases(config_text: str, devices: list[dict[str, Any]]) -> tuple[dict[tuple[
             run.plans[where] = planned
     if isinstance(planned, str):
         return planned
-    cases, protocols = planned
-    return cases, parsed.cfg, protocols
+    cases, protocols, figures = planned
+    return cases, parsed.cfg, protocols, figures
 
 
 def _settled(case: Any, params: dict[str, Any]) -> Any:
@@ -263,11 +265,19 @@ def _own_figures(case: Any, row: dict[str, Any], rec: dict[str, Any] | None, cfg
     return figures(row.get("time_s"), samples, membw, None if valid else row.get("timing_note"))
 
 
-def _figures(case: Any, row: dict[str, Any], timing: dict[str, Any]) -> dict[str, Any]:
+def _case_figures(case: Any) -> dict[str, Any]:
+    """What the case's formulas give whatever the row: its params, FLOPs, convention, bytes and roofline work. A
+    planned case's are computed once per process and shared by its rows (every backend's, every bundle's of these
+    settings), read, never changed."""
     work = Work.of(case)
-    out: dict[str, Any] = {"params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention,
-                           "bytes": case.bytes_moved(),
-                           ROOFLINE_WORK: {"floor_flops": work.floor_flops, "off_roofline": work.off_roofline}}
+    return {"params": case.params(), "flops": case.flops(), "flop_convention": case.flop_convention,
+            "bytes": case.bytes_moved(),
+            ROOFLINE_WORK: {"floor_flops": work.floor_flops, "off_roofline": work.off_roofline}}
+
+
+def _figures(case: Any, row: dict[str, Any], timing: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
+    """The case's own figures (`fixed`, from _case_figures) and those the row's protocol, status and time give."""
+    out = dict(fixed)
     protocol = _protocol(timing, row)
     if protocol is not None:  # the case parts are the row's own (rederive.key_problems checks them against it)
         out["comparability"] = {**row["comparability"], "protocol": protocol}
@@ -289,19 +299,24 @@ def restate_rows(config_text: str, devices: list[dict[str, Any]], rows: list[dic
     planned = _cases(config_text, devices)
     if isinstance(planned, str):
         return [Restated(unchecked=planned) for _ in rows]
-    cases, cfg, protocols = planned
+    cases, cfg, protocols, known = planned
     samples = samples or []
     out = []
     for number, row in enumerate(rows):
         key = (row.get("phase") or "main", row.get("case_id"))
-        case = cases.get(key)
-        if case is None:
+        planned_case = cases.get(key)
+        if planned_case is None:
             out.append(Restated(problem=f"case {key[1]!r} (phase {key[0]}) is not a case of the bundle's config.yaml"))
             continue
-        case = _settled(case, row.get("params"))
+        case = _settled(planned_case, row.get("params"))
         try:
             rec = samples[number] if number < len(samples) else None
-            out.append(Restated(figures={**_figures(case, row, protocols[key[0]]),
+            fixed = known.get(key) if case is planned_case else None  # a case the row settled is its own
+            if fixed is None:
+                fixed = _case_figures(case)
+                if case is planned_case:
+                    known[key] = fixed
+            out.append(Restated(figures={**_figures(case, row, protocols[key[0]], fixed),
                                          **_own_figures(case, row, rec, cfg, devices)}))
         except Exception as exc:  # a formula that cannot take this row's values: not checked, and said
             out.append(Restated(unchecked=f"the formulas could not be applied ({type(exc).__name__}: {exc})"))
