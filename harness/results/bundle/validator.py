@@ -262,13 +262,13 @@ def load_bundle(folder: str | Path, formulas: times.Formulas | None = None,
                 run_formula: times.RunFormula | None = None, held: bool = False) -> Loaded:
     """Read and validate the bundle at `folder`; `bundle` is None where it cannot be read at all. `formulas`,
     `run_formula`: the workloads' and the run's (None: those the front door installed with `use_formulas`).
-    `held`: the caller keeps what it loads to its end (see `_cycles_uncollected`)."""
-    with _cycles_uncollected(freeze=held):
+    `held`: the caller keeps what it loads to its end (see `cycles_uncollected`)."""
+    with cycles_uncollected(freeze=held):
         return _load(Path(folder), formulas, run_formula)
 
 
 @contextmanager
-def _cycles_uncollected(freeze: bool = False) -> Iterator[None]:
+def cycles_uncollected(freeze: bool = False) -> Iterator[None]:
     """Python's cyclic garbage collector paused while a bundle is decoded and re-derived. Decoding allocates a few
     containers per value (no cycles: freed by reference counting), and every 700 allocations start a collection
     that, each time an older generation's turn comes, walks every object alive, the bundle read so far included:
