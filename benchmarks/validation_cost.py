@@ -27,8 +27,8 @@ their wall and CPU seconds (user + system, from wait4: the steadier figure on a 
 milliseconds per load, a figure per pass over the copies. The machine's load average is printed before and after,
 and so is the CPU time of a fixed piece of work of the same kinds (`host_reference`: JSON lines decoded, dicts
 read, numbers sorted), which no code of xmfu's changes: a shared machine's speed moves by up to 2x within an hour
-with no load average showing it, and this figure says which speed a run met (docs/reference-measurements.md keeps
-the figures of runs at several such speeds).
+with no load average showing it, and this figure is a rough gauge of the speed a run met (single runs of both move
+by 10% or so on such a machine: read it where it is far from the figures docs/reference-measurements.md gives).
 Exit status 0 always: the figures are for reading, not a gate.
 """
 

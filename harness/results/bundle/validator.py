@@ -18,7 +18,7 @@ trusted itself). What makes a year's report affordable (issue 30, item 14) is co
 the rows' time statistics in one batch per bundle (stats.summarize_many, summarize's figures bit for bit), the
 bootstrap band only where the run's own seeded CI is not reproduced (time statistics and speedups alike: a
 speedup's 8,000-draw reference is drawn only for a CI its run's own draw does not give; the run's own draws of a
-bundle's speedups counted, not sorted: statistics/speedup.py `_drawn_medians`), and each device name
+bundle's speedups counted, not sorted: statistics/paired_bounds.py `_drawn_medians`), and each device name
 matched against the peak table once per process, each device and dtype of a bundle looked up once per bundle. What
 is remembered across bundles is what their bytes determine alone, never a verdict (issue 42 item 5): config.yaml
 parsed once per distinct text (libyaml where it reads as PyYAML's pure loader does, rederive/times.py), and a

@@ -157,7 +157,7 @@ def duplicate_problems(rows: list[dict[str, Any]], name: str) -> list[str]:
 def speedup_problems(rows: list[dict[str, Any]], samples: list[dict[str, Any]], s: Settings,
                      name: str, seconds: bool = False) -> list[str]:
     """Each stated speedup re-derived from the two rows' samples, paired by round (stats.paired_speedup_draws; the
-    run's own seeded draws of every row at once, stats.paired_speedup_bounds). `seconds`: every sample of the
+    run's own seeded draws of every row at once, paired_bounds.paired_speedup_bounds). `seconds`: every sample of the
     bundle is known to be a finite, non-negative float."""
     index = {(r.get("phase"), r.get("case_id"), r.get("backend")): i for i, r in enumerate(rows)}
     out: list[str] = []
