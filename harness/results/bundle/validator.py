@@ -22,9 +22,10 @@ bundle's speedups counted, not sorted: statistics/paired_bounds.py `_drawn_media
 matched against the peak table once per process, each device and dtype of a bundle looked up once per bundle. What
 is remembered across bundles is what their bytes determine alone, never a verdict (issue 42 item 5): config.yaml
 parsed once per distinct text (libyaml where it reads as PyYAML's pure loader does, rederive/times.py), and a
-config's settings parsed and expanded into the cases the run planned once per distinct settings (the front door's
-formulas, harness/cli/formulas.py: run_id and results_dir, which differ from bundle to bundle, are checked for
-each); every row of every bundle is still checked against them.
+config's settings parsed and expanded into the cases the run planned once per distinct settings, each planned
+case's own figures (params, FLOPs, bytes) with them (the front door's formulas, harness/cli/formulas.py: run_id and
+results_dir, which differ from bundle to bundle, are checked for each); every row of every bundle is still checked
+against them.
 """
 
 from __future__ import annotations
