@@ -281,7 +281,9 @@ def cycles_uncollected(freeze: bool = False) -> Iterator[None]:
     sweep of everything it left young) nor by those the caller's own work starts (together a third of `xmfu
     compare`'s CPU on two such bundles). Reference counting still frees what the caller lets go. Not for a caller
     that streams bundles one at a time (history add, export): what it made of the last bundle and would have
-    collected (cycles, a table's) would be frozen with the next one."""
+    collected (cycles, a table's) would be frozen with the next one. Without `freeze`, for any stretch of work that
+    makes many containers and no cycles: `xmfu compare` pauses it while it compares what it loaded and makes its text.
+    """
     was_on = gc.isenabled()
     gc.disable()
     try:

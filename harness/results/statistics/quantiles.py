@@ -27,9 +27,9 @@ def repeated_quantiles(values: np.ndarray, counts: np.ndarray, q: Sequence[float
     virtual = (total - 1) * np.asarray(q, dtype=np.float64)  # numpy's "linear" get_virtual_index
     previous, following = _neighbours(virtual, total)
     gamma = np.asarray(virtual - previous, dtype=virtual.dtype).reshape(-1, 1)  # numpy's _get_gamma ("linear")
-    found = _order_statistics(values, counts, total, {int(p) % total for p in (*previous, *following)})
-    out = _lerp(np.stack([found[int(p) % total] for p in previous]),
-                np.stack([found[int(p) % total] for p in following]), gamma)
+    before, after = ([int(p) % total for p in side] for side in (previous, following))  # -1: the last position
+    found = _order_statistics(values, counts, total, {*before, *after})
+    out = _lerp(np.stack([found[p] for p in before]), np.stack([found[p] for p in after]), gamma)
     nans = np.isnan(values).any(axis=1)
     if nans.any():
         out[:, nans] = np.nan
