@@ -24,6 +24,7 @@ from xmfu.harness.machine import stack
 from xmfu.harness.machine.sync import sync_rule
 from xmfu.harness.machine.threads import threads_record
 from xmfu.harness.results.bundle.writer import RecordError, utc_now
+from xmfu.harness.results.rederive.warmup import warmup_disturbance
 from xmfu.harness.results.statistics.summary import Summary, spread, summarize
 
 
@@ -211,6 +212,19 @@ def samples_record(run_id: str, case: Case, a: Attempt) -> dict[str, Any]:
         out["variants"] = {name: {"samples": v.samples, "rank_samples": a.variant_rank_samples.get(name),
                                   "repeats": v.sample_repeats} for name, v in a.variants.items()}
     return out
+
+
+def own_contention(row: dict[str, Any], samples: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's contention record: its case's, or, where the row's timed samples and its own warm-up calls
+    disagree past the bounds validation holds a quiet row to (results/rederive/warmup.py), that record marked
+    contended with why (`warmup`). A load can fall on the warm-up alone and leave the case's process and run-queue
+    figures under their limits: the row is then no evidence in a verdict, and its bundle still validates."""
+    case = row.get("contention")
+    why = warmup_disturbance(row, samples)
+    if why is None:
+        return case
+    reason = "; ".join(filter(None, [(case or {}).get("reason"), why]))
+    return {**(case or {}), "contended": True, "reason": reason, "warmup": why}
 
 
 def unfit(row: dict[str, Any], samples: dict[str, Any], exc: RecordError) -> tuple[dict[str, Any], dict[str, Any]]:

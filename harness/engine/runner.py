@@ -22,13 +22,13 @@ from xmfu.harness.engine.attempts import (
     time_attempts,
 )
 from xmfu.harness.engine.case import Case, Prepared, RunAborted
+from xmfu.harness.engine.case_speedups import case_speedups
 from xmfu.harness.engine.context import RunContext
 from xmfu.harness.engine.interrupts import raise_if_interrupted
 from xmfu.harness.engine.metrics import format_utilization, throughput, utilization
 from xmfu.harness.engine.registry import WorkloadDef
 from xmfu.harness.engine.steady import steady_state
 from xmfu.harness.engine.timers import flush_buffer
-from xmfu.harness.engine.timing import Series
 from xmfu.harness.machine import contention
 from xmfu.harness.machine.frameworks import release_cached_memory
 from xmfu.harness.machine.jax_distributed import jax_processes_joined
@@ -38,7 +38,6 @@ from xmfu.harness.machine.telemetry import Reading, Sampler, energy_check
 from xmfu.harness.machine.telemetry.recorder import Recorder
 from xmfu.harness.results.bundle.writer import BundleWriter, RecordError, utc_now
 from xmfu.harness.results.schema.comparability import comparability_fields, comparability_key
-from xmfu.harness.results.statistics.speedup import paired_speedup
 from xmfu.harness.results.statistics.summary import Summary
 
 StepListener = Callable[[str, str, str, str], None]  # (phase, case_id, backend, step): ("main", id, "jax", "checking")
@@ -52,10 +51,6 @@ class Phase:
     workload: WorkloadDef
     cases: Sequence[Case]
     backends: Sequence[str]
-
-
-def _paired(s: Series) -> tuple[list[float], list[int], list[int]]:
-    return s.samples, s.rounds, s.sample_repeats
 
 
 def _jax_spans_processes() -> bool:
@@ -124,10 +119,10 @@ class CaseRunner:
         attempts = [merge_repeats([rep[i] for rep in per_repeat]) for i in range(len(phase.backends))]
         roofline.judge(attempts, case, self.ctx)  # a median under the roofline's floor fails its row
         self.contention = self._contention(before)
-        speedups = self._speedups(attempts) if phase.name == "main" else {}
         self.writer.append_telemetry(case.case_id, [r.as_dict() for r in self.readings])
-        for a in attempts:
-            row, samples = self._row(phase, case, a, timed_out, started)
+        built = [self._row(phase, case, a, timed_out, started) for a in attempts]
+        speedups = case_speedups(attempts, [r for r, _ in built], self.ctx.config) if phase.name == "main" else {}
+        for a, (row, samples) in zip(attempts, built, strict=True):
             row["speedup"] = speedups.get(a.backend)
             if a.status == "ok" and a.prepared and a.prepared.attachments:
                 row["attachments"] = self._attach(row, a.prepared.attachments)
@@ -255,22 +250,6 @@ class CaseRunner:
         recorder.start()
         return recorder
 
-    def _speedups(self, attempts: list[Attempt]) -> dict[str, dict[str, Any] | None]:
-        """Each timed backend against the configured baseline, paired by interleaving round; no verdict where the
-        case was contended (its rows say so: self.contention) or too few rounds were paired (stats.judge)."""
-        cfg, contended = self.ctx.config, bool(self.contention and self.contention.get("contended"))
-        base = next((a for a in attempts if a.backend == cfg.baseline), None)
-        if base is None or base.status != "ok" or not base.series or not base.prepared.timing_valid:
-            return {}
-        out: dict[str, dict[str, Any] | None] = {}
-        for a in attempts:
-            if a is base or a.status != "ok" or not a.series or not a.prepared.timing_valid:
-                continue
-            result = paired_speedup(base.backend, _paired(base.series), _paired(a.series), cfg.equivalence_margin,
-                                    cfg.timing.bootstrap_resamples, contended=contended)
-            out[a.backend] = result.as_dict() if result else None
-        return out
-
     def _row(self, phase: Phase, case: Case, a: Attempt, timed_out: bool,
              started: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The row and its samples record, section by section in the order their inputs exist (row_sections.py)."""
@@ -287,7 +266,9 @@ class CaseRunner:
         row.update(sections.rank_fields(a))
         row.update(self._figures(phase, case, a, row, summary))
         row.update(sections.closing(flops, a.check))
-        return row, sections.samples_record(self.run_id, case, a)
+        samples = sections.samples_record(self.run_id, case, a)
+        row["contention"] = sections.own_contention(row, samples)
+        return row, samples
 
     def _key(self, phase: Phase, case: Case, a: Attempt) -> dict[str, Any]:
         """The comparability key and its fields (a plug-in's release joins them: a new version of the kernel starts

@@ -33,15 +33,15 @@ def _series(samples: list[float], rounds: list[int]) -> SimpleNamespace:
     return SimpleNamespace(samples=samples, rounds=rounds, sample_repeats=[0] * len(samples))
 
 
-def _runner(contended: bool) -> object:
-    """The engine's CaseRunner as far as `_speedups` reads it: the config and the case's contention record."""
-    from xmfu.harness.engine.runner import CaseRunner
-
-    runner = CaseRunner.__new__(CaseRunner)
+def _config() -> object:
+    """The run's config as far as case_speedups reads it."""
     timing = SimpleNamespace(bootstrap_resamples=1000)
-    runner.ctx = SimpleNamespace(config=SimpleNamespace(baseline="a", equivalence_margin=0.02, timing=timing))
-    runner.contention = {"contended": contended, "reason": "planted: another process used 90% of a core"}
-    return runner
+    return SimpleNamespace(baseline="a", equivalence_margin=0.02, timing=timing)
+
+
+def _rows(contended_a: bool, contended_b: bool) -> list[dict]:
+    planted = "planted: another process used 90% of a core"
+    return [{"contention": {"contended": c, "reason": planted if c else None}} for c in (contended_a, contended_b)]
 
 
 def _attempt(backend: str, samples: list[float], rounds: list[int]) -> object:
@@ -51,14 +51,18 @@ def _attempt(backend: str, samples: list[float], rounds: list[int]) -> object:
 
 
 @pytest.mark.parametrize(("rounds", "contended", "reason"), [
-    (2, False, f"too few rounds: 2 < {MIN_ROUNDS}"), (20, True, "contended"), (20, False, None)])
+    (2, (False, False), f"too few rounds: 2 < {MIN_ROUNDS}"), (20, (True, True), "contended"),
+    (20, (True, False), "contended"), (20, (False, True), "contended"), (20, (False, False), None)])
 def test_the_engine_draws_no_verdict_the_rule_withholds(rounds, contended, reason):
-    """Before: 2 rounds or a contended case still gave `faster` here (B takes half A's time)."""
+    """Before: 2 rounds or a contended case still gave `faster` here (B takes half A's time). A row is contended by
+    its case or by its own warm-up (engine/row_sections.py own_contention): either row of the pair withholds it."""
+    from xmfu.harness.engine.case_speedups import case_speedups
+
     rng = np.random.default_rng(0)
     r = [i for i in range(rounds) for _ in range(ROUND_SAMPLES)]
     a = list(1.0 + 0.01 * rng.standard_normal(len(r)))
     b = list(0.5 + 0.005 * rng.standard_normal(len(r)))
-    sp = _runner(contended)._speedups([_attempt("a", a, r), _attempt("b", b, r)])["b"]
+    sp = case_speedups([_attempt("a", a, r), _attempt("b", b, r)], _rows(*contended), _config())["b"]
     assert sp["verdict"] == ("faster" if reason is None else "inconclusive") and sp.get("verdict_reason") == reason
     assert sp["min_rounds"] == MIN_ROUNDS and sp["rounds"] == rounds
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 from msgspec import field
 
+from xmfu.harness.results.schema.energy import Energy
 from xmfu.harness.results.schema.formats import FormatMfu
 from xmfu.harness.results.schema.parts import (
     Clocks,
@@ -17,7 +18,6 @@ from xmfu.harness.results.schema.parts import (
     Comparability,
     Contention,
     Correctness,
-    Energy,
     Imported,
     Latency,
     PluginSource,
